@@ -1,0 +1,20 @@
+/**
+ * System packages the suite needs beyond npm ones. Installed on demand so that `npm test`
+ * alone prepares a fresh machine of this kind (Debian, root); elsewhere it says what is
+ * missing instead.
+ */
+const REQUIRED: Array<{ binary: string; aptPackage: string }> = [];
+
+export async function ensureTestPrerequisites(): Promise<void> {
+  const missing = REQUIRED.filter(({ binary }) => !Bun.which(binary));
+  if (missing.length === 0) return;
+  const packages = missing.map((m) => m.aptPackage);
+  if (!Bun.which("apt-get")) {
+    throw new Error(`tests need ${packages.join(", ")}; install them with your package manager`);
+  }
+  console.log(`installing ${packages.join(", ")} with apt-get for the test suite...`);
+  for (const args of [["update", "-qq"], ["install", "-y", "-qq", "--no-install-recommends", ...packages]]) {
+    const result = Bun.spawnSync(["apt-get", ...args], { stdout: "inherit", stderr: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+    if (result.exitCode !== 0) throw new Error(`apt-get ${args[0]} failed with ${result.exitCode}`);
+  }
+}

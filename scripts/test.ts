@@ -1,0 +1,36 @@
+/**
+ * `npm test`: runs the whole suite with `bun test` and ends with the one summary line CI
+ * reads, `N passed, M failed, K skipped`, derived from bun's own closing counts.
+ * Extra arguments go to `bun test` (e.g. `npm test -- tests/auth`).
+ */
+import { ensureTestPrerequisites } from "./test-prerequisites";
+
+await ensureTestPrerequisites();
+
+const proc = Bun.spawn([process.execPath, "test", ...process.argv.slice(2)], {
+  stdout: "pipe",
+  stderr: "pipe",
+  env: { ...process.env, NODE_ENV: "test" },
+});
+
+// bun prints its counts (" 12 pass", " 0 fail", " 1 skip") to stderr at the end.
+const counts = { pass: 0, fail: 0, skip: 0 };
+async function relay(stream: ReadableStream<Uint8Array>, out: NodeJS.WriteStream): Promise<void> {
+  const decoder = new TextDecoder();
+  let pending = "";
+  for await (const chunk of stream) {
+    out.write(chunk);
+    pending += decoder.decode(chunk, { stream: true });
+    const lines = pending.split("\n");
+    pending = lines.pop()!;
+    for (const line of lines) {
+      const m = /^\s*(\d+) (pass|fail|skip)\s*$/.exec(line);
+      if (m) counts[m[2] as keyof typeof counts] = Number(m[1]);
+    }
+  }
+}
+
+await Promise.all([relay(proc.stdout, process.stdout), relay(proc.stderr, process.stderr)]);
+const code = await proc.exited;
+console.log(`${counts.pass} passed, ${counts.fail} failed, ${counts.skip} skipped`);
+process.exit(code !== 0 ? code : counts.fail > 0 ? 1 : 0);

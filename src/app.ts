@@ -1,0 +1,55 @@
+import { Elysia } from "elysia";
+import { openapi } from "@elysiajs/openapi";
+import type { Deps } from "./deps";
+import { authPlugin } from "./auth/macro";
+import { errorHandler } from "./http/error-handler";
+import { requestContext } from "./http/request-context";
+import { ConnectionService } from "./services/connections";
+import { connectionsCors } from "./routes/connections-cors";
+import { connectionRoutes } from "./routes/connections";
+import { healthRoutes } from "./routes/health";
+import { sessionRoutes } from "./routes/sessions";
+import { statusRoutes } from "./routes/status";
+
+export const API_PREFIX = "/api/v1";
+
+/** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
+export function createApp(deps: Deps) {
+  const auth = authPlugin(deps);
+  const connections = new ConnectionService(deps);
+  const api = new Elysia({ prefix: API_PREFIX })
+    .use(sessionRoutes(deps, auth))
+    .use(connectionRoutes(connections, auth))
+    .use(statusRoutes(connections, auth));
+
+  return new Elysia()
+    .use(requestContext(deps.config.maxBodyBytes))
+    .use(errorHandler(deps.logger))
+    .use(connectionsCors(deps.store))
+    .use(
+      openapi({
+        path: `${API_PREFIX}/docs`,
+        specPath: `${API_PREFIX}/openapi.json`,
+        exclude: { paths: [`${API_PREFIX}/docs`, `${API_PREFIX}/openapi.json`] },
+        documentation: {
+          info: {
+            title: "Metered model proxy",
+            version: "1",
+            description:
+              "OpenAI-compatible chat completions metered against budgets that end users approve. " +
+              "Every error uses the envelope `{ error: { code, message } }`.",
+          },
+          components: {
+            securitySchemes: {
+              secretKey: { type: "http", scheme: "bearer", description: "App secret key `sk_live_{appId}_{secret}` (backend only)." },
+              sessionToken: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Session token from POST /sessions (browser)." },
+            },
+          },
+        },
+      }),
+    )
+    .use(healthRoutes(deps))
+    .use(api);
+}
+
+export type ProxyApp = ReturnType<typeof createApp>;

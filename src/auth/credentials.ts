@@ -1,0 +1,48 @@
+import { ApiError } from "../errors";
+import type { App } from "../store/apps";
+import type { Store } from "../store";
+import { parseSecretKey, secretMatches } from "./secret-key";
+import type { SessionClaims, SessionTokens } from "./session-token";
+
+/** Extracts the credential from `Authorization: Bearer <credential>` (RFC 6750 §2.1). */
+export function bearerCredential(header: string | null): string {
+  if (!header) throw new ApiError("auth", "missing Authorization header");
+  const m = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
+  if (!m) throw new ApiError("auth", "Authorization header must be 'Bearer <credential>'");
+  return m[1]!;
+}
+
+/** Resolves a secret key to its active app, or throws 401 `auth`. */
+export function authenticateSecretKey(store: Store, header: string | null): App {
+  const credential = bearerCredential(header);
+  const parsed = parseSecretKey(credential);
+  if (!parsed) {
+    const hint = credential.split(".").length === 3 ? ": this endpoint takes a secret key, not a session token" : "";
+    throw new ApiError("auth", `invalid secret key${hint}`);
+  }
+  // Compare against every active key of the app (rotation keeps several) in constant
+  // time each; never short-circuit on a prefix.
+  let matched = false;
+  for (const key of store.apps.activeKeysOf(parsed.appId)) {
+    if (secretMatches(parsed.secret, key.secretHash)) matched = true;
+  }
+  const app = matched ? store.apps.find(parsed.appId) : null;
+  if (!app || app.disabledAt !== null) throw new ApiError("auth", "invalid secret key");
+  return app;
+}
+
+/** Resolves a session JWT to its claims and active app, or throws 401 `auth`. */
+export async function authenticateSession(
+  store: Store,
+  tokens: SessionTokens,
+  header: string | null,
+): Promise<{ app: App; session: SessionClaims }> {
+  const credential = bearerCredential(header);
+  if (credential.startsWith("sk_")) {
+    throw new ApiError("auth", "this endpoint takes a session token, not a secret key");
+  }
+  const session = await tokens.verify(credential);
+  const app = store.apps.find(session.appId);
+  if (!app || app.disabledAt !== null) throw new ApiError("auth", "invalid session token");
+  return { app, session };
+}

@@ -1,0 +1,67 @@
+import { Elysia } from "elysia";
+import type { Deps } from "../deps";
+import type { App } from "../store/apps";
+import type { SessionClaims } from "./session-token";
+import { authenticateSecretKey, authenticateSession } from "./credentials";
+import { restrictCorsToApp } from "../routes/connections-cors";
+
+type SecretKeyAuth = { app: App };
+type SessionAuth = { app: App; session: SessionClaims };
+
+/**
+ * Route-level auth: `{ secretKey: true }` or `{ session: true }` on a route.
+ *
+ * Elysia parses and validates before `resolve`, which would let an unauthenticated caller
+ * probe body schemas and make us parse bodies for strangers. So each macro also hooks
+ * `parse` (runs first for requests with a body) and `transform` (runs before validation
+ * for the rest); the result is remembered per request and `resolve` hands it to the
+ * handler. An ApiError thrown in `parse` reaches onError as the ParseError's cause.
+ */
+export function authPlugin(deps: Deps) {
+  const secretKeyAuth = new WeakMap<Request, SecretKeyAuth>();
+  const sessionAuth = new WeakMap<Request, Promise<SessionAuth>>();
+
+  const bySecretKey = (request: Request): SecretKeyAuth => {
+    let found = secretKeyAuth.get(request);
+    if (!found) {
+      found = { app: authenticateSecretKey(deps.store, request.headers.get("authorization")) };
+      secretKeyAuth.set(request, found);
+    }
+    return found;
+  };
+
+  const bySession = (request: Request): Promise<SessionAuth> => {
+    let found = sessionAuth.get(request);
+    if (!found) {
+      found = authenticateSession(deps.store, deps.sessionTokens, request.headers.get("authorization"));
+      sessionAuth.set(request, found);
+    }
+    return found;
+  };
+
+  // Unnamed on purpose: each createApp gets its own instance bound to its own deps.
+  return new Elysia().macro({
+    secretKey: {
+      parse({ request }) {
+        bySecretKey(request);
+      },
+      transform({ request }) {
+        bySecretKey(request);
+      },
+      resolve: ({ request }) => bySecretKey(request),
+    },
+    session: {
+      async parse({ request }) {
+        await bySession(request);
+      },
+      async transform({ request }) {
+        await bySession(request);
+      },
+      async resolve({ request, set }) {
+        const found = await bySession(request);
+        restrictCorsToApp(request, set.headers, found.app.origins);
+        return found;
+      },
+    },
+  });
+}

@@ -1,0 +1,120 @@
+/**
+ * The environment of DESIGN.md §4, parsed by one TypeBox schema. Only src/index.ts and
+ * src/cli.ts call loadConfig; everything else receives a Config.
+ */
+import { Type as t, type Static } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+
+const Port = t.Integer({ minimum: 1, maximum: 65535 });
+const PositiveInt = t.Integer({ minimum: 1 });
+const PositiveUsd = t.Number({ exclusiveMinimum: 0 });
+const NonNegativeUsd = t.Number({ minimum: 0 });
+
+export const ConfigSchema = t.Object({
+  NODE_ENV: t.Optional(t.Union([t.Literal("production"), t.Literal("development"), t.Literal("test")])),
+  PORT: t.Optional(Port),
+  HOST: t.Optional(t.String({ minLength: 1 })),
+  DATABASE_URL: t.Optional(t.String({ pattern: "^sqlite:.+$" })),
+  REDIS_URL: t.Optional(t.String({ pattern: "^rediss?://.+$" })),
+  UPSTREAM_BASE_URL: t.Optional(t.String({ pattern: "^https?://.+$" })),
+  UPSTREAM_API_KEY: t.Optional(t.String({ minLength: 1 })),
+  JWT_SECRET: t.Optional(t.String({ minLength: 32 })),
+  SESSION_TTL_SECONDS: t.Optional(t.Integer({ minimum: 30, maximum: 86_400 })),
+  /** Largest monthly cap a user may approve. */
+  MAX_MONTHLY_USD: t.Optional(PositiveUsd),
+  /** Request bodies above this size get 413 before they are parsed. */
+  MAX_BODY_BYTES: t.Optional(t.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 })),
+  LOG_LEVEL: t.Optional(t.Union([t.Literal("debug"), t.Literal("info"), t.Literal("warn"), t.Literal("error")])),
+  /** Prices (USD per token) for models the upstream catalogue does not list. */
+  FALLBACK_PROMPT_USD_PER_TOKEN: t.Optional(NonNegativeUsd),
+  FALLBACK_COMPLETION_USD_PER_TOKEN: t.Optional(NonNegativeUsd),
+  /** Context length assumed for models the catalogue does not list. */
+  FALLBACK_CONTEXT_TOKENS: t.Optional(PositiveInt),
+  PRICING_REFRESH_SECONDS: t.Optional(t.Integer({ minimum: 10 })),
+  UPSTREAM_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100 })),
+  USAGE_FLUSH_MS: t.Optional(t.Integer({ minimum: 1, maximum: 10_000 })),
+});
+
+const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL"]);
+
+type RawConfig = Static<typeof ConfigSchema>;
+
+export interface Config {
+  env: "production" | "development" | "test";
+  port: number;
+  host: string;
+  /** `:memory:` or a file path. */
+  databasePath: string;
+  redisUrl?: string;
+  upstreamBaseUrl: string;
+  upstreamApiKey?: string;
+  /** True when no upstream key is set outside production: the built-in mock serves. */
+  demoMode: boolean;
+  jwtSecret?: string;
+  sessionTtlSeconds: number;
+  maxMonthlyUsd: number;
+  maxBodyBytes: number;
+  logLevel: "debug" | "info" | "warn" | "error";
+  fallbackPromptUsdPerToken: number;
+  fallbackCompletionUsdPerToken: number;
+  fallbackContextTokens: number;
+  pricingRefreshSeconds: number;
+  upstreamTimeoutMs: number;
+  usageFlushMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join("\n  ")}`);
+  }
+}
+
+/** Parses the environment; throws ConfigError naming every bad key. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const raw: Record<string, unknown> = {};
+  for (const key of Object.keys(ConfigSchema.properties)) {
+    const value = env[key];
+    if (value !== undefined && value !== "") raw[key] = value;
+  }
+  const converted = Value.Convert(ConfigSchema, raw);
+  const problems = [...Value.Errors(ConfigSchema, converted)].map((e) => {
+    const key = e.path.slice(1) || "(root)";
+    // Never echo a secret back, not even into the operator's terminal.
+    const shown = SECRET_KEYS.has(key) ? "" : ` (got ${JSON.stringify(raw[key])})`;
+    return `${key}: ${e.message}${shown}`;
+  });
+  if (problems.length > 0) throw new ConfigError(problems);
+  return fromRaw(converted as RawConfig);
+}
+
+function fromRaw(raw: RawConfig): Config {
+  const env = raw.NODE_ENV ?? "development";
+  const dbUrl = raw.DATABASE_URL ?? "sqlite:data/proxy.sqlite";
+  const dbPath = dbUrl.slice("sqlite:".length);
+  if (env === "production" && !raw.UPSTREAM_API_KEY) {
+    throw new ConfigError(["UPSTREAM_API_KEY: required when NODE_ENV=production (demo mode is for development only)"]);
+  }
+  return {
+    env,
+    port: raw.PORT ?? 8787,
+    host: raw.HOST ?? "0.0.0.0",
+    databasePath: dbPath === ":memory:" ? ":memory:" : dbPath,
+    redisUrl: raw.REDIS_URL,
+    upstreamBaseUrl: (raw.UPSTREAM_BASE_URL ?? "https://openrouter.ai/api/v1").replace(/\/+$/, ""),
+    upstreamApiKey: raw.UPSTREAM_API_KEY,
+    demoMode: !raw.UPSTREAM_API_KEY,
+    jwtSecret: raw.JWT_SECRET,
+    sessionTtlSeconds: raw.SESSION_TTL_SECONDS ?? 600,
+    maxMonthlyUsd: raw.MAX_MONTHLY_USD ?? 1000,
+    maxBodyBytes: raw.MAX_BODY_BYTES ?? 4 * 1024 * 1024,
+    logLevel: raw.LOG_LEVEL ?? "info",
+    // Fallback prices are deliberately high so that an unknown model can never be
+    // under-reserved: $15 / $75 per million tokens, the top of OpenRouter's common range.
+    fallbackPromptUsdPerToken: raw.FALLBACK_PROMPT_USD_PER_TOKEN ?? 0.000015,
+    fallbackCompletionUsdPerToken: raw.FALLBACK_COMPLETION_USD_PER_TOKEN ?? 0.000075,
+    fallbackContextTokens: raw.FALLBACK_CONTEXT_TOKENS ?? 128_000,
+    pricingRefreshSeconds: raw.PRICING_REFRESH_SECONDS ?? 600,
+    upstreamTimeoutMs: raw.UPSTREAM_TIMEOUT_MS ?? 60_000,
+    usageFlushMs: raw.USAGE_FLUSH_MS ?? 100,
+  };
+}

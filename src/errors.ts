@@ -1,0 +1,53 @@
+/**
+ * One error type, one envelope, one status table (DESIGN.md §3 "Errors").
+ * Every failure the service reports goes through ApiError so that clients only ever
+ * see `{ "error": { "code", "message", ...details } }` with the status from ERROR_STATUS.
+ */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  auth: 401,
+  not_connected: 402,
+  budget_exceeded: 402,
+  grant_invalid: 402,
+  funding_invalid: 402,
+  not_found: 404,
+  payload_too_large: 413,
+  rate_limited: 429,
+  internal: 500,
+  upstream: 502,
+  unavailable: 503,
+} as const satisfies Record<string, number>;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** Extra machine-readable fields placed inside `error` (e.g. budget numbers). */
+export type ErrorDetails = Record<string, string | number | boolean | null>;
+
+export class ApiError extends Error {
+  readonly status: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: ErrorDetails = {},
+    /** Headers the response must carry, e.g. Retry-After on 429. */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+    this.status = ERROR_STATUS[code];
+  }
+
+  toBody(): ErrorEnvelope {
+    return { error: { ...this.details, code: this.code, message: this.message } };
+  }
+}
+
+export interface ErrorEnvelope {
+  error: { code: ErrorCode; message: string } & ErrorDetails;
+}
+
+/** The response body for an error, ready for JSON serialisation. */
+export function errorBody(code: ErrorCode, message: string, details: ErrorDetails = {}): ErrorEnvelope {
+  return new ApiError(code, message, details).toBody();
+}

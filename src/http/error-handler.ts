@@ -1,0 +1,56 @@
+import { Elysia, ValidationError } from "elysia";
+import { ApiError, type ErrorCode } from "../errors";
+import type { Logger } from "../logger";
+
+/**
+ * Maps every failure to the one envelope (DESIGN.md §3 "Errors"): our ApiErrors as they
+ * are, Elysia's parse/validation/not-found errors to 400/404, anything else to a generic
+ * 500 logged once with the request id. Registered globally so it covers every plugin.
+ */
+export function errorHandler(logger: Logger) {
+  return new Elysia().onError({ as: "global" }, ({ code, error, set, request }) => {
+    const apiError = toApiError(code, error);
+    if (apiError.code === "internal") {
+      logger.error("unhandled error", {
+        requestId: set.headers["x-request-id"],
+        method: request.method,
+        path: new URL(request.url).pathname,
+        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      });
+    }
+    set.status = apiError.status;
+    Object.assign(set.headers, apiError.headers);
+    set.headers["content-type"] = "application/json";
+    // Serialised here so Elysia's response-schema check does not touch error bodies.
+    return new Response(JSON.stringify(apiError.toBody()), { status: apiError.status, headers: set.headers as Record<string, string> });
+  });
+}
+
+function toApiError(code: string | number, error: unknown): ApiError {
+  // An ApiError thrown inside a parse hook (auth runs there) arrives wrapped.
+  const cause = (error as { cause?: unknown })?.cause;
+  if (error instanceof ApiError) return error;
+  if (cause instanceof ApiError) return cause;
+  switch (code) {
+    case "VALIDATION":
+      return new ApiError("invalid_request", describeValidation(error as ValidationError));
+    case "PARSE":
+      return new ApiError("invalid_request", "request body is not valid for its content-type");
+    case "NOT_FOUND":
+      return new ApiError("not_found", "no such endpoint");
+    case "INVALID_COOKIE_SIGNATURE":
+      return new ApiError("invalid_request", "invalid cookie");
+    default:
+      return new ApiError("internal" satisfies ErrorCode, "internal error");
+  }
+}
+
+/** "body.requestLimit.monthlyUsd: Expected number greater than 0" — names the bad field. */
+function describeValidation(error: ValidationError): string {
+  const where = error.type ?? "request";
+  const first = error.valueError;
+  if (!first) return `invalid ${where}`;
+  const field = first.path.replace(/^\//, "").replaceAll("/", ".");
+  const message = first.value === undefined ? "is required" : first.message;
+  return `${where}${field ? "." + field : ""}: ${message}`;
+}

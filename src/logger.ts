@@ -1,0 +1,34 @@
+/**
+ * JSON-lines logger. One line per event on stdout so that log shippers need no parser.
+ * Callers pass fields, never secrets: keys, tokens and upstream credentials are not
+ * logged anywhere in this code base (a security test scans the output).
+ */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export function createLogger(level: LogLevel, sink: (line: string) => void = (l) => process.stdout.write(l + "\n")): Logger {
+  const min = ORDER[level];
+  const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
+    if (ORDER[lvl] < min) return;
+    sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields }));
+  };
+  return {
+    debug: (m, f) => emit("debug", m, f),
+    info: (m, f) => emit("info", m, f),
+    warn: (m, f) => emit("warn", m, f),
+    error: (m, f) => emit("error", m, f),
+  };
+}
+
+/** A logger that keeps lines in memory; tests read `lines`. */
+export function memoryLogger(): Logger & { lines: string[] } {
+  const lines: string[] = [];
+  return Object.assign(createLogger("debug", (l) => lines.push(l)), { lines });
+}

@@ -1,0 +1,53 @@
+/**
+ * Money and periods (DESIGN.md §3 "Money").
+ * Internally every amount is an integer count of nano-dollars (1e-9 USD). JS numbers hold
+ * integers exactly up to 2^53 nano-dollars (about $9 million), far above any cap here.
+ */
+export const NANO_PER_USD = 1_000_000_000;
+
+/** USD → nano-dollars, rounded up: a cost is never under-counted. */
+export function usdToNanoCeil(usd: number): number {
+  // Scale first, then trim float noise (0.1 * 1e9 = 100000000.00000001) before ceil.
+  const scaled = usd * NANO_PER_USD;
+  const rounded = Math.round(scaled);
+  return Math.abs(scaled - rounded) < 1e-6 ? rounded : Math.ceil(scaled);
+}
+
+/** USD → nano-dollars, rounded down: a cap is never over-stated. */
+export function usdToNanoFloor(usd: number): number {
+  const scaled = usd * NANO_PER_USD;
+  const rounded = Math.round(scaled);
+  return Math.abs(scaled - rounded) < 1e-6 ? rounded : Math.floor(scaled);
+}
+
+/** Nano-dollars → USD for the API boundary. */
+export function nanoToUsd(nano: number): number {
+  return nano / NANO_PER_USD;
+}
+
+/** A billing period: one UTC calendar month, named `YYYY-MM`. */
+export interface Period {
+  id: string;
+  /** ISO 8601, inclusive. */
+  start: string;
+  /** ISO 8601, exclusive: the instant usage resets. */
+  end: string;
+}
+
+export function periodAt(ms: number): Period {
+  const d = new Date(ms);
+  const year = d.getUTCFullYear();
+  const month = d.getUTCMonth();
+  return {
+    id: `${year}-${String(month + 1).padStart(2, "0")}`,
+    start: new Date(Date.UTC(year, month, 1)).toISOString(),
+    end: new Date(Date.UTC(year, month + 1, 1)).toISOString(),
+  };
+}
+
+/** Parses `YYYY-MM` into a Period, or returns null when it is not one. */
+export function parsePeriod(id: string): Period | null {
+  const m = /^(\d{4})-(0[1-9]|1[0-2])$/.exec(id);
+  if (!m) return null;
+  return periodAt(Date.UTC(Number(m[1]), Number(m[2]) - 1, 1));
+}

@@ -1,0 +1,41 @@
+import { Elysia } from "elysia";
+import type { Store } from "../store";
+
+const CONNECTIONS_PATH = "/api/v1/connections";
+const ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS";
+const ALLOWED_HEADERS = "authorization, content-type";
+
+/**
+ * CORS for /connections, the only endpoint browser code calls with a session token
+ * (Fetch standard, "CORS protocol"). An origin is allowed when an active app registered
+ * it. Once the token is verified the route narrows that to the token's own app: see
+ * `restrictCorsToApp`. Responses vary by Origin so caches keep them apart.
+ */
+export function connectionsCors(store: Store) {
+  return new Elysia()
+    .onRequest(({ request, set }) => {
+      const origin = request.headers.get("origin");
+      if (!origin || !isConnectionsPath(request.url)) return;
+      set.headers["vary"] = "Origin";
+      if (store.apps.isRegisteredOrigin(origin)) set.headers["access-control-allow-origin"] = origin;
+    })
+    .options(CONNECTIONS_PATH, ({ set }) => {
+      set.status = 204;
+      if (!set.headers["access-control-allow-origin"]) return;
+      set.headers["access-control-allow-methods"] = ALLOWED_METHODS;
+      set.headers["access-control-allow-headers"] = ALLOWED_HEADERS;
+      set.headers["access-control-max-age"] = "600";
+    }, { detail: { hide: true } });
+}
+
+/** Drops the CORS grant when the request's Origin is not one of the token app's origins. */
+export function restrictCorsToApp(request: Request, headers: Record<string, unknown>, appOrigins: string[]): void {
+  const origin = request.headers.get("origin");
+  if (origin && !appOrigins.includes(origin)) delete headers["access-control-allow-origin"];
+}
+
+function isConnectionsPath(url: string): boolean {
+  const pathStart = url.indexOf("/", url.indexOf("//") + 2);
+  const end = url.indexOf("?", pathStart);
+  return url.slice(pathStart, end === -1 ? undefined : end) === CONNECTIONS_PATH;
+}

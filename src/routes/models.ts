@@ -1,0 +1,54 @@
+import { t } from "elysia";
+
+/**
+ * Shared response models. Route-specific request models live beside their routes.
+ * These are what openapi.json publishes, and Elysia checks responses against them.
+ */
+export const ErrorEnvelope = t.Object(
+  {
+    error: t.Object(
+      {
+        code: t.String({ description: "Stable machine-readable code, e.g. `budget_exceeded`." }),
+        message: t.String({ description: "Human-readable explanation." }),
+      },
+      { additionalProperties: true, description: "Budget errors also carry limitUsd, usedUsd, remainingUsd and resetsAt." },
+    ),
+  },
+  { $id: "#/components/schemas/ErrorEnvelope" },
+);
+
+/** Standard error responses for a route, by the statuses it can return. */
+export function errorResponses(...statuses: number[]) {
+  return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope])) as Record<number, typeof ErrorEnvelope>;
+}
+
+export const Usd = t.Number({ description: "US dollars." });
+const IsoTime = t.String({ format: "date-time" });
+
+export const PeriodModel = t.Object({ start: IsoTime, end: IsoTime }, { description: "The current UTC calendar month; end is exclusive." });
+
+const budgetFields = {
+  connected: t.Boolean(),
+  limits: t.Object({ monthlyUsd: Usd }),
+  usage: t.Object({ monthlyUsd: t.Number({ description: "Settled spend in the current period, USD." }) }),
+  remainingUsd: t.Number({ description: "What a new request can still draw on: limit minus usage minus in-flight reservations." }),
+  period: PeriodModel,
+  resetsAt: t.String({ format: "date-time", description: "When usage resets (the period's end)." }),
+};
+
+export const StatusModel = t.Object(budgetFields);
+
+export const ConnectionStatusModel = t.Object({
+  ...budgetFields,
+  appUserId: t.String(),
+  fundingStatus: t.Union([t.Literal("ok"), t.Literal("invalid")], {
+    description: "`invalid` after the upstream refused payment; cleared by approving again.",
+  }),
+  connectedAt: t.Nullable(IsoTime),
+  updatedAt: t.Nullable(IsoTime),
+});
+
+/** A user id as the app knows it; opaque to us. */
+export const AppUserId = t.String({ minLength: 1, maxLength: 256 });
+
+export const MonthlyUsd = t.Number({ exclusiveMinimum: 0, description: "Monthly cap in USD (> 0)." });

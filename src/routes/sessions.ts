@@ -1,0 +1,39 @@
+import { Elysia, t } from "elysia";
+import type { Deps } from "../deps";
+import type { authPlugin } from "../auth/macro";
+import { ApiError } from "../errors";
+import { AppUserId, MonthlyUsd, errorResponses } from "./models";
+
+const SessionRequest = t.Object({
+  appUserId: AppUserId,
+  requestLimit: t.Optional(t.Object({ monthlyUsd: MonthlyUsd })),
+});
+
+const SessionResponse = t.Object({
+  token: t.String({ description: "Session JWT for the app's browser code; send as `Authorization: Bearer`." }),
+  expiresAt: t.Integer({ description: "Unix seconds." }),
+});
+
+/** POST /sessions: the app backend mints a short-lived session token for one of its users. */
+export function sessionRoutes(deps: Deps, auth: ReturnType<typeof authPlugin>) {
+  return new Elysia().use(auth).post(
+    "/sessions",
+    async ({ app, body }) => {
+      const limit = body.requestLimit?.monthlyUsd ?? null;
+      if (limit !== null && (!Number.isFinite(limit) || limit > deps.config.maxMonthlyUsd)) {
+        throw new ApiError("invalid_request", `requestLimit.monthlyUsd must be a finite number up to ${deps.config.maxMonthlyUsd}`);
+      }
+      return deps.sessionTokens.mint(app.id, body.appUserId, limit);
+    },
+    {
+      secretKey: true,
+      body: SessionRequest,
+      response: { 200: SessionResponse, ...errorResponses(400, 401, 413, 429) },
+      detail: {
+        tags: ["sessions"],
+        summary: "Mint a session token for one of the app's users",
+        security: [{ secretKey: [] }],
+      },
+    },
+  );
+}

@@ -1,0 +1,18 @@
+import { Elysia, t } from "elysia";
+import type { authPlugin } from "../auth/macro";
+import type { ConnectionService } from "../services/connections";
+import { AppUserId, StatusModel, errorResponses } from "./models";
+
+/** GET /status: the app backend reads one user's connection and budget. */
+export function statusRoutes(connections: ConnectionService, auth: ReturnType<typeof authPlugin>) {
+  return new Elysia().use(auth).get("/status", ({ app, query }) => connections.status(app.id, query.appUserId), {
+    secretKey: true,
+    query: t.Object({ appUserId: AppUserId }),
+    response: { 200: StatusModel, ...errorResponses(400, 401) },
+    detail: {
+      tags: ["status"],
+      summary: "A user's connection, monthly limit, usage and remaining budget",
+      security: [{ secretKey: [] }],
+    },
+  });
+}

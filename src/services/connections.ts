@@ -1,0 +1,96 @@
+import type { Deps } from "../deps";
+import { ApiError } from "../errors";
+import { nanoToUsd, periodAt, usdToNanoFloor, type Period } from "../money";
+import { userAccount } from "../metering/accounts";
+import type { Connection, FundingStatus } from "../store/connections";
+import type { SessionClaims } from "../auth/session-token";
+
+export interface StatusView {
+  connected: boolean;
+  limits: { monthlyUsd: number };
+  usage: { monthlyUsd: number };
+  remainingUsd: number;
+  period: { start: string; end: string };
+  resetsAt: string;
+}
+
+export interface ConnectionStatusView extends StatusView {
+  appUserId: string;
+  fundingStatus: FundingStatus;
+  connectedAt: string | null;
+  updatedAt: string | null;
+}
+
+/** A user's connection to an app: approve, update, read, revoke; and the budget view of it. */
+export class ConnectionService {
+  constructor(private readonly deps: Deps) {}
+
+  async status(appId: string, appUserId: string): Promise<StatusView> {
+    const { view } = await this.describe(appId, appUserId);
+    return view;
+  }
+
+  async connectionStatus(appId: string, appUserId: string): Promise<ConnectionStatusView> {
+    const { view, connection } = await this.describe(appId, appUserId);
+    return {
+      ...view,
+      appUserId,
+      fundingStatus: connection?.fundingStatus ?? "ok",
+      connectedAt: connection ? new Date(connection.connectedAt).toISOString() : null,
+      updatedAt: connection ? new Date(connection.updatedAt).toISOString() : null,
+    };
+  }
+
+  /**
+   * Approves or updates the cap. The cap is the body's value, else the token's requested
+   * limit, else (on update) the current cap. It may not exceed the token's requested limit
+   * nor the configured maximum.
+   */
+  async approve(session: SessionClaims, monthlyUsd: number | undefined): Promise<ConnectionStatusView> {
+    const { appId, appUserId, requestLimitUsd } = session;
+    const current = this.deps.store.connections.findActive(appId, appUserId);
+    const capUsd = monthlyUsd ?? requestLimitUsd ?? (current ? nanoToUsd(current.monthlyCapNano) : undefined);
+    if (capUsd === undefined) {
+      throw new ApiError("invalid_request", "monthlyUsd is required: neither the body nor the session token names a limit");
+    }
+    if (!Number.isFinite(capUsd) || capUsd <= 0) {
+      throw new ApiError("invalid_request", "monthlyUsd must be a finite number greater than 0");
+    }
+    if (requestLimitUsd !== null && capUsd > requestLimitUsd) {
+      throw new ApiError("invalid_request", `monthlyUsd may not exceed the limit the app requested (${requestLimitUsd})`);
+    }
+    const max = this.deps.config.maxMonthlyUsd;
+    if (capUsd > max) throw new ApiError("invalid_request", `monthlyUsd may not exceed ${max}`);
+    const capNano = usdToNanoFloor(capUsd);
+    if (capNano < 1) throw new ApiError("invalid_request", "monthlyUsd is too small");
+    this.deps.store.connections.approve(appId, appUserId, capNano, this.deps.clock.now());
+    return this.connectionStatus(appId, appUserId);
+  }
+
+  revoke(appId: string, appUserId: string): void {
+    this.deps.store.connections.revoke(appId, appUserId, this.deps.clock.now());
+  }
+
+  private async describe(appId: string, appUserId: string): Promise<{ view: StatusView; connection: Connection | null }> {
+    const period = periodAt(this.deps.clock.now());
+    const connection = this.deps.store.connections.findActive(appId, appUserId);
+    const { spentNano, reservedNano } = await this.deps.budget.snapshot(userAccount(appId, period.id, appUserId));
+    const capNano = connection?.monthlyCapNano ?? 0;
+    return { view: budgetView(connection !== null, capNano, spentNano, reservedNano, period), connection };
+  }
+}
+
+/**
+ * The budget numbers as the API shows them. `usage` is settled spend; `remainingUsd` is
+ * what a new request can still draw on, so it also subtracts in-flight reservations.
+ */
+export function budgetView(connected: boolean, capNano: number, spentNano: number, reservedNano: number, period: Period): StatusView {
+  return {
+    connected,
+    limits: { monthlyUsd: nanoToUsd(capNano) },
+    usage: { monthlyUsd: nanoToUsd(spentNano) },
+    remainingUsd: nanoToUsd(Math.max(0, capNano - spentNano - reservedNano)),
+    period: { start: period.start, end: period.end },
+    resetsAt: period.end,
+  };
+}

@@ -1,0 +1,32 @@
+import type { Database } from "bun:sqlite";
+import { openDatabase } from "./database";
+import { AppRepository } from "./apps";
+import { ConnectionRepository } from "./connections";
+import { SettingsRepository } from "./settings";
+import { UsageTotalsRepository } from "./usage-totals";
+
+/**
+ * The store: one SQLite database, one repository per table family. `sqlite::memory:`
+ * gives the in-memory implementation with the same code, which is what tests use
+ * unless the feature is about files.
+ */
+export interface Store {
+  readonly db: Database;
+  readonly apps: AppRepository;
+  readonly connections: ConnectionRepository;
+  readonly settings: SettingsRepository;
+  readonly usageTotals: UsageTotalsRepository;
+  close(): void;
+}
+
+export function openStore(path: string): Store {
+  const db = openDatabase(path);
+  return {
+    db,
+    apps: new AppRepository(db),
+    connections: new ConnectionRepository(db),
+    settings: new SettingsRepository(db),
+    usageTotals: new UsageTotalsRepository(db),
+    close: () => db.close(),
+  };
+}

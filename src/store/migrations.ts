@@ -1,0 +1,96 @@
+import type { Database } from "bun:sqlite";
+
+/**
+ * Numbered, append-only migrations. A shipped migration is never edited: add the next one.
+ * Applied in one transaction each at start; `schema_migrations` records what ran.
+ */
+export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
+  {
+    version: 1,
+    name: "apps, keys, connections, settings",
+    sql: `
+      CREATE TABLE apps (
+        id            TEXT PRIMARY KEY,
+        name          TEXT NOT NULL,
+        origins_json  TEXT NOT NULL DEFAULT '[]',
+        created_at    INTEGER NOT NULL,
+        disabled_at   INTEGER
+      );
+      CREATE TABLE app_keys (
+        id           TEXT PRIMARY KEY,
+        app_id       TEXT NOT NULL REFERENCES apps(id),
+        secret_hash  BLOB NOT NULL,
+        created_at   INTEGER NOT NULL,
+        revoked_at   INTEGER
+      );
+      CREATE INDEX app_keys_by_app ON app_keys(app_id);
+      CREATE TABLE connections (
+        app_id          TEXT NOT NULL REFERENCES apps(id),
+        app_user_id     TEXT NOT NULL,
+        monthly_cap_nano INTEGER NOT NULL,
+        funding_status  TEXT NOT NULL DEFAULT 'ok' CHECK (funding_status IN ('ok', 'invalid')),
+        connected_at    INTEGER NOT NULL,
+        updated_at      INTEGER NOT NULL,
+        revoked_at      INTEGER,
+        PRIMARY KEY (app_id, app_user_id)
+      );
+      CREATE TABLE settings (
+        key    TEXT PRIMARY KEY,
+        value  TEXT NOT NULL
+      );
+    `,
+  },
+  {
+    version: 2,
+    name: "usage ledger and per-account totals",
+    sql: `
+      -- One row per metered request. request_id is the primary key so a replayed
+      -- write can never count twice (INSERT OR IGNORE in the writer).
+      CREATE TABLE usage_ledger (
+        request_id        TEXT PRIMARY KEY,
+        account           TEXT NOT NULL,
+        app_id            TEXT NOT NULL,
+        app_user_id       TEXT,
+        grant_id          TEXT,
+        period            TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        generation_id     TEXT,
+        prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_nano         INTEGER NOT NULL,
+        source            TEXT NOT NULL CHECK (source IN ('upstream', 'computed', 'estimated')),
+        status            TEXT NOT NULL,
+        streamed          INTEGER NOT NULL DEFAULT 0,
+        started_at        INTEGER NOT NULL,
+        finished_at       INTEGER NOT NULL
+      );
+      CREATE INDEX usage_ledger_by_user ON usage_ledger(app_id, app_user_id, period, started_at);
+      CREATE INDEX usage_ledger_by_grant ON usage_ledger(grant_id) WHERE grant_id IS NOT NULL;
+      -- Running totals per budget account, updated in the same transaction as the rows.
+      CREATE TABLE usage_totals (
+        account        TEXT PRIMARY KEY,
+        spent_nano     INTEGER NOT NULL,
+        request_count  INTEGER NOT NULL
+      );
+    `,
+  },
+];
+
+export function migrate(db: Database): void {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+  const applied = new Set(
+    db.query<{ version: number }, []>("SELECT version FROM schema_migrations").all().map((r) => r.version),
+  );
+  for (const m of MIGRATIONS) {
+    if (applied.has(m.version)) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      db.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
+        m.version,
+        m.name,
+        Date.now(),
+      );
+    }).immediate();
+  }
+}
