@@ -10,6 +10,10 @@ import { connectionRoutes } from "./routes/connections";
 import { healthRoutes } from "./routes/health";
 import { sessionRoutes } from "./routes/sessions";
 import { statusRoutes } from "./routes/status";
+import { chatRoutes } from "./routes/chat";
+import { usageRoutes } from "./routes/usage";
+import { ChatService } from "./services/chat";
+import { Meter } from "./metering/meter";
 
 export const API_PREFIX = "/api/v1";
 
@@ -17,10 +21,14 @@ export const API_PREFIX = "/api/v1";
 export function createApp(deps: Deps) {
   const auth = authPlugin(deps);
   const connections = new ConnectionService(deps);
+  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, deps.logger);
+  const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
   const api = new Elysia({ prefix: API_PREFIX })
     .use(sessionRoutes(deps, auth))
     .use(connectionRoutes(connections, auth))
-    .use(statusRoutes(connections, auth));
+    .use(statusRoutes(connections, auth))
+    .use(chatRoutes(deps, chat, auth))
+    .use(usageRoutes(deps, auth));
 
   return new Elysia()
     .use(requestContext(deps.config.maxBodyBytes))
@@ -48,8 +56,9 @@ export function createApp(deps: Deps) {
         },
       }),
     )
-    .use(healthRoutes(deps))
-    .use(api);
+    .use(healthRoutes(deps, chat))
+    .use(api)
+    .decorate("chat", chat);
 }
 
 export type ProxyApp = ReturnType<typeof createApp>;

@@ -33,6 +33,10 @@ export const ConfigSchema = t.Object({
   PRICING_REFRESH_SECONDS: t.Optional(t.Integer({ minimum: 10 })),
   UPSTREAM_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100 })),
   USAGE_FLUSH_MS: t.Optional(t.Integer({ minimum: 1, maximum: 10_000 })),
+  /** After a client disconnects mid-stream, how long to keep reading for the usage. */
+  DISCONNECT_DRAIN_MS: t.Optional(t.Integer({ minimum: 0 })),
+  /** On SIGTERM, how long in-flight streams may take to finish. */
+  SHUTDOWN_GRACE_MS: t.Optional(t.Integer({ minimum: 0 })),
 });
 
 const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL"]);
@@ -61,6 +65,8 @@ export interface Config {
   pricingRefreshSeconds: number;
   upstreamTimeoutMs: number;
   usageFlushMs: number;
+  disconnectDrainMs: number;
+  shutdownGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -116,5 +122,7 @@ function fromRaw(raw: RawConfig): Config {
     pricingRefreshSeconds: raw.PRICING_REFRESH_SECONDS ?? 600,
     upstreamTimeoutMs: raw.UPSTREAM_TIMEOUT_MS ?? 60_000,
     usageFlushMs: raw.USAGE_FLUSH_MS ?? 100,
+    disconnectDrainMs: raw.DISCONNECT_DRAIN_MS ?? 30_000,
+    shutdownGraceMs: raw.SHUTDOWN_GRACE_MS ?? 30_000,
   };
 }

@@ -4,6 +4,10 @@ import { createLogger, type Logger } from "./logger";
 import { openStore, type Store } from "./store";
 import { SessionTokens } from "./auth/session-token";
 import { InMemoryBudgetLedger, type BudgetLedger } from "./metering/budget-ledger";
+import { PricingCatalogue } from "./metering/pricing";
+import { UsageWriter } from "./metering/usage-writer";
+import { UpstreamClient, type FetchUpstream } from "./upstream/client";
+import { createMockUpstream } from "./upstream/mock";
 import { randomString } from "./random";
 
 /**
@@ -17,10 +21,21 @@ export interface Deps {
   store: Store;
   sessionTokens: SessionTokens;
   budget: BudgetLedger;
+  upstream: UpstreamClient;
+  catalogue: PricingCatalogue;
+  usageWriter: UsageWriter;
 }
 
+export interface DepsOverrides extends Partial<Deps> {
+  /** Replaces the network (or, in demo mode, the built-in mock) for upstream calls. */
+  fetchUpstream?: FetchUpstream;
+}
+
+/** The base URL the in-process mock answers on in demo mode; never goes to the network. */
+const DEMO_BASE_URL = "http://demo-upstream.invalid/api/v1";
+
 /** Builds the real dependencies from a Config; `overrides` swaps any of them (tests). */
-export function createDeps(config: Config, overrides: Partial<Deps> = {}): Deps {
+export function createDeps(config: Config, overrides: DepsOverrides = {}): Deps {
   const clock = overrides.clock ?? systemClock;
   const logger = overrides.logger ?? createLogger(config.logLevel);
   const store = overrides.store ?? openStore(config.databasePath);
@@ -30,5 +45,29 @@ export function createDeps(config: Config, overrides: Partial<Deps> = {}): Deps 
   const sessionTokens =
     overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
   const budget = overrides.budget ?? new InMemoryBudgetLedger((account) => store.usageTotals.spentNano(account));
-  return { config, clock, logger, store, sessionTokens, budget };
+  const upstream = overrides.upstream ?? createUpstreamClient(config, overrides.fetchUpstream);
+  const catalogue =
+    overrides.catalogue ??
+    new PricingCatalogue(
+      upstream,
+      {
+        promptUsdPerToken: config.fallbackPromptUsdPerToken,
+        completionUsdPerToken: config.fallbackCompletionUsdPerToken,
+        contextTokens: config.fallbackContextTokens,
+      },
+      logger,
+    );
+  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs);
+  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter };
+}
+
+function createUpstreamClient(config: Config, fetchOverride: FetchUpstream | undefined): UpstreamClient {
+  if (fetchOverride) return new UpstreamClient(fetchOverride, config.upstreamBaseUrl, config.upstreamApiKey ?? "demo", config.upstreamTimeoutMs);
+  if (config.demoMode) {
+    // No served-request log: a demo server may run for days.
+    const mock = createMockUpstream({ recordServed: false });
+    const fetchMock: FetchUpstream = (url, init) => mock.fetch(new Request(url, init));
+    return new UpstreamClient(fetchMock, DEMO_BASE_URL, "demo", config.upstreamTimeoutMs);
+  }
+  return new UpstreamClient((url, init) => fetch(url, init), config.upstreamBaseUrl, config.upstreamApiKey!, config.upstreamTimeoutMs);
 }

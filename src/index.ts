@@ -2,15 +2,14 @@
  * The only entry point: loadConfig(env) → createDeps(config) → createApp(deps).listen().
  * Also the only module (with src/cli.ts) that reads the environment.
  */
-import { ConfigError, loadConfig } from "./config";
+import { ConfigError, loadConfig, type Config } from "./config";
 import { createDeps } from "./deps";
 import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 
-function main(): void {
-  let config;
+function readConfig(): Config {
   try {
-    config = loadConfig(process.env);
+    return loadConfig(process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);
@@ -18,11 +17,23 @@ function main(): void {
     }
     throw err;
   }
+}
+
+async function main(): Promise<void> {
+  const config = readConfig();
   const deps = createDeps(config);
   ensureDefaultApp(deps, (line) => console.log(line));
   if (config.demoMode) {
     deps.logger.warn("DEMO MODE: no UPSTREAM_API_KEY is set; chat completions are served by the built-in mock upstream");
   }
+  if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS && !config.demoMode) {
+    // Bun reads it once at process start (setting it later has no effect, measured), and
+    // without it queues upstream requests beyond 256 at a time. `npm start` sets it.
+    deps.logger.warn("BUN_CONFIG_MAX_HTTP_REQUESTS is not set: upstream requests beyond 256 at a time will queue");
+  }
+  await deps.catalogue.refresh();
+  deps.catalogue.start(config.pricingRefreshSeconds);
+
   const app = createApp(deps).listen({
     port: config.port,
     hostname: config.host,
@@ -34,13 +45,21 @@ function main(): void {
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    deps.logger.info("shutting down", { signal });
-    await app.stop();
+    deps.logger.info("shutting down: no new connections; finishing in-flight streams", { signal, activeStreams: app.decorator.chat.activeStreams });
+    const graceful = app.server?.stop(false);
+    const grace = new Promise((resolve) => setTimeout(resolve, config.shutdownGraceMs));
+    await Promise.race([graceful, grace]);
+    await app.server?.stop(true);
+    // Streams cut by the forced stop still drain for their usage, within the same bound.
+    await app.decorator.chat.idle(config.shutdownGraceMs);
+    deps.catalogue.stop();
+    deps.usageWriter.close();
     deps.store.close();
+    deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
 }
 
-main();
+await main();

@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { authPlugin } from "../auth/macro";
 import type { ConnectionService } from "../services/connections";
+import { ApiError } from "../errors";
 import { ConnectionStatusModel, MonthlyUsd, errorResponses } from "./models";
 
 const ApproveRequest = t.Object({ monthlyUsd: t.Optional(MonthlyUsd) });
@@ -17,6 +18,12 @@ export function connectionRoutes(connections: ConnectionService, auth: ReturnTyp
     .post("/connections", ({ session, body }) => connections.approve(session, body?.monthlyUsd), {
       session: true,
       body: t.Optional(ApproveRequest),
+      // Elysia's parser for an optional body swallows malformed JSON, which would then read
+      // as "no body" and approve the token's limit instead of the cap the user chose.
+      // Runs after the session macro has authenticated the request.
+      transform({ body, request }) {
+        if (body === undefined && request.bodyUsed) throw new ApiError("invalid_request", "request body is not valid JSON");
+      },
       response: { 200: ConnectionStatusModel, ...errorResponses(400, 401, 413) },
       detail: {
         tags: ["connections"],

@@ -1,5 +1,6 @@
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps";
+import type { ChatService } from "../services/chat";
 
 const HealthModel = t.Object({
   status: t.Union([t.Literal("ok"), t.Literal("degraded")]),
@@ -8,15 +9,26 @@ const HealthModel = t.Object({
   store: t.Object({ kind: t.Literal("sqlite"), ok: t.Boolean() }),
   limiter: t.Object({ kind: t.String() }),
   budget: t.Object({ kind: t.String() }),
+  pricing: t.Object({ models: t.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
+  writer: t.Object({
+    pending: t.Integer(),
+    written: t.Integer(),
+    flushes: t.Integer(),
+    failedFlushes: t.Integer(),
+    lastError: t.Nullable(t.String()),
+  }),
+  activeStreams: t.Integer(),
 });
 
 /** GET /healthz: liveness plus what an operator needs to know at a glance. */
-export function healthRoutes(deps: Deps) {
+export function healthRoutes(deps: Deps, chat: ChatService) {
   return new Elysia().get(
     "/healthz",
     ({ set }) => {
       const storeOk = pingStore(deps);
       if (!storeOk) set.status = 503;
+      const { pending, written, flushes, failedFlushes, lastError } = deps.usageWriter.stats;
+      const refreshedAt = deps.catalogue.refreshedAt;
       return {
         status: storeOk ? ("ok" as const) : ("degraded" as const),
         mode: deps.config.demoMode ? ("demo" as const) : ("upstream" as const),
@@ -24,6 +36,9 @@ export function healthRoutes(deps: Deps) {
         store: { kind: "sqlite" as const, ok: storeOk },
         limiter: { kind: "memory" },
         budget: { kind: "memory" },
+        pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
+        writer: { pending, written, flushes, failedFlushes, lastError },
+        activeStreams: chat.activeStreams,
       };
     },
     { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Health and mode" } },

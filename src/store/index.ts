@@ -4,6 +4,7 @@ import { AppRepository } from "./apps";
 import { ConnectionRepository } from "./connections";
 import { SettingsRepository } from "./settings";
 import { UsageTotalsRepository } from "./usage-totals";
+import { UsageLedgerRepository } from "./usage-ledger";
 
 /**
  * The store: one SQLite database, one repository per table family. `sqlite::memory:`
@@ -16,6 +17,7 @@ export interface Store {
   readonly connections: ConnectionRepository;
   readonly settings: SettingsRepository;
   readonly usageTotals: UsageTotalsRepository;
+  readonly usageLedger: UsageLedgerRepository;
   close(): void;
 }
 
@@ -27,6 +29,7 @@ export function openStore(path: string): Store {
     connections: new ConnectionRepository(db),
     settings: new SettingsRepository(db),
     usageTotals: new UsageTotalsRepository(db),
+    usageLedger: new UsageLedgerRepository(db),
     close: () => db.close(),
   };
 }

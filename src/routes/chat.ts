@@ -1,0 +1,77 @@
+import { Elysia, t } from "elysia";
+import type { Deps } from "../deps";
+import type { authPlugin } from "../auth/macro";
+import { ApiError } from "../errors";
+import type { ChatBody, ChatService } from "../services/chat";
+import { userBudgetTarget } from "../services/budget-target";
+import { errorResponses } from "./models";
+
+const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });
+
+/**
+ * What the proxy relies on is validated; every other field (tools, temperature,
+ * response_format, provider routing, ...) passes through untouched.
+ */
+const ChatCompletionRequest = t.Object(
+  {
+    model: t.String({ minLength: 1, maxLength: 256, description: "OpenRouter model id, e.g. `openai/gpt-4o-mini`." }),
+    messages: t.Array(
+      t.Object(
+        {
+          role: t.String({ minLength: 1 }),
+          content: t.Optional(t.Union([t.String(), t.Array(ContentPart), t.Null()])),
+        },
+        { additionalProperties: true },
+      ),
+      { minItems: 1 },
+    ),
+    stream: t.Optional(t.Boolean()),
+    max_tokens: t.Optional(t.Integer({ minimum: 1 })),
+    max_completion_tokens: t.Optional(t.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: true },
+);
+
+const ChatCompletionResponse = t.Object(
+  { id: t.String(), object: t.String(), model: t.String(), choices: t.Array(t.Unknown()), usage: t.Optional(t.Unknown()) },
+  { additionalProperties: true, description: "OpenAI chat.completion; with `stream: true`, `text/event-stream` of chat.completion.chunk events." },
+);
+
+/** POST /chat/completions: the metered, OpenAI-compatible proxy. */
+export function chatRoutes(deps: Deps, chat: ChatService, auth: ReturnType<typeof authPlugin>) {
+  return new Elysia().use(auth).post(
+    "/chat/completions",
+    async ({ app, body, request, set, server }) => {
+      const appUserId = request.headers.get("x-service-user");
+      if (!appUserId) throw new ApiError("invalid_request", "the x-service-user header is required");
+      const target = userBudgetTarget(deps, app.id, appUserId);
+      const declared = Number(request.headers.get("content-length"));
+      const response = await chat.complete({
+        requestId: String(set.headers["x-request-id"]),
+        target,
+        body: body as ChatBody,
+        bodyBytes: declared > 0 ? declared : Buffer.byteLength(JSON.stringify(body)),
+        clientHeaders: request.headers,
+      });
+      // A quiet stream must outlive Bun's 10 s idle timeout; the relay's own stall
+      // timeout bounds it instead.
+      if (body.stream === true) server?.timeout(request, 0);
+      return response;
+    },
+    {
+      secretKey: true,
+      body: ChatCompletionRequest,
+      response: { 200: ChatCompletionResponse, ...errorResponses(400, 401, 402, 413, 429, 502, 503) },
+      detail: {
+        tags: ["chat"],
+        summary: "OpenAI-compatible chat completion, metered against the user's budget",
+        description:
+          "Send `x-service-user: <appUserId>`. `max_tokens` is clamped to what the remaining budget affords. " +
+          "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) or `funding_invalid`; " +
+          "502 `upstream` for any upstream failure.",
+        security: [{ secretKey: [] }],
+        parameters: [{ name: "x-service-user", in: "header", required: true, schema: { type: "string" }, description: "The app's id for the user whose budget pays." }],
+      },
+    },
+  );
+}

@@ -1,0 +1,85 @@
+import { Elysia, t } from "elysia";
+import type { authPlugin } from "../auth/macro";
+import type { Deps } from "../deps";
+import { ApiError } from "../errors";
+import { nanoToUsd, parsePeriod, periodAt } from "../money";
+import type { UsageRow } from "../store/usage-ledger";
+import { AppUserId, errorResponses } from "./models";
+
+const UsageRowModel = t.Object({
+  requestId: t.String({ description: "Equals the x-request-id of the chat call." }),
+  model: t.String(),
+  generationId: t.Nullable(t.String()),
+  promptTokens: t.Integer(),
+  completionTokens: t.Integer(),
+  costUsd: t.Number(),
+  source: t.Union([t.Literal("upstream"), t.Literal("computed"), t.Literal("estimated")]),
+  status: t.String(),
+  streamed: t.Boolean(),
+  startedAt: t.String({ format: "date-time" }),
+  finishedAt: t.String({ format: "date-time" }),
+});
+
+const UsagePage = t.Object({
+  period: t.String(),
+  data: t.Array(UsageRowModel),
+  nextCursor: t.Nullable(t.String({ description: "Pass as `cursor` for the next (older) page." })),
+});
+
+const toApiRow = (r: UsageRow) => ({
+  requestId: r.requestId,
+  model: r.model,
+  generationId: r.generationId,
+  promptTokens: r.promptTokens,
+  completionTokens: r.completionTokens,
+  costUsd: nanoToUsd(r.costNano),
+  source: r.source,
+  status: r.status,
+  streamed: r.streamed,
+  startedAt: new Date(r.startedAt).toISOString(),
+  finishedAt: new Date(r.finishedAt).toISOString(),
+});
+
+/** GET /usage: a user's ledger rows for one period, newest first, so an app can explain a charge. */
+export function usageRoutes(deps: Deps, auth: ReturnType<typeof authPlugin>) {
+  return new Elysia().use(auth).get(
+    "/usage",
+    ({ app, query }) => {
+      const period = query.period ? parsePeriod(query.period) : periodAt(deps.clock.now());
+      if (!period) throw new ApiError("invalid_request", "query.period must be YYYY-MM");
+      const limit = query.limit ?? 50;
+      const before = query.cursor ? decodeCursor(query.cursor) : undefined;
+      const rows = deps.store.usageLedger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        period: period.id,
+        data: page.map(toApiRow),
+        nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
+      };
+    },
+    {
+      secretKey: true,
+      query: t.Object({
+        appUserId: AppUserId,
+        period: t.Optional(t.String({ description: "YYYY-MM (UTC); default the current period." })),
+        limit: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
+        cursor: t.Optional(t.String({ maxLength: 512 })),
+      }),
+      response: { 200: UsagePage, ...errorResponses(400, 401) },
+      detail: { tags: ["usage"], summary: "A user's metered requests in one period", security: [{ secretKey: [] }] },
+    },
+  );
+}
+
+function encodeCursor(row: UsageRow): string {
+  return Buffer.from(`${row.startedAt}:${row.requestId}`).toString("base64url");
+}
+
+function decodeCursor(cursor: string): { startedAt: number; requestId: string } {
+  const text = Buffer.from(cursor, "base64url").toString();
+  const sep = text.indexOf(":");
+  const startedAt = Number(text.slice(0, sep));
+  if (sep < 1 || !Number.isSafeInteger(startedAt)) throw new ApiError("invalid_request", "query.cursor is not a cursor from this endpoint");
+  return { startedAt, requestId: text.slice(sep + 1) };
+}

@@ -1,0 +1,50 @@
+import type { Deps } from "../deps";
+import { ApiError } from "../errors";
+import { nanoToUsd, periodAt, type Period } from "../money";
+import { userAccount, type BudgetAccount } from "../metering/accounts";
+import type { BudgetSnapshot } from "../metering/budget-ledger";
+
+/** The budget a chat request draws on: a user's monthly cap (or, later, a grant's cap). */
+export interface BudgetTarget {
+  account: BudgetAccount;
+  capNano: number;
+  appId: string;
+  appUserId: string | null;
+  grantId: string | null;
+  period: Period;
+  /** When the budget renews: the period's end for monthly caps. */
+  resetsAt: string;
+  /** Called when the upstream refuses payment; the user must re-approve. */
+  markFundingInvalid(): void;
+}
+
+/** The user's monthly budget, or 402 when the user is not connected or funding is invalid. */
+export function userBudgetTarget(deps: Deps, appId: string, appUserId: string): BudgetTarget {
+  const connection = deps.store.connections.findActive(appId, appUserId);
+  if (!connection) throw new ApiError("not_connected", `user ${JSON.stringify(appUserId)} has not approved a budget for this app`);
+  if (connection.fundingStatus === "invalid") {
+    throw new ApiError("funding_invalid", "the upstream refused payment for this user's requests; the user must approve again");
+  }
+  const period = periodAt(deps.clock.now());
+  return {
+    account: userAccount(appId, period.id, appUserId),
+    capNano: connection.monthlyCapNano,
+    appId,
+    appUserId,
+    grantId: null,
+    period,
+    resetsAt: period.end,
+    markFundingInvalid: () => deps.store.connections.markFundingInvalid(appId, appUserId, deps.clock.now()),
+  };
+}
+
+/** 402 budget_exceeded with what a program needs to act on it. */
+export function budgetExceeded(target: BudgetTarget, counters: BudgetSnapshot): ApiError {
+  const remaining = Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
+  return new ApiError("budget_exceeded", "the budget does not cover even a minimal completion of this request", {
+    limitUsd: nanoToUsd(target.capNano),
+    usedUsd: nanoToUsd(counters.spentNano),
+    remainingUsd: nanoToUsd(remaining),
+    resetsAt: target.resetsAt,
+  });
+}

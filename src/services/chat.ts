@@ -1,0 +1,179 @@
+import type { Deps } from "../deps";
+import { ApiError } from "../errors";
+import type { Meter, MeteringTicket } from "../metering/meter";
+import type { PricingCatalogue } from "../metering/pricing";
+import { affordableMaxTokens, planReservation } from "../metering/reservation";
+import { readError, readUsage } from "../metering/usage";
+import { copyUpstreamResponseHeaders } from "../upstream/headers";
+import { UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
+import { relayStream } from "../upstream/stream-relay";
+import { upstreamFailure } from "../upstream/errors";
+import { budgetExceeded, type BudgetTarget } from "./budget-target";
+
+/** The parts of a chat request the proxy relies on; everything else passes through. */
+export interface ChatBody {
+  model: string;
+  messages: unknown[];
+  stream?: boolean;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  usage?: Record<string, unknown>;
+  stream_options?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+export interface ChatRequest {
+  requestId: string;
+  target: BudgetTarget;
+  body: ChatBody;
+  /** Size of the client's JSON body: an upper bound on the prompt's tokens. */
+  bodyBytes: number;
+  clientHeaders: Headers;
+}
+
+/**
+ * One metered chat completion: reserve the worst case, clamp max_tokens to what was
+ * granted, call the upstream, relay the answer, settle to the actual cost.
+ */
+export class ChatService {
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly deps: Deps,
+    private readonly upstream: UpstreamClient,
+    private readonly catalogue: PricingCatalogue,
+    private readonly meter: Meter,
+  ) {}
+
+  async complete(request: ChatRequest): Promise<Response> {
+    const ticket = await this.reserve(request);
+    const stream = request.body.stream === true;
+    const upstreamBody = JSON.stringify(upstreamRequestBody(request.body, ticket));
+
+    let call;
+    try {
+      call = await this.upstream.chat(upstreamBody, request.clientHeaders, stream);
+    } catch (err) {
+      await this.refund(ticket, "upstream_unreachable");
+      throw new ApiError("upstream", err instanceof UpstreamUnreachable ? err.message : "could not reach the upstream");
+    }
+    const { response, abort } = call;
+    const headers: Record<string, string> = {};
+    copyUpstreamResponseHeaders(response.headers, headers);
+
+    if (!response.ok) {
+      const text = await response.text().catch(() => "");
+      await this.refund(ticket, `upstream_${response.status}`);
+      const failure = upstreamFailure(response.status, text);
+      if (failure.code === "funding_invalid") request.target.markFundingInvalid();
+      throw failure;
+    }
+
+    const isStream = stream && (response.headers.get("content-type") ?? "").includes("text/event-stream");
+    if (!isStream || !response.body) return this.completeJson(ticket, response, abort, headers);
+
+    headers["content-type"] = "text/event-stream";
+    headers["cache-control"] = "no-cache";
+    let settled!: () => void;
+    this.track(new Promise<void>((resolve) => (settled = resolve)));
+    const body = relayStream(
+      response.body,
+      abort,
+      { stallTimeoutMs: this.deps.config.upstreamTimeoutMs, drainTimeoutMs: this.deps.config.disconnectDrainMs },
+      (status, scanner) => {
+        const producedNothing = scanner.events === 0 && scanner.usage === null;
+        void this.meter
+          .finish(ticket, { status, usage: scanner.usage, generationId: scanner.generationId, completionEvents: scanner.events, producedNothing })
+          .catch((err) => this.deps.logger.error("settling a stream failed", { requestId: ticket.requestId, error: String(err) }))
+          .finally(settled);
+      },
+    );
+    return new Response(body, { status: 200, headers });
+  }
+
+  /** Resolves when every stream being metered now has settled, or after `timeoutMs`. */
+  async idle(timeoutMs: number): Promise<void> {
+    const timeout = new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref?.());
+    await Promise.race([Promise.allSettled([...this.inFlight]), timeout]);
+  }
+
+  get activeStreams(): number {
+    return this.inFlight.size;
+  }
+
+  private async completeJson(ticket: MeteringTicket, response: Response, abort: AbortController, headers: Record<string, string>): Promise<Response> {
+    const bodyTimer = setTimeout(() => abort.abort(new UpstreamUnreachable("upstream body timed out")), this.deps.config.upstreamTimeoutMs);
+    let bytes: ArrayBuffer;
+    try {
+      bytes = await response.arrayBuffer();
+    } catch {
+      await this.refund(ticket, "upstream_reset");
+      throw new ApiError("upstream", "the upstream connection failed before the response was complete");
+    } finally {
+      clearTimeout(bodyTimer);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(bytes));
+    } catch {
+      await this.meter.finish(ticket, { status: "upstream_malformed", usage: null, generationId: null, completionEvents: 0, producedNothing: false });
+      throw new ApiError("upstream", "the upstream answered with a body that is not JSON");
+    }
+    // OpenRouter can answer HTTP 200 with an error body: that is an upstream error, not a 200.
+    const error = readError(parsed);
+    if (error) {
+      await this.refund(ticket, "upstream_error");
+      throw new ApiError("upstream", `upstream error (HTTP 200${error.code !== null ? `, code ${error.code}` : ""}): ${error.message}`);
+    }
+    const id = (parsed as { id?: unknown }).id;
+    await this.meter.finish(ticket, {
+      status: "ok",
+      usage: readUsage(parsed),
+      generationId: typeof id === "string" ? id : null,
+      completionEvents: 1,
+      producedNothing: false,
+    });
+    headers["content-type"] = "application/json";
+    return new Response(bytes, { status: 200, headers });
+  }
+
+  private async reserve(request: ChatRequest): Promise<MeteringTicket> {
+    const { body, target } = request;
+    const price = this.catalogue.priceOf(body.model);
+    const promptBoundTokens = Math.min(request.bodyBytes, price.contextLength);
+    const requested = body.max_tokens ?? body.max_completion_tokens ?? null;
+    const plan = planReservation(price, promptBoundTokens, requested);
+    const outcome = await this.deps.budget.reserve(target.account, request.requestId, target.capNano, plan.minNano, plan.desiredNano);
+    if (!outcome.ok) throw budgetExceeded(target, outcome);
+    return {
+      requestId: request.requestId,
+      target,
+      model: body.model,
+      price,
+      plan,
+      promptBoundTokens,
+      grantedNano: outcome.grantedNano,
+      streamed: body.stream === true,
+      startedAt: this.deps.clock.now(),
+    };
+  }
+
+  /** A request that failed before producing tokens costs nothing; the row says why. */
+  private refund(ticket: MeteringTicket, status: string) {
+    return this.meter.finish(ticket, { status, usage: null, generationId: null, completionEvents: 0, producedNothing: true });
+  }
+
+  private track(promise: Promise<unknown>): void {
+    this.inFlight.add(promise);
+    void promise.finally(() => this.inFlight.delete(promise));
+  }
+}
+
+/** The body sent upstream: the client's, with max_tokens clamped and usage always requested. */
+function upstreamRequestBody(body: ChatBody, ticket: MeteringTicket): ChatBody {
+  const maxTokens = affordableMaxTokens(ticket.plan, ticket.price, ticket.grantedNano);
+  const out: ChatBody = { ...body, max_tokens: maxTokens, usage: { ...body.usage, include: true } };
+  if (body.max_completion_tokens !== undefined) out.max_completion_tokens = maxTokens;
+  if (body.stream === true) out.stream_options = { ...body.stream_options, include_usage: true };
+  return out;
+}

@@ -1,0 +1,45 @@
+/**
+ * Header hygiene between client and upstream. Both directions use allow-lists: nothing the
+ * client sends reaches the upstream unless listed (so the client's Authorization, cookies
+ * and hop-by-hop headers never do), and nothing the upstream sends reaches the client
+ * unless listed (no upstream cookies, no Connection/Transfer-Encoding/Keep-Alive, which
+ * RFC 9110 §7.6.1 says a proxy must not forward).
+ */
+
+/** Client headers passed upstream: OpenRouter's app attribution (its docs, "App Attribution"). */
+const CLIENT_TO_UPSTREAM = ["http-referer", "x-title"] as const;
+
+/** Upstream headers passed back: the generation id and the upstream's rate-limit state. */
+const UPSTREAM_TO_CLIENT = [
+  "x-generation-id",
+  "x-ratelimit-limit",
+  "x-ratelimit-remaining",
+  "x-ratelimit-reset",
+  "x-ratelimit-limit-requests",
+  "x-ratelimit-remaining-requests",
+  "x-ratelimit-reset-requests",
+  "x-ratelimit-limit-tokens",
+  "x-ratelimit-remaining-tokens",
+  "x-ratelimit-reset-tokens",
+] as const;
+
+export function upstreamRequestHeaders(apiKey: string, client: Headers, stream: boolean): Record<string, string> {
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${apiKey}`,
+    "content-type": "application/json",
+    accept: stream ? "text/event-stream" : "application/json",
+  };
+  for (const name of CLIENT_TO_UPSTREAM) {
+    const value = client.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  return headers;
+}
+
+/** Copies the allowed upstream headers into `out`. */
+export function copyUpstreamResponseHeaders(upstream: Headers, out: Record<string, string>): void {
+  for (const name of UPSTREAM_TO_CLIENT) {
+    const value = upstream.get(name);
+    if (value !== null) out[name] = value;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * What the mock "generates": deterministic token counts, text and usage, so a test can
+ * predict to the token and the nano-dollar what a request costs.
+ * A token is one word of the completion; the prompt's tokens are an estimate from its length.
+ */
+import type { MockModel } from "./models";
+import { numericPrices } from "./models";
+
+/**
+ * The completion's vocabulary. Multi-byte words (2-, 3- and 4-byte UTF-8) come early so
+ * that even short streams exercise decoding across chunk boundaries.
+ */
+const VOCABULARY = [
+  "Mock", "café", "reply", "日本語", "from", "🙂", "the", "naïve", "upstream,", "one",
+  "word", "per", "token", "über", "and", "façade", "nothing", "more.",
+];
+
+/** ceil(characters / 4) + 4 per message; characters of string content and text parts only. */
+export function estimatePromptTokens(messages: readonly unknown[]): number {
+  let chars = 0;
+  for (const message of messages) chars += messageText(message).length;
+  return Math.ceil(chars / 4) + 4 * messages.length;
+}
+
+/** The text of one chat message: its string content, or its text parts joined. */
+export function messageText(message: unknown): string {
+  const content = (message as { content?: unknown } | null)?.content;
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  let text = "";
+  for (const part of content) {
+    const p = part as { type?: unknown; text?: unknown } | null;
+    if (p?.type === "text" && typeof p.text === "string") text += p.text;
+  }
+  return text;
+}
+
+/** The `n`th word of every completion (0-based). */
+export function word(n: number): string {
+  return VOCABULARY[n % VOCABULARY.length]!;
+}
+
+/** The full completion text of `tokens` words: the stream's pieces concatenated. */
+export function completionText(tokens: number): string {
+  return textOfWords(0, tokens);
+}
+
+/** Words [from, to) with the spaces that precede them, so pieces concatenate exactly. */
+export function textOfWords(from: number, to: number): string {
+  let text = "";
+  for (let i = from; i < to; i++) text += i === 0 ? word(0) : " " + word(i);
+  return text;
+}
+
+/** One content chunk of a stream: its text and how many tokens (words) it carries. */
+export interface ContentPiece {
+  text: string;
+  tokens: number;
+}
+
+/** Splits `tokens` words into `chunks` nearly equal, non-empty content pieces. */
+export function contentPieces(tokens: number, chunks: number | null): ContentPiece[] {
+  if (tokens === 0) return [];
+  const count = Math.min(Math.max(chunks ?? tokens, 1), tokens);
+  const pieces = new Array<ContentPiece>(count);
+  for (let k = 0; k < count; k++) {
+    const from = Math.floor((k * tokens) / count);
+    const to = Math.floor(((k + 1) * tokens) / count);
+    pieces[k] = { text: textOfWords(from, to), tokens: to - from };
+  }
+  return pieces;
+}
+
+/**
+ * USD cost of a completion. Catalogue prices have at most ~10 decimals, so products of token
+ * counts and prices are exact at 1e-12; rounding there removes binary float noise
+ * (1 × 0.00000015 + 4 × 0.0000006 = 0.0000025499999999999997) without moving the value.
+ */
+export function costUsd(model: MockModel, promptTokens: number, completionTokens: number): number {
+  const price = numericPrices(model);
+  return Math.round((promptTokens * price.prompt + completionTokens * price.completion) * 1e12) / 1e12;
+}
+
+/**
+ * The `usage` object as OpenRouter sends it (components.schemas.ChatUsage), in its field
+ * order. Without cost (`no_cost` scenario), both `cost` and `cost_details` are left out.
+ */
+export function usageObject(model: MockModel, promptTokens: number, completionTokens: number, withCost: boolean) {
+  const base = {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
+  if (!withCost) {
+    return { ...base, is_byok: false, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } };
+  }
+  const price = numericPrices(model);
+  return {
+    ...base,
+    cost: costUsd(model, promptTokens, completionTokens),
+    is_byok: false,
+    prompt_tokens_details: { cached_tokens: 0 },
+    cost_details: {
+      upstream_inference_cost: null,
+      upstream_inference_prompt_cost: Math.round(promptTokens * price.prompt * 1e12) / 1e12,
+      upstream_inference_completions_cost: Math.round(completionTokens * price.completion * 1e12) / 1e12,
+    },
+    completion_tokens_details: { reasoning_tokens: 0 },
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * A mock of OpenRouter's API (shared/spec/openrouter-openapi.yaml) for demo mode, tests and
+ * load runs: GET /models and POST /chat/completions (JSON and SSE), steered per request by
+ * `[[mock …]]` directives (see ./scenario.ts). A plain fetch handler, no framework.
+ */
+import { handleChat, type ChatContext } from "./chat";
+import { errorBody } from "./errors";
+import { DEFAULT_MODELS, modelsListBody } from "./models";
+import { parseScenarioDefaults } from "./scenario";
+import type { MockUpstream, MockUpstreamOptions } from "./types";
+
+export type { MockModel } from "./models";
+export type { Scenario, ScenarioInput, UsageShape } from "./scenario";
+export type { MockUpstream, MockUpstreamOptions, ServedRequest } from "./types";
+export { DEFAULT_MODELS } from "./models";
+export { DEFAULT_SCENARIO, parseDirectives } from "./scenario";
+export { completionText, costUsd, estimatePromptTokens } from "./completion";
+
+const BASE_PATH = "/api/v1";
+const ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+function randomPrefix(length: number): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(length));
+  let out = "";
+  for (const b of bytes) out += ID_ALPHABET[b % ID_ALPHABET.length];
+  return out;
+}
+
+export function createMockUpstream(options: MockUpstreamOptions = {}): MockUpstream {
+  return buildMock(options, false);
+}
+
+function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstream {
+  const models = options.models ?? DEFAULT_MODELS.map((m) => ({ ...m, pricing: { ...m.pricing } }));
+  const defaults = parseScenarioDefaults(options.defaults);
+  const now = options.now ?? Date.now;
+  const record = options.recordServed ?? true;
+  const limit = options.rateLimitPerMinute ?? 1000;
+  const served: MockUpstream["served"] = [];
+
+  // Ids look like OpenRouter's `gen-<unix seconds>-<20 chars>`: a random per-instance
+  // prefix and a counter keep them unique without a random draw per request.
+  const prefix = randomPrefix(14);
+  let counter = 0;
+  let window = -1;
+  let used = 0;
+
+  const ctx: ChatContext = {
+    models,
+    defaults,
+    now,
+    nextId: (created) => `gen-${created}-${prefix}${(counter++).toString(36).padStart(6, "0")}`,
+    baseHeaders() {
+      // A fixed one-minute window: enough for clients that read these headers.
+      const minute = Math.floor(now() / 60_000);
+      if (minute !== window) {
+        window = minute;
+        used = 0;
+      }
+      used++;
+      return new Headers({
+        "x-ratelimit-limit": String(limit),
+        "x-ratelimit-remaining": String(Math.max(0, limit - used)),
+        "x-ratelimit-reset": String((minute + 1) * 60_000),
+      });
+    },
+    record: (entry) => {
+      if (record) served.push(entry);
+    },
+    overSocket,
+  };
+
+  async function fetch(request: Request): Promise<Response> {
+    // Only the path matters; skip URL parsing (this is also a load-test upstream).
+    const url = request.url;
+    const pathStart = url.indexOf("/", url.indexOf("//") + 2);
+    const queryStart = url.indexOf("?", pathStart);
+    let path = pathStart === -1 ? "/" : url.slice(pathStart, queryStart === -1 ? undefined : queryStart);
+    if (path.startsWith(BASE_PATH + "/")) path = path.slice(BASE_PATH.length);
+    if (path.length > 1 && path.endsWith("/")) path = path.slice(0, -1);
+
+    if (path === "/chat/completions") {
+      if (request.method === "POST") return handleChat(request, ctx);
+      return methodNotAllowed("POST");
+    }
+    if (path === "/models") {
+      if (request.method !== "GET" && request.method !== "HEAD") return methodNotAllowed("GET");
+      return new Response(modelsListBody(models), { headers: { "content-type": "application/json" } });
+    }
+    return new Response(errorBody(404, `No route for ${request.method} ${path}`), {
+      status: 404,
+      headers: { "content-type": "application/json" },
+    });
+  }
+
+  return { fetch, served, models };
+}
+
+function methodNotAllowed(allow: string): Response {
+  return new Response(errorBody(405, "Method Not Allowed"), {
+    status: 405,
+    headers: { "content-type": "application/json", allow },
+  });
+}
+
+export interface RunningMockUpstream {
+  /** Base URL, ending in /api/v1 (like https://openrouter.ai/api/v1). */
+  url: string;
+  mock: MockUpstream;
+  stop(): Promise<void>;
+}
+
+/** Serves a mock upstream on 127.0.0.1 (port 0 picks a free one). */
+export async function startMockUpstream(
+  options: MockUpstreamOptions & { port?: number } = {},
+): Promise<RunningMockUpstream> {
+  const mock = buildMock(options, true);
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: options.port ?? 0,
+    // 0 = no idle timeout: stall and keep-alive scenarios must be cut by the client, not us.
+    idleTimeout: 0,
+    fetch: (request) => mock.fetch(request),
+    // A stalled request rejects when its client aborts; there is no one left to answer.
+    error: () => new Response(null, { status: 499 }),
+  });
+  return {
+    url: `http://127.0.0.1:${server.port}${BASE_PATH}`,
+    mock,
+    stop: async () => {
+      await server.stop(true);
+    },
+  };
+}

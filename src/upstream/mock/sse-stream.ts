@@ -1,0 +1,226 @@
+/**
+ * The streamed (SSE) body of a chat completion, as OpenRouter writes it: `data: {chunk}`
+ * events (object "chat.completion.chunk"), `: OPENROUTER PROCESSING` comments while waiting,
+ * then `data: [DONE]` (the spec's `x-speakeasy-sse-sentinel`). Pull-based, so a slow reader
+ * slows the writer, and cancellable from both sides (body cancel, request signal).
+ */
+import type { ContentPiece } from "./completion";
+import { FrameSplitter } from "./frame-splitter";
+import type { Scenario } from "./scenario";
+
+export interface StreamPlan {
+  id: string;
+  model: string;
+  created: number;
+  pieces: ContentPiece[];
+  finishReason: "stop" | "length";
+  /** The usage object, or null when the scenario sends none. */
+  usage: object | null;
+  scenario: Scenario;
+}
+
+export interface StreamHooks {
+  /** A content chunk carrying `tokens` tokens was handed to the stream. */
+  onContent(tokens: number): void;
+  /** Called once: `completed` when the stream ended as planned, `aborted` when the reader went away. */
+  onEnd(completed: boolean, aborted: boolean): void;
+  /**
+   * Served over a socket: error the stream with `undefined`, which Bun.serve turns into a
+   * silent connection cut (any other reason is also printed to stderr). In-process, readers
+   * get a reason like fetch would give them.
+   */
+  overSocket: boolean;
+}
+
+/** What an in-process reader sees when the mock cuts the stream, like fetch's ECONNRESET. */
+function resetError(): Error {
+  return Object.assign(new TypeError("mock upstream: connection reset mid-stream (reset_mid_stream)"), {
+    code: "ECONNRESET",
+  });
+}
+
+class StreamReset extends Error {}
+
+type Outcome = "complete" | "failed";
+
+const encoder = new TextEncoder();
+
+/** Lets pauses and stalls end early when the stream is closed. */
+class Gate {
+  closed = false;
+  private wake: (() => void) | null = null;
+
+  sleep(ms: number): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = null;
+        resolve();
+      }, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  forever(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return new Promise((resolve) => (this.wake = resolve));
+  }
+
+  close(): void {
+    this.closed = true;
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+}
+
+async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncGenerator<string, Outcome> {
+  const s = plan.scenario;
+  const end = s.crlf ? "\r\n\r\n" : "\n\n";
+  const keepalive = ": OPENROUTER PROCESSING" + end;
+  // Every chunk starts the same way; build that once (OpenRouter's field order).
+  const head =
+    `data: {"id":${JSON.stringify(plan.id)},"provider":"Mock","model":${JSON.stringify(plan.model)},` +
+    `"object":"chat.completion.chunk","created":${plan.created},"choices":[`;
+  const choice = (delta: string, finish: string | null) =>
+    `{"index":0,"delta":${delta},"finish_reason":${finish},"native_finish_reason":${finish},"logprobs":null}`;
+  const emptyDelta = `{"role":"assistant","content":""}`;
+  const usage = plan.usage === null ? null : JSON.stringify(plan.usage);
+
+  async function* wait(ms: number): AsyncGenerator<string, void> {
+    let left = ms;
+    while (s.keepaliveMs > 0 && left > s.keepaliveMs && !gate.closed) {
+      await gate.sleep(s.keepaliveMs);
+      if (!gate.closed) yield keepalive;
+      left -= s.keepaliveMs;
+    }
+    if (left > 0) await gate.sleep(left);
+  }
+
+  async function* fail(): AsyncGenerator<string, void> {
+    if (s.resetMidStream) {
+      // Let what was written reach the socket first, or the cut would come before the headers.
+      await gate.sleep(Math.max(s.pauseMs, 10));
+      throw new StreamReset();
+    }
+    if (s.midStreamError) {
+      // An error after tokens were sent arrives as a chunk with a top-level `error` and
+      // finish_reason "error" (components.schemas.ChatStreamChunk.error); then the stream ends.
+      const error = `{"code":502,"message":"Provider disconnected unexpectedly","metadata":{"error_type":"provider_unavailable","provider_code":"mock_disconnect"}}`;
+      yield head + choice(`{"content":""}`, `"error"`) + `],"error":${error}}` + end;
+      return;
+    }
+    // stall_mid_stream: nothing more, ever (but keep-alives if asked), until closed.
+    while (!gate.closed) {
+      if (s.keepaliveMs > 0) {
+        await gate.sleep(s.keepaliveMs);
+        if (!gate.closed) yield keepalive;
+      } else {
+        await gate.forever();
+      }
+    }
+  }
+
+  const failing = s.midStreamError || s.stallMidStream || s.resetMidStream;
+  const failAt = failing ? Math.min(s.after ?? Math.ceil(plan.pieces.length / 2), plan.pieces.length) : -1;
+
+  yield* wait(s.pauseMs);
+  if (gate.closed) return "failed";
+  yield head + choice(emptyDelta, "null") + "]}" + end;
+
+  for (let k = 0; k <= plan.pieces.length; k++) {
+    if (k === failAt) {
+      yield* fail();
+      return "failed";
+    }
+    const piece = plan.pieces[k];
+    if (!piece) break;
+    yield* wait(s.pauseMs);
+    if (gate.closed) return "failed";
+    hooks.onContent(piece.tokens);
+    yield head + choice(`{"content":${JSON.stringify(piece.text)}}`, "null") + "]}" + end;
+  }
+
+  const finish = `"${plan.finishReason}"`;
+  if (usage !== null && s.usageShape === "in_finish") {
+    yield head + choice(emptyDelta, finish) + `],"usage":${usage}}` + end;
+  } else {
+    yield head + choice(emptyDelta, finish) + "]}" + end;
+    if (usage !== null) {
+      const choices = s.usageShape === "empty_choice" ? choice(emptyDelta, "null") : "";
+      yield head + choices + `],"usage":${usage}}` + end;
+    }
+  }
+  if (!s.noDone) yield "data: [DONE]" + end;
+  return "complete";
+}
+
+export function sseBody(plan: StreamPlan, signal: AbortSignal, hooks: StreamHooks): ReadableStream<Uint8Array> {
+  const gate = new Gate();
+  const generator = frames(plan, gate, hooks);
+  const splitter = plan.scenario.splitFrames ? new FrameSplitter() : null;
+  let pending: Uint8Array[] = [];
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  let ended = false;
+
+  const end = (completed: boolean, aborted: boolean) => {
+    if (ended) return;
+    ended = true;
+    gate.close();
+    signal.removeEventListener("abort", onAbort);
+    hooks.onEnd(completed, aborted);
+  };
+  // The request's signal aborts when the client goes away (Bun.serve) or the in-process
+  // caller aborts; like fetch, a read after that fails with the abort reason.
+  function onAbort() {
+    if (ended) return;
+    end(false, true);
+    controller.error(hooks.overSocket ? undefined : signal.reason);
+  }
+
+  return new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c;
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    },
+    async pull(c) {
+      try {
+        if (pending.length > 0) {
+          // One split write per pull, a moment apart, so that they also leave a real socket
+          // as separate writes instead of being coalesced into one.
+          await gate.sleep(1);
+          if (!ended) c.enqueue(pending.shift()!);
+          return;
+        }
+        const step = await generator.next();
+        if (ended) return;
+        if (step.done) {
+          const rest = splitter?.flush();
+          if (rest) c.enqueue(rest);
+          c.close();
+          end(step.value === "complete", false);
+          return;
+        }
+        const bytes = encoder.encode(step.value);
+        if (splitter) {
+          pending = splitter.push(bytes);
+          c.enqueue(pending.shift()!);
+        } else {
+          c.enqueue(bytes);
+        }
+      } catch (err) {
+        if (ended) return;
+        end(false, false);
+        if (!(err instanceof StreamReset)) throw err;
+        c.error(hooks.overSocket ? undefined : resetError());
+      }
+    },
+    cancel() {
+      end(false, true);
+    },
+  });
+}

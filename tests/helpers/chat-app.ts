@@ -1,0 +1,103 @@
+/**
+ * An app wired to a fake upstream (the project's mock, or a hand-driven one) with a
+ * memory store and a manual clock, for chat and metering tests through app.handle.
+ */
+import { createApp } from "../../src/app";
+import { createDeps, type Deps } from "../../src/deps";
+import { loadConfig } from "../../src/config";
+import { openStore } from "../../src/store";
+import { ManualClock } from "../../src/clock";
+import { memoryLogger } from "../../src/logger";
+import { createMockUpstream, type MockUpstream } from "../../src/upstream/mock";
+import { UpstreamClient, type FetchUpstream } from "../../src/upstream/client";
+import { PricingCatalogue } from "../../src/metering/pricing";
+
+export const UPSTREAM_KEY = "sk-or-test-upstream-key";
+
+export interface ChatTestApp {
+  app: ReturnType<typeof createApp>;
+  deps: Deps;
+  clock: ManualClock;
+  mock: MockUpstream;
+  logs: string[];
+  appId: string;
+  secretKey: string;
+  /** Approves a cap for a user directly in the store. */
+  connect(appUserId: string, monthlyUsd: number): void;
+  chat(body: Record<string, unknown>, headers?: Record<string, string>): Promise<Response>;
+  get(path: string): Promise<Response>;
+  /** Writes queued usage rows now. */
+  flush(): void;
+}
+
+export async function chatTestApp(options: { env?: Record<string, string>; fetchUpstream?: FetchUpstream; clock?: ManualClock; storePath?: string } = {}): Promise<ChatTestApp> {
+  const clock = options.clock ?? new ManualClock(Date.UTC(2026, 0, 15, 12));
+  const logger = memoryLogger();
+  const mock = createMockUpstream();
+  const fetchUpstream: FetchUpstream = options.fetchUpstream ?? ((url, init) => mock.fetch(new Request(url, init)));
+  const config = loadConfig({
+    UPSTREAM_API_KEY: UPSTREAM_KEY,
+    UPSTREAM_BASE_URL: "http://upstream.test/api/v1",
+    DATABASE_URL: "sqlite::memory:",
+    DISCONNECT_DRAIN_MS: "2000",
+    ...options.env,
+  });
+  // Prices always come from the mock's /models, even when a hand-driven upstream serves chats.
+  const pricingUpstream = new UpstreamClient((url, init) => mock.fetch(new Request(url, init)), config.upstreamBaseUrl, UPSTREAM_KEY, 5000);
+  const catalogue = new PricingCatalogue(
+    pricingUpstream,
+    { promptUsdPerToken: config.fallbackPromptUsdPerToken, completionUsdPerToken: config.fallbackCompletionUsdPerToken, contextTokens: config.fallbackContextTokens },
+    logger,
+  );
+  await catalogue.refresh();
+  const deps = createDeps(config, { store: openStore(options.storePath ?? ":memory:"), clock, logger, fetchUpstream, catalogue });
+  const app = createApp(deps);
+  const { app: created, key } = deps.store.apps.create("chat-test", ["http://localhost:3000"], clock.now());
+  const auth = { authorization: `Bearer ${key.secretKey}` };
+  return {
+    app,
+    deps,
+    clock,
+    mock,
+    logs: logger.lines,
+    appId: created.id,
+    secretKey: key.secretKey,
+    connect: (appUserId, monthlyUsd) => void deps.store.connections.approve(created.id, appUserId, Math.floor(monthlyUsd * 1e9), clock.now()),
+    chat: (body, headers = {}) =>
+      app.handle(
+        new Request("http://localhost/api/v1/chat/completions", {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json", "x-service-user": "alice", ...headers },
+          body: JSON.stringify(body),
+        }),
+      ),
+    get: (path) => app.handle(new Request(`http://localhost${path}`, { headers: auth })),
+    flush: () => deps.usageWriter.flush(),
+  };
+}
+
+/** An upstream whose SSE body the test writes by hand, to observe relaying without timing. */
+export function handDrivenUpstream() {
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  let cancelled = false;
+  const requests: Array<{ url: string; body: unknown }> = [];
+  const fetchUpstream: FetchUpstream = async (url, init) => {
+    requests.push({ url, body: JSON.parse(String(init.body)) });
+    const body = new ReadableStream<Uint8Array>({
+      start: (c) => void (controller = c),
+      cancel: () => void (cancelled = true),
+    });
+    return new Response(body, { headers: { "content-type": "text/event-stream", "x-generation-id": "gen-hand" } });
+  };
+  const enc = new TextEncoder();
+  return {
+    fetchUpstream,
+    requests,
+    send: (data: string | Uint8Array) => controller.enqueue(typeof data === "string" ? enc.encode(data) : data),
+    end: () => controller.close(),
+    fail: (err: Error) => controller.error(err),
+    get cancelled() {
+      return cancelled;
+    },
+  };
+}

@@ -1,0 +1,83 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openStore, type Store } from "../../src/store";
+import { UsageWriter } from "../../src/metering/usage-writer";
+import { memoryLogger } from "../../src/logger";
+import type { UsageRow } from "../../src/store/usage-ledger";
+
+let dir: string;
+let store: Store;
+
+function row(i: number, account = "u/app1/2026-01/alice"): UsageRow {
+  return {
+    requestId: `req-${i}`, account, appId: "app1", appUserId: "alice", grantId: null, period: "2026-01", model: "m",
+    generationId: `gen-${i}`, promptTokens: 10, completionTokens: 5, costNano: 1000 + i, source: "upstream",
+    status: "ok", streamed: false, startedAt: 1_000 + i, finishedAt: 2_000 + i,
+  };
+}
+
+function freshStore(): Store {
+  dir = mkdtempSync(join(tmpdir(), "usage-writer-"));
+  store = openStore(join(dir, "proxy.sqlite"));
+  return store;
+}
+
+afterEach(() => {
+  store?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("UsageWriter on a real SQLite file", () => {
+  test("a full batch is written at once, rows and totals in the same transaction", () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 100);
+    for (let i = 0; i < 100; i++) writer.enqueue(row(i));
+    expect(writer.stats).toMatchObject({ pending: 0, written: 100, flushes: 1 });
+    expect(s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(Array.from({ length: 100 }, (_, i) => 1000 + i).reduce((a, b) => a + b));
+  });
+
+  test("a partial batch is written when the interval passes", async () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 5, 1000);
+    writer.enqueue(row(1));
+    expect(writer.stats.pending).toBe(1);
+    while (writer.stats.pending > 0) await Bun.sleep(5);
+    expect(s.usageLedger.find("req-1")?.costNano).toBe(1001);
+  });
+
+  test("a replayed request id is not counted twice", () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 1000);
+    writer.enqueue(row(7));
+    writer.enqueue(row(7));
+    writer.close();
+    writer.enqueue(row(7));
+    writer.close();
+    expect(s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(1007);
+    expect(s.db.query("SELECT count(*) AS n FROM usage_ledger").get()).toEqual({ n: 1 });
+  });
+
+  test("close() drains what is queued", () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 60_000, 1000);
+    for (let i = 0; i < 10; i++) writer.enqueue(row(i));
+    writer.close();
+    expect(s.db.query("SELECT count(*) AS n FROM usage_ledger").get()).toEqual({ n: 10 });
+  });
+
+  test("a failed flush keeps its rows and they are written later", () => {
+    const s = freshStore();
+    const logger = memoryLogger();
+    const writer = new UsageWriter(s.usageLedger, logger, 60_000, 1000);
+    s.db.exec("ALTER TABLE usage_totals RENAME TO usage_totals_away");
+    writer.enqueue(row(1));
+    writer.flush();
+    expect(writer.stats).toMatchObject({ pending: 1, failedFlushes: 1 });
+    s.db.exec("ALTER TABLE usage_totals_away RENAME TO usage_totals");
+    writer.close();
+    expect(writer.stats).toMatchObject({ pending: 0, written: 1 });
+    expect(s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(1001);
+  });
+});

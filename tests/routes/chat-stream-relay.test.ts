@@ -1,0 +1,109 @@
+import { describe, expect, test } from "bun:test";
+import { chatTestApp, handDrivenUpstream } from "../helpers/chat-app";
+
+const MODEL = "openai/gpt-4o-mini";
+const body = { model: MODEL, messages: [{ role: "user", content: "hi" }], stream: true, max_tokens: 50 };
+const frame = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
+const content = (text: string) => frame({ id: "gen-hand", object: "chat.completion.chunk", created: 1, model: MODEL, choices: [{ index: 0, delta: { content: text }, finish_reason: null }] });
+const usage = frame({ id: "gen-hand", object: "chat.completion.chunk", created: 1, model: MODEL, choices: [], usage: { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12, cost: 0.0000042 } });
+const dec = new TextDecoder();
+
+async function started() {
+  const upstream = handDrivenUpstream();
+  const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream });
+  t.connect("alice", 5);
+  const res = await t.chat(body);
+  expect(res.status).toBe(200);
+  return { t, upstream, res, reader: res.body!.getReader() };
+}
+
+async function rowOf(t: Awaited<ReturnType<typeof chatTestApp>>, res: Response) {
+  await t.app.decorator.chat.idle(10_000);
+  t.flush();
+  return t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)!;
+}
+
+describe("stream relay", () => {
+  test("the client holds each chunk before the upstream has sent the next one (no buffering)", async () => {
+    const { upstream, reader } = await started();
+    upstream.send(": OPENROUTER PROCESSING\n\n");
+    expect(dec.decode((await reader.read()).value)).toBe(": OPENROUTER PROCESSING\n\n");
+    upstream.send(content("Hel"));
+    expect(dec.decode((await reader.read()).value)).toBe(content("Hel"));
+    // Nothing more was sent: the next read is still pending while we send the next chunk.
+    const pending = reader.read();
+    upstream.send(content("lo"));
+    expect(dec.decode((await pending).value)).toBe(content("lo"));
+  });
+
+  test("chunks pass through byte for byte with their boundaries, even mid-frame", async () => {
+    const { upstream, reader, t, res } = await started();
+    const whole = content("a✓b") + usage + "data: [DONE]\n\n";
+    const bytes = new TextEncoder().encode(whole);
+    const cuts = [0, 7, 20, 21, 22, bytes.length - 5, bytes.length];
+    const received: Uint8Array[] = [];
+    // Cuts at 21 and 22 fall inside the three bytes of "✓".
+    for (let i = 1; i < cuts.length; i++) upstream.send(bytes.slice(cuts[i - 1], cuts[i]));
+    upstream.end();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      received.push(value);
+    }
+    expect(received.map((c) => c.length)).toEqual(cuts.slice(1).map((c, i) => c - cuts[i]!));
+    expect(dec.decode(Buffer.concat(received))).toBe(whole);
+    const row = await rowOf(t, res);
+    expect(row).toMatchObject({ source: "upstream", costNano: 4200, status: "ok", generationId: "gen-hand" });
+  });
+
+  test("a client that disconnects mid-stream still produces a row: the usage is read while draining", async () => {
+    const { upstream, reader, t, res } = await started();
+    upstream.send(content("partial"));
+    await reader.read();
+    await reader.cancel();
+    upstream.send(content(" rest"));
+    upstream.send(usage);
+    upstream.end();
+    const row = await rowOf(t, res);
+    expect(row).toMatchObject({ status: "client_disconnected", source: "upstream", costNano: 4200 });
+  });
+
+  test("when the usage never comes after a disconnect, an estimate bounded by the reservation is charged", async () => {
+    const { upstream, reader, t, res } = await started();
+    upstream.send(content("partial"));
+    await reader.read();
+    await reader.cancel();
+    upstream.end();
+    const row = await rowOf(t, res);
+    expect(row.source).toBe("estimated");
+    expect(row.status).toBe("client_disconnected");
+    expect(row.costNano).toBeGreaterThan(0);
+    const reserved = t.deps.catalogue.priceOf(MODEL);
+    expect(row.costNano).toBeLessThanOrEqual(Math.ceil(500 * reserved.promptNanoPerToken + 50 * reserved.completionNanoPerToken));
+  });
+
+  test("an upstream that resets mid-stream errors the client stream and is metered", async () => {
+    const { upstream, reader, t, res } = await started();
+    upstream.send(content("partial"));
+    await reader.read();
+    upstream.fail(new Error("ECONNRESET"));
+    await expect(reader.read()).rejects.toBeDefined();
+    const row = await rowOf(t, res);
+    expect(row).toMatchObject({ status: "upstream_reset", source: "estimated" });
+    expect(row.costNano).toBeGreaterThan(0);
+  });
+
+  test("an upstream that stalls past the timeout is cut, and the client stream ends in an error", async () => {
+    const upstream = handDrivenUpstream();
+    const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream, env: { UPSTREAM_TIMEOUT_MS: "200" } });
+    t.connect("alice", 5);
+    const res = await t.chat(body);
+    const reader = res.body!.getReader();
+    upstream.send(content("partial"));
+    await reader.read();
+    // The hand-driven upstream ignores the abort signal, like a stuck peer; the relay must not wait on it.
+    await expect(reader.read()).rejects.toBeDefined();
+    const row = await rowOf(t, res);
+    expect(row.status).toBe("upstream_stalled");
+  });
+});
