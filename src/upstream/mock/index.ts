@@ -121,8 +121,8 @@ export async function startMockUpstream(
     // 0 = no idle timeout: stall and keep-alive scenarios must be cut by the client, not us.
     idleTimeout: 0,
     fetch: (request) => mock.fetch(request),
-    // A stalled request rejects when its client aborts; there is no one left to answer.
-    error: () => new Response(null, { status: 499 }),
+    // Reached when a stalled request's client aborts (no one is left to read this), or on a bug.
+    error: (err) => new Response(errorBody(500, `mock upstream: ${String(err)}`), { status: 500 }),
   });
   return {
     url: `http://127.0.0.1:${server.port}${BASE_PATH}`,

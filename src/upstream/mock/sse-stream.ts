@@ -6,6 +6,7 @@
  */
 import type { ContentPiece } from "./completion";
 import { FrameSplitter } from "./frame-splitter";
+import { Gate } from "./gate";
 import type { Scenario } from "./scenario";
 
 export interface StreamPlan {
@@ -44,38 +45,6 @@ class StreamReset extends Error {}
 type Outcome = "complete" | "failed";
 
 const encoder = new TextEncoder();
-
-/** Lets pauses and stalls end early when the stream is closed. */
-class Gate {
-  closed = false;
-  private wake: (() => void) | null = null;
-
-  sleep(ms: number): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.wake = null;
-        resolve();
-      }, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
-  forever(): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    return new Promise((resolve) => (this.wake = resolve));
-  }
-
-  close(): void {
-    this.closed = true;
-    const wake = this.wake;
-    this.wake = null;
-    wake?.();
-  }
-}
 
 async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncGenerator<string, Outcome> {
   const s = plan.scenario;

@@ -1,0 +1,142 @@
+/**
+ * Checks bodies against the upstream's wire format, as extracted from OpenRouter's OpenAPI
+ * document into tests/fixtures/openrouter-schemas.json (scripts/extract-openrouter-schemas.ts),
+ * and parses SSE text the way a browser's EventSource would.
+ */
+import Ajv2020, { type ErrorObject, type ValidateFunction } from "ajv/dist/2020";
+import fixture from "../fixtures/openrouter-schemas.json";
+
+// OpenAPI 3.1 is JSON Schema 2020-12. The spec's only formats are OpenAPI's numeric ones,
+// which JSON Schema does not define: they are width hints, checked here as plain numbers.
+const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
+for (const name of ["double", "float"]) ajv.addFormat(name, { type: "number", validate: () => true });
+ajv.addFormat("int32", { type: "number", validate: (n: number) => n >= -(2 ** 31) && n < 2 ** 31 });
+ajv.addFormat("int64", { type: "number", validate: (n: number) => Number.isSafeInteger(n) });
+
+const schemas = fixture.schemas;
+
+function validator(schema: object): (body: unknown) => string[] {
+  let compiled: ValidateFunction | undefined;
+  return (body) => {
+    compiled ??= ajv.compile(schema);
+    return compiled(body) ? [] : describe(compiled.errors ?? []);
+  };
+}
+
+function describe(errors: ErrorObject[]): string[] {
+  return errors.map((e) => `${e.instancePath || "/"} ${e.message ?? e.keyword} ${JSON.stringify(e.params)}`);
+}
+
+/** A non-streamed POST /chat/completions 200 body (ChatResult). Empty list = valid. */
+export const validateChatCompletion = validator(schemas.chatCompletion);
+
+/** The JSON of one SSE `data:` event of a streamed completion (ChatStreamChunk). */
+export const validateChatChunk = validator(schemas.chatChunk);
+
+/** A GET /models 200 body (ModelsListResponse). */
+export const validateModels = validator(schemas.models);
+
+const anyError = validator(schemas.error);
+const byStatus = new Map(
+  Object.entries(schemas.errorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]),
+);
+
+/**
+ * An error body `{ error: { code, message, metadata? } }`; with `status`, against that
+ * status's schema, which also requires `error.code` to equal the HTTP status, as OpenRouter
+ * documents ("the HTTP Response will have the same status code as error.code").
+ */
+export function validateError(body: unknown, status?: number): string[] {
+  if (status === undefined) return anyError(body);
+  const check = byStatus.get(status);
+  if (!check) return [`the spec defines no error body for HTTP ${status}`];
+  const problems = check(body);
+  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
+  if (problems.length === 0 && code !== status) problems.push(`/error/code is ${String(code)}, not ${status}`);
+  return problems;
+}
+
+export interface SseEvent {
+  /** The event's data: its `data:` lines joined with "\n". */
+  data?: string;
+  /** A comment line's text after the ":" (and one optional space). */
+  comment?: string;
+}
+
+/**
+ * Parses an event stream per the WHATWG HTML "Server-sent events" interpretation rules:
+ * lines end at CRLF, LF or CR; a line starting with ":" is a comment; `field:value` with one
+ * optional space after the colon; `data` lines accumulate joined by LF; a blank line
+ * dispatches the event (none when no data was seen); an unterminated last event is dropped.
+ * Comments are returned in order among the events, since tests assert on keep-alives.
+ * Fields other than `data` (event, id, retry) are not used by OpenRouter and are skipped.
+ */
+export function parseSseEvents(text: string): SseEvent[] {
+  const events: SseEvent[] = [];
+  let data: string[] | null = null;
+  // A leading U+FEFF is stripped once, as the decoding step of the spec does.
+  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  const lines = body.split(/\r\n|\n|\r/);
+  // The text after the last line terminator is an incomplete line: ignore it.
+  lines.pop();
+  for (const line of lines) {
+    if (line === "") {
+      if (data !== null) events.push({ data: data.join("\n") });
+      data = null;
+      continue;
+    }
+    if (line.startsWith(":")) {
+      events.push({ comment: line.slice(line.startsWith(": ") ? 2 : 1) });
+      continue;
+    }
+    const colon = line.indexOf(":");
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "data") (data ??= []).push(value);
+  }
+  return events;
+}
+
+/** The data events' JSON payloads (everything but the `[DONE]` sentinel), parsed. */
+export function sseJsonPayloads(text: string): unknown[] {
+  return parseSseEvents(text)
+    .filter((e): e is { data: string } => e.data !== undefined && e.data !== "[DONE]")
+    .map((e) => JSON.parse(e.data) as unknown);
+}
+
+export interface CheckedStream {
+  events: SseEvent[];
+  /** Every JSON data payload, in order. */
+  chunks: Array<Record<string, unknown>>;
+  /** Whether the `[DONE]` sentinel closed the stream. */
+  done: boolean;
+  /** Every chunk that does not match ChatStreamChunk, non-JSON data, and data after `[DONE]`. */
+  problems: string[];
+}
+
+/** Parses a whole relayed event stream and validates each data payload as a ChatStreamChunk. */
+export function checkChatStream(text: string): CheckedStream {
+  const events = parseSseEvents(text);
+  const chunks: Array<Record<string, unknown>> = [];
+  const problems: string[] = [];
+  let done = false;
+  events.forEach((event, i) => {
+    if (event.data === undefined) return;
+    if (done) problems.push(`event ${i}: data after [DONE]`);
+    if (event.data === "[DONE]") {
+      done = true;
+      return;
+    }
+    let chunk: unknown;
+    try {
+      chunk = JSON.parse(event.data);
+    } catch {
+      problems.push(`event ${i}: data is not JSON: ${event.data.slice(0, 80)}`);
+      return;
+    }
+    chunks.push(chunk as Record<string, unknown>);
+    for (const p of validateChatChunk(chunk)) problems.push(`event ${i}: ${p}`);
+  });
+  return { events, chunks, done, problems };
+}
