@@ -3,7 +3,10 @@
  * alone prepares a fresh machine of this kind (Debian, root); elsewhere it says what is
  * missing instead.
  */
-const REQUIRED: Array<{ binary: string; aptPackage: string }> = [];
+const REQUIRED: Array<{ binary: string; aptPackage: string }> = [
+  // tests/helpers/redis.ts starts a real redis-server per suite (rate limits, shared budgets)
+  { binary: "redis-server", aptPackage: "redis-server" },
+];
 
 export async function ensureTestPrerequisites(): Promise<void> {
   const missing = REQUIRED.filter(({ binary }) => !Bun.which(binary));

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import type { Deps } from "./deps";
-import { authPlugin } from "./auth/macro";
+import { guardsPlugin } from "./http/guards";
 import { errorHandler } from "./http/error-handler";
 import { requestContext } from "./http/request-context";
 import { ConnectionService } from "./services/connections";
@@ -19,7 +19,7 @@ export const API_PREFIX = "/api/v1";
 
 /** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
 export function createApp(deps: Deps) {
-  const auth = authPlugin(deps);
+  const auth = guardsPlugin(deps);
   const connections = new ConnectionService(deps);
   const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, deps.logger);
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);

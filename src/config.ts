@@ -37,6 +37,13 @@ export const ConfigSchema = t.Object({
   DISCONNECT_DRAIN_MS: t.Optional(t.Integer({ minimum: 0 })),
   /** On SIGTERM, how long in-flight streams may take to finish. */
   SHUTDOWN_GRACE_MS: t.Optional(t.Integer({ minimum: 0 })),
+  /** RL_SESSIONS: POST /sessions per app; RL_CHAT: POST /chat/completions per app and user. */
+  RL_SESSIONS_LIMIT: t.Optional(PositiveInt),
+  RL_SESSIONS_WINDOW_SECONDS: t.Optional(PositiveInt),
+  RL_CHAT_LIMIT: t.Optional(PositiveInt),
+  RL_CHAT_WINDOW_SECONDS: t.Optional(PositiveInt),
+  /** Deadline of every Redis command; past it the call counts as failed. */
+  REDIS_COMMAND_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 10, maximum: 10_000 })),
 });
 
 const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL"]);
@@ -67,6 +74,8 @@ export interface Config {
   usageFlushMs: number;
   disconnectDrainMs: number;
   shutdownGraceMs: number;
+  rateLimits: { sessions: { limit: number; windowMs: number }; chat: { limit: number; windowMs: number } };
+  redisCommandTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -124,5 +133,10 @@ function fromRaw(raw: RawConfig): Config {
     usageFlushMs: raw.USAGE_FLUSH_MS ?? 100,
     disconnectDrainMs: raw.DISCONNECT_DRAIN_MS ?? 30_000,
     shutdownGraceMs: raw.SHUTDOWN_GRACE_MS ?? 30_000,
+    rateLimits: {
+      sessions: { limit: raw.RL_SESSIONS_LIMIT ?? 120, windowMs: (raw.RL_SESSIONS_WINDOW_SECONDS ?? 60) * 1000 },
+      chat: { limit: raw.RL_CHAT_LIMIT ?? 30, windowMs: (raw.RL_CHAT_WINDOW_SECONDS ?? 60) * 1000 },
+    },
+    redisCommandTimeoutMs: raw.REDIS_COMMAND_TIMEOUT_MS ?? 250,
   };
 }

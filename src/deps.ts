@@ -9,6 +9,11 @@ import { UsageWriter } from "./metering/usage-writer";
 import { UpstreamClient, type FetchUpstream } from "./upstream/client";
 import { createMockUpstream } from "./upstream/mock";
 import { randomString } from "./random";
+import Redis from "ioredis";
+import { InMemoryRateLimiter, type RateLimiter } from "./ratelimit/rate-limiter";
+import { RedisRateLimiter } from "./ratelimit/redis-rate-limiter";
+import { FallbackRateLimiter } from "./ratelimit/fallback-rate-limiter";
+import { RedisBudgetLedger } from "./metering/redis-budget-ledger";
 
 /**
  * Everything createApp needs. Each external effect sits behind one of these so tests can
@@ -24,6 +29,9 @@ export interface Deps {
   upstream: UpstreamClient;
   catalogue: PricingCatalogue;
   usageWriter: UsageWriter;
+  rateLimiter: RateLimiter;
+  /** Set when REDIS_URL is: rate limits and budgets are shared through it. */
+  redis: Redis | null;
 }
 
 export interface DepsOverrides extends Partial<Deps> {
@@ -44,7 +52,12 @@ export function createDeps(config: Config, overrides: DepsOverrides = {}): Deps 
   const jwtSecret = config.jwtSecret ?? store.settings.getOrCreate("jwt_secret", () => randomString(64));
   const sessionTokens =
     overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
-  const budget = overrides.budget ?? new InMemoryBudgetLedger((account) => store.usageTotals.spentNano(account));
+  const redis = overrides.redis !== undefined ? overrides.redis : config.redisUrl ? createRedis(config, logger) : null;
+  const loadSpent = (account: string) => store.usageTotals.spentNano(account);
+  const budget = overrides.budget ?? (redis ? new RedisBudgetLedger(redis, loadSpent, logger) : new InMemoryBudgetLedger(loadSpent));
+  const memoryLimiter = new InMemoryRateLimiter(() => clock.now());
+  const rateLimiter =
+    overrides.rateLimiter ?? (redis ? new FallbackRateLimiter(new RedisRateLimiter(redis), memoryLimiter, logger) : memoryLimiter);
   const upstream = overrides.upstream ?? createUpstreamClient(config, overrides.fetchUpstream);
   const catalogue =
     overrides.catalogue ??
@@ -58,7 +71,42 @@ export function createDeps(config: Config, overrides: DepsOverrides = {}): Deps 
       logger,
     );
   const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs);
-  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter };
+  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis };
+}
+
+/**
+ * Waits (bounded) for connections that must be up before serving: with the offline queue
+ * off, commands sent before Redis is ready fail. If Redis does not come up in time the
+ * service starts anyway: rate limits fall back, budgets answer 503 until it is back.
+ */
+export async function connectDependencies(deps: Deps, timeoutMs = 5000): Promise<boolean> {
+  const redis = deps.redis;
+  if (!redis || redis.status === "ready") return true;
+  const ready = await Promise.race([
+    new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))),
+    Bun.sleep(timeoutMs).then(() => false),
+  ]);
+  if (!ready) deps.logger.warn("Redis is not reachable yet; budgets answer 503 until it is", { timeoutMs });
+  return ready;
+}
+
+/**
+ * A Redis client that fails fast: no offline queue (a command while disconnected fails at
+ * once instead of waiting), no per-command retries, and a deadline on every command.
+ * It reconnects in the background by itself, so Redis coming back needs no restart.
+ */
+function createRedis(config: Config, logger: Logger): Redis {
+  const redis = new Redis(config.redisUrl!, {
+    commandTimeout: config.redisCommandTimeoutMs,
+    connectTimeout: Math.max(1000, config.redisCommandTimeoutMs * 4),
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempt) => Math.min(100 * attempt, 1000),
+  });
+  // Connection errors are reported by the limiter and the ledger when they matter; this
+  // listener only keeps ioredis from printing every reconnect attempt.
+  redis.on("error", (err) => logger.debug("redis connection error", { error: err.message }));
+  return redis;
 }
 
 function createUpstreamClient(config: Config, fetchOverride: FetchUpstream | undefined): UpstreamClient {

@@ -3,7 +3,7 @@
  * Also the only module (with src/cli.ts) that reads the environment.
  */
 import { ConfigError, loadConfig, type Config } from "./config";
-import { createDeps } from "./deps";
+import { connectDependencies, createDeps } from "./deps";
 import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 
@@ -31,6 +31,7 @@ async function main(): Promise<void> {
     // without it queues upstream requests beyond 256 at a time. `npm start` sets it.
     deps.logger.warn("BUN_CONFIG_MAX_HTTP_REQUESTS is not set: upstream requests beyond 256 at a time will queue");
   }
+  await connectDependencies(deps);
   await deps.catalogue.refresh();
   deps.catalogue.start(config.pricingRefreshSeconds);
 
@@ -55,6 +56,7 @@ async function main(): Promise<void> {
     deps.catalogue.stop();
     deps.usageWriter.close();
     deps.store.close();
+    deps.redis?.disconnect();
     deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });
     process.exit(0);
   };

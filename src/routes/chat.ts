@@ -1,6 +1,6 @@
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps";
-import type { authPlugin } from "../auth/macro";
+import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import type { ChatBody, ChatService } from "../services/chat";
 import { userBudgetTarget } from "../services/budget-target";
@@ -38,7 +38,7 @@ const ChatCompletionResponse = t.Object(
 );
 
 /** POST /chat/completions: the metered, OpenAI-compatible proxy. */
-export function chatRoutes(deps: Deps, chat: ChatService, auth: ReturnType<typeof authPlugin>) {
+export function chatRoutes(deps: Deps, chat: ChatService, auth: Guards) {
   return new Elysia().use(auth).post(
     "/chat/completions",
     async ({ app, body, request, set, server }) => {
@@ -60,6 +60,7 @@ export function chatRoutes(deps: Deps, chat: ChatService, auth: ReturnType<typeo
     },
     {
       secretKey: true,
+      rateLimit: "chat",
       body: ChatCompletionRequest,
       response: { 200: ChatCompletionResponse, ...errorResponses(400, 401, 402, 413, 429, 502, 503) },
       detail: {

@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import type { authPlugin } from "../auth/macro";
+import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
 import { ApiError } from "../errors";
 import { ConnectionStatusModel, MonthlyUsd, errorResponses } from "./models";
@@ -12,7 +12,7 @@ const sessionSecurity = [{ sessionToken: [] }];
  * /connections: the app's browser code, holding a session token, approves, updates,
  * reads and revokes its user's connection. App and user come only from the token.
  */
-export function connectionRoutes(connections: ConnectionService, auth: ReturnType<typeof authPlugin>) {
+export function connectionRoutes(connections: ConnectionService, auth: Guards) {
   return new Elysia()
     .use(auth)
     .post("/connections", ({ session, body }) => connections.approve(session, body?.monthlyUsd), {

@@ -1,13 +1,14 @@
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps";
 import type { ChatService } from "../services/chat";
+import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 
 const HealthModel = t.Object({
   status: t.Union([t.Literal("ok"), t.Literal("degraded")]),
   mode: t.Union([t.Literal("demo"), t.Literal("upstream")]),
   upstream: t.String(),
   store: t.Object({ kind: t.Literal("sqlite"), ok: t.Boolean() }),
-  limiter: t.Object({ kind: t.String() }),
+  limiter: t.Object({ kind: t.String(), degraded: t.Boolean(), since: t.Nullable(t.String()), lastError: t.Nullable(t.String()) }),
   budget: t.Object({ kind: t.String() }),
   pricing: t.Object({ models: t.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
   writer: t.Object({
@@ -34,8 +35,8 @@ export function healthRoutes(deps: Deps, chat: ChatService) {
         mode: deps.config.demoMode ? ("demo" as const) : ("upstream" as const),
         upstream: deps.config.demoMode ? "built-in mock upstream (demo mode: no UPSTREAM_API_KEY set)" : deps.config.upstreamBaseUrl,
         store: { kind: "sqlite" as const, ok: storeOk },
-        limiter: { kind: "memory" },
-        budget: { kind: "memory" },
+        limiter: limiterState(deps),
+        budget: { kind: deps.redis ? "redis" : "memory" },
         pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
         writer: { pending, written, flushes, failedFlushes, lastError },
         activeStreams: chat.activeStreams,
@@ -43,6 +44,12 @@ export function healthRoutes(deps: Deps, chat: ChatService) {
     },
     { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Health and mode" } },
   );
+}
+
+function limiterState(deps: Deps) {
+  const limiter = deps.rateLimiter;
+  if (limiter instanceof FallbackRateLimiter) return { kind: limiter.kind, ...limiter.state };
+  return { kind: limiter.kind, degraded: false, since: null, lastError: null };
 }
 
 function pingStore(deps: Deps): boolean {

@@ -1,6 +1,6 @@
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps";
-import type { authPlugin } from "../auth/macro";
+import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import { AppUserId, MonthlyUsd, errorResponses } from "./models";
 
@@ -15,7 +15,7 @@ const SessionResponse = t.Object({
 });
 
 /** POST /sessions: the app backend mints a short-lived session token for one of its users. */
-export function sessionRoutes(deps: Deps, auth: ReturnType<typeof authPlugin>) {
+export function sessionRoutes(deps: Deps, auth: Guards) {
   return new Elysia().use(auth).post(
     "/sessions",
     async ({ app, body }) => {
@@ -27,6 +27,7 @@ export function sessionRoutes(deps: Deps, auth: ReturnType<typeof authPlugin>) {
     },
     {
       secretKey: true,
+      rateLimit: "sessions",
       body: SessionRequest,
       response: { 200: SessionResponse, ...errorResponses(400, 401, 413, 429) },
       detail: {

@@ -1,10 +1,10 @@
 import { Elysia, t } from "elysia";
-import type { authPlugin } from "../auth/macro";
+import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
 import { AppUserId, StatusModel, errorResponses } from "./models";
 
 /** GET /status: the app backend reads one user's connection and budget. */
-export function statusRoutes(connections: ConnectionService, auth: ReturnType<typeof authPlugin>) {
+export function statusRoutes(connections: ConnectionService, auth: Guards) {
   return new Elysia().use(auth).get("/status", ({ app, query }) => connections.status(app.id, query.appUserId), {
     secretKey: true,
     query: t.Object({ appUserId: AppUserId }),

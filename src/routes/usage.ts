@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import type { authPlugin } from "../auth/macro";
+import type { Guards } from "../http/guards";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { nanoToUsd, parsePeriod, periodAt } from "../money";
@@ -41,7 +41,7 @@ const toApiRow = (r: UsageRow) => ({
 });
 
 /** GET /usage: a user's ledger rows for one period, newest first, so an app can explain a charge. */
-export function usageRoutes(deps: Deps, auth: ReturnType<typeof authPlugin>) {
+export function usageRoutes(deps: Deps, auth: Guards) {
   return new Elysia().use(auth).get(
     "/usage",
     ({ app, query }) => {

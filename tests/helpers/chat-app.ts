@@ -3,7 +3,7 @@
  * memory store and a manual clock, for chat and metering tests through app.handle.
  */
 import { createApp } from "../../src/app";
-import { createDeps, type Deps } from "../../src/deps";
+import { connectDependencies, createDeps, type Deps } from "../../src/deps";
 import { loadConfig } from "../../src/config";
 import { openStore } from "../../src/store";
 import { ManualClock } from "../../src/clock";
@@ -51,6 +51,7 @@ export async function chatTestApp(options: { env?: Record<string, string>; fetch
   );
   await catalogue.refresh();
   const deps = createDeps(config, { store: openStore(options.storePath ?? ":memory:"), clock, logger, fetchUpstream, catalogue });
+  await connectDependencies(deps);
   const app = createApp(deps);
   const { app: created, key } = deps.store.apps.create("chat-test", ["http://localhost:3000"], clock.now());
   const auth = { authorization: `Bearer ${key.secretKey}` };

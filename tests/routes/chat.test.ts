@@ -168,7 +168,7 @@ describe("the hard cap", () => {
   });
 
   test("100 concurrent streamed requests with a small cap: metered total never passes it", async () => {
-    const t = await chatTestApp();
+    const t = await chatTestApp({ env: { RL_CHAT_LIMIT: "1000" } });
     const capUsd = 0.002;
     t.connect("alice", capUsd);
     const responses = await Promise.all(

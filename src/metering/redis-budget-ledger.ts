@@ -1,0 +1,150 @@
+import type Redis from "ioredis";
+import { ApiError } from "../errors";
+import type { Logger } from "../logger";
+import type { BudgetAccount } from "./accounts";
+import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledger";
+
+/**
+ * The budget ledger shared by every process through Redis. Each account is a hash
+ * {spent, reserved}; each reservation a hash {account, amount} with a TTL. Reserve and
+ * settle are single Lua scripts, so they are atomic across processes.
+ *
+ * An account that is not in Redis (first use, or Redis restarted and lost it) is never
+ * admitted against: the reserve script answers "not loaded", the ledger loads the spend
+ * from the store and retries. Budgets fail closed: Redis trouble during reserve is 503.
+ * A settle that fails is retried in the background so a reservation is not left inflating
+ * `reserved` after a short outage.
+ */
+const RESERVE_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('ERR duplicate reservation') end
+local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
+local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
+local available = tonumber(ARGV[1]) - spent - reserved
+if available < tonumber(ARGV[2]) then return {0, spent, reserved} end
+local granted = math.min(tonumber(ARGV[3]), available)
+local grantedText = string.format('%d', granted)
+redis.call('HINCRBY', KEYS[1], 'reserved', grantedText)
+redis.call('HSET', KEYS[2], 'account', KEYS[1], 'amount', grantedText)
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {1, granted, 0}
+`;
+
+const INIT_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', '0')
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+`;
+
+// The account key is read from the reservation, so it is not in KEYS: fine on a single
+// Redis, which is what REDIS_URL names (Redis Cluster would need hash tags here).
+const SETTLE_LUA = `
+local account = redis.call('HGET', KEYS[1], 'account')
+if not account then return 0 end
+local amount = redis.call('HGET', KEYS[1], 'amount')
+redis.call('DEL', KEYS[1])
+if redis.call('EXISTS', account) == 1 then
+  redis.call('HINCRBY', account, 'reserved', '-' .. amount)
+  redis.call('HINCRBY', account, 'spent', ARGV[1])
+  redis.call('PEXPIRE', account, ARGV[2])
+end
+return 1
+`;
+
+/** Reservations outlive any request; a lost settle frees its hold after this long. */
+const RESERVATION_TTL_MS = 6 * 60 * 60 * 1000;
+/** Account counters outlive their period; the store keeps the history. */
+const ACCOUNT_TTL_MS = 40 * 24 * 60 * 60 * 1000;
+
+interface LedgerCommands {
+  budgetReserve(account: string, reservation: string, cap: number, min: number, desired: number, resvTtl: number, accountTtl: number): Promise<[number, number, number]>;
+  budgetInit(account: string, spent: number, accountTtl: number): Promise<number>;
+  budgetSettle(reservation: string, actual: number, accountTtl: number): Promise<number>;
+}
+
+export class RedisBudgetLedger implements BudgetLedger {
+  readonly kind = "redis";
+  private readonly commands: LedgerCommands;
+  private readonly retrying = new Map<string, number>();
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly loadSpentNano: (account: BudgetAccount) => number,
+    private readonly logger: Logger,
+  ) {
+    redis.defineCommand("budgetReserve", { numberOfKeys: 2, lua: RESERVE_LUA });
+    redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
+    redis.defineCommand("budgetSettle", { numberOfKeys: 1, lua: SETTLE_LUA });
+    this.commands = redis as unknown as LedgerCommands;
+  }
+
+  async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
+    const accountKey = accountKeyOf(account);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const [status, a, b] = await this.guard(() =>
+        this.commands.budgetReserve(accountKey, reservationKeyOf(requestId), capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS),
+      );
+      if (status === 1) return { ok: true, grantedNano: a };
+      if (status === 0) return { ok: false, spentNano: a, reservedNano: b };
+      await this.load(account);
+    }
+    throw new ApiError("unavailable", "the budget store could not load this budget; try again");
+  }
+
+  async settle(requestId: string, actualNano: number): Promise<void> {
+    try {
+      await this.commands.budgetSettle(reservationKeyOf(requestId), actualNano, ACCOUNT_TTL_MS);
+      this.retrying.delete(requestId);
+    } catch (err) {
+      this.logger.warn("budget settle failed; will retry", { requestId, error: err instanceof Error ? err.message : String(err) });
+      this.retrying.set(requestId, actualNano);
+      this.scheduleRetry();
+    }
+  }
+
+  async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
+    const read = () => this.guard(() => this.redis.hmget(accountKeyOf(account), "spent", "reserved"));
+    let [spent, reserved] = await read();
+    if (spent === null) {
+      await this.load(account);
+      [spent, reserved] = await read();
+    }
+    return { spentNano: Number(spent ?? 0), reservedNano: Number(reserved ?? 0) };
+  }
+
+  /** Settles still waiting for Redis to come back. */
+  get pendingSettles(): number {
+    return this.retrying.size;
+  }
+
+  private async load(account: BudgetAccount): Promise<void> {
+    await this.guard(() => this.commands.budgetInit(accountKeyOf(account), this.loadSpentNano(account), ACCOUNT_TTL_MS));
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer) return;
+    this.retryTimer = setTimeout(async () => {
+      this.retryTimer = null;
+      for (const [requestId, actual] of [...this.retrying]) await this.settle(requestId, actual);
+    }, 1000);
+    this.retryTimer.unref?.();
+  }
+
+  /** Budgets fail closed: any Redis failure here is 503 `unavailable`, never a free pass. */
+  private async guard<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      this.logger.warn("budget store (Redis) call failed", { error: err instanceof Error ? err.message : String(err) });
+      throw new ApiError("unavailable", "the budget store is unavailable; no request is admitted without it");
+    }
+  }
+}
+
+const accountKeyOf = (account: BudgetAccount) => `bl:${account}`;
+const reservationKeyOf = (requestId: string) => `br:${requestId}`;

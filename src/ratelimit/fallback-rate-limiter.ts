@@ -1,0 +1,48 @@
+import type { Logger } from "../logger";
+import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limiter";
+
+/**
+ * Redis first; while Redis is down or slow, the in-process limiter, so that rate limiting
+ * never takes the service down (unlike budgets, which fail closed). The outage is logged
+ * once when it starts and once when it ends, and shows in /healthz. Every check still
+ * tries Redis first, so recovery needs no restart; with the offline queue disabled and a
+ * short command timeout, a dead Redis costs a fast failure, not a wait.
+ */
+export class FallbackRateLimiter implements RateLimiter {
+  readonly kind = "redis";
+  private degradedSince: number | null = null;
+  private lastError: string | null = null;
+
+  constructor(
+    private readonly primary: RateLimiter,
+    private readonly fallback: RateLimiter,
+    private readonly logger: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async check(rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
+    try {
+      const decision = await this.primary.check(rule, key);
+      if (this.degradedSince !== null) {
+        this.logger.info("rate limiter: Redis is back; using it again", { outageMs: this.now() - this.degradedSince });
+        this.degradedSince = null;
+      }
+      return decision;
+    } catch (err) {
+      this.lastError = err instanceof Error ? err.message : String(err);
+      if (this.degradedSince === null) {
+        this.degradedSince = this.now();
+        this.logger.warn("rate limiter: Redis unavailable; falling back to the in-process limiter", { error: this.lastError });
+      }
+      return this.fallback.check(rule, key);
+    }
+  }
+
+  get state(): { degraded: boolean; since: string | null; lastError: string | null } {
+    return {
+      degraded: this.degradedSince !== null,
+      since: this.degradedSince === null ? null : new Date(this.degradedSince).toISOString(),
+      lastError: this.degradedSince === null ? null : this.lastError,
+    };
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * Real server processes for end-to-end tests: `bun src/index.ts` on a free port with its
+ * own temp-dir SQLite file, and the operator CLI (`bun src/cli.ts`) against the same
+ * DATABASE_URL. Output is captured line by line so tests can scan what the process printed.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+
+export const REPO_ROOT = resolve(import.meta.dir, "../..");
+
+/** A fresh temp dir with the DATABASE_URL of a (not yet existing) SQLite file inside a missing sub-folder. */
+export function tempDatabase(): { dir: string; databaseUrl: string; path: string; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), "proxy-e2e-"));
+  const path = join(dir, "data", "proxy.sqlite");
+  return { dir, path, databaseUrl: `sqlite:${path}`, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A port nobody listens on right now (the OS picks it; we release it for the server). */
+export function freePort(): number {
+  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = probe.port;
+  probe.stop(true);
+  return port;
+}
+
+/** The environment a child gets: only what it needs, never the test runner's own settings. */
+function childEnv(extra: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const key of ["PATH", "HOME", "TMPDIR"]) {
+    const value = process.env[key];
+    if (value !== undefined) env[key] = value;
+  }
+  return { ...env, ...extra };
+}
+
+/** Collects a stream's text into `lines` (complete lines only, plus the tail at the end). */
+function collectLines(stream: ReadableStream<Uint8Array>, lines: string[]): Promise<void> {
+  return (async () => {
+    const decoder = new TextDecoder();
+    let pending = "";
+    for await (const chunk of stream) {
+      pending += decoder.decode(chunk, { stream: true });
+      const parts = pending.split("\n");
+      pending = parts.pop()!;
+      lines.push(...parts);
+    }
+    pending += decoder.decode();
+    if (pending) lines.push(pending);
+  })();
+}
+
+export interface RunningServer {
+  baseUrl: string;
+  port: number;
+  proc: Subprocess<"ignore", "pipe", "pipe">;
+  stdout: string[];
+  stderr: string[];
+  /** stdout lines that are JSON objects: the logger's output. */
+  logLines(): Array<Record<string, unknown>>;
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** SIGTERM, then the exit code once the process has exited and its output is drained. */
+  stop(): Promise<number>;
+}
+
+export interface StartOptions {
+  databaseUrl: string;
+  env?: Record<string, string>;
+}
+
+/** Starts `bun src/index.ts` and resolves once GET /healthz answers 200. */
+export async function startServer(opts: StartOptions): Promise<RunningServer> {
+  const port = freePort();
+  const proc = Bun.spawn([process.execPath, "src/index.ts"], {
+    cwd: REPO_ROOT,
+    env: childEnv({ PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: opts.databaseUrl, ...opts.env }),
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const drained = Promise.all([collectLines(proc.stdout, stdout), collectLines(proc.stderr, stderr)]);
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const server: RunningServer = {
+    baseUrl,
+    port,
+    proc,
+    stdout,
+    stderr,
+    logLines: () => stdout.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>),
+    fetch: (path, init) => fetch(baseUrl + path, init),
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
+      const code = await proc.exited;
+      await drained;
+      return code;
+    },
+  };
+  await waitForHealth(server, drained);
+  return server;
+}
+
+async function waitForHealth(server: RunningServer, drained: Promise<unknown>): Promise<void> {
+  // Bounded by the test timeout (bunfig.toml), not by a guess of how fast a machine is.
+  for (;;) {
+    if (server.proc.exitCode !== null || server.proc.signalCode !== null) {
+      await drained;
+      throw new Error(
+        `server exited with ${server.proc.exitCode ?? server.proc.signalCode} before it was healthy:\n` +
+          [...server.stdout, ...server.stderr].join("\n"),
+      );
+    }
+    try {
+      const res = await server.fetch("/healthz");
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(50);
+  }
+}
+
+/** Runs `bun src/index.ts` expecting it to exit by itself (e.g. a configuration error). */
+export async function runServerToExit(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const proc = Bun.spawn([process.execPath, "src/index.ts"], { cwd: REPO_ROOT, env: childEnv(env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, stdout, stderr };
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** Each stdout line parsed as JSON. */
+  json: Array<Record<string, any>>;
+}
+
+/** Runs the operator CLI (`bun src/cli.ts ...args`) against `databaseUrl`. */
+export async function runCli(databaseUrl: string, ...args: string[]): Promise<CliResult> {
+  const proc = Bun.spawn([process.execPath, "src/cli.ts", ...args], {
+    cwd: REPO_ROOT,
+    env: childEnv({ DATABASE_URL: databaseUrl }),
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const json = code === 0 ? stdout.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as Record<string, any>) : [];
+  return { code, stdout, stderr, json };
+}
+
+/** `app create` through the CLI; throws unless it printed exactly one JSON line. */
+export async function cliCreateApp(databaseUrl: string, name: string, origins: string[] = []): Promise<{ appId: string; secretKey: string; keyId: string; name: string; origins: string[] }> {
+  const result = await runCli(databaseUrl, "app", "create", "--name", name, ...origins.flatMap((o) => ["--origin", o]));
+  if (result.code !== 0 || result.json.length !== 1) throw new Error(`app create failed: ${result.code} ${result.stdout} ${result.stderr}`);
+  return result.json[0] as { appId: string; secretKey: string; keyId: string; name: string; origins: string[] };
+}
