@@ -1,21 +1,43 @@
 import { Elysia } from "elysia";
-import { openapi } from "@elysiajs/openapi";
 import type { Deps } from "./deps";
 import { guardsPlugin } from "./http/guards";
+import { apiDocs, type DocumentedBody } from "./http/api-docs";
 import { errorHandler } from "./http/error-handler";
 import { requestContext } from "./http/request-context";
 import { ConnectionService } from "./services/connections";
 import { connectionsCors } from "./routes/connections-cors";
-import { connectionRoutes } from "./routes/connections";
+import { ApproveRequest, connectionRoutes } from "./routes/connections";
 import { healthRoutes } from "./routes/health";
-import { sessionRoutes } from "./routes/sessions";
+import { SessionRequest, sessionRoutes } from "./routes/sessions";
 import { statusRoutes } from "./routes/status";
-import { chatRoutes } from "./routes/chat";
+import { ChatCompletionRequest, chatRoutes } from "./routes/chat";
 import { usageRoutes } from "./routes/usage";
 import { ChatService } from "./services/chat";
 import { Meter } from "./metering/meter";
 
 export const API_PREFIX = "/api/v1";
+
+const DOCUMENTATION = {
+  info: {
+    title: "Metered model proxy",
+    version: "1",
+    description:
+      "OpenAI-compatible chat completions metered against budgets that end users approve. " +
+      "Every error uses the envelope `{ error: { code, message } }`.",
+  },
+  components: {
+    securitySchemes: {
+      secretKey: { type: "http" as const, scheme: "bearer", description: "App secret key `sk_live_{appId}_{secret}` (backend only)." },
+      sessionToken: { type: "http" as const, scheme: "bearer", bearerFormat: "JWT", description: "Session token from POST /sessions (browser)." },
+    },
+  },
+};
+
+const DOCUMENTED_BODIES: DocumentedBody[] = [
+  { path: `${API_PREFIX}/sessions`, method: "post", schema: SessionRequest, required: true },
+  { path: `${API_PREFIX}/connections`, method: "post", schema: ApproveRequest, required: false },
+  { path: `${API_PREFIX}/chat/completions`, method: "post", schema: ChatCompletionRequest, required: true },
+];
 
 /** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
 export function createApp(deps: Deps) {
@@ -34,28 +56,7 @@ export function createApp(deps: Deps) {
     .use(requestContext(deps.config.maxBodyBytes))
     .use(errorHandler(deps.logger))
     .use(connectionsCors(deps.store))
-    .use(
-      openapi({
-        path: `${API_PREFIX}/docs`,
-        specPath: `${API_PREFIX}/openapi.json`,
-        exclude: { paths: [`${API_PREFIX}/docs`, `${API_PREFIX}/openapi.json`] },
-        documentation: {
-          info: {
-            title: "Metered model proxy",
-            version: "1",
-            description:
-              "OpenAI-compatible chat completions metered against budgets that end users approve. " +
-              "Every error uses the envelope `{ error: { code, message } }`.",
-          },
-          components: {
-            securitySchemes: {
-              secretKey: { type: "http", scheme: "bearer", description: "App secret key `sk_live_{appId}_{secret}` (backend only)." },
-              sessionToken: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Session token from POST /sessions (browser)." },
-            },
-          },
-        },
-      }),
-    )
+    .use(apiDocs(API_PREFIX, DOCUMENTED_BODIES, DOCUMENTATION))
     .use(healthRoutes(deps, chat))
     .use(api)
     .decorate("chat", chat);

@@ -38,7 +38,10 @@ async function main(): Promise<void> {
   const app = createApp(deps).listen({
     port: config.port,
     hostname: config.host,
-    maxRequestBodySize: config.maxBodyBytes,
+    // Declared lengths over MAX_BODY_BYTES get our 413 envelope before the body is read
+    // (src/http/request-context.ts); Bun's own limit only backs that up for bodies sent
+    // without a length (chunked), which it cuts with a bare 413 at four times the limit.
+    maxRequestBodySize: config.maxBodyBytes * 4,
   });
   deps.logger.info("listening", { url: `http://${config.host}:${app.server?.port}`, mode: config.demoMode ? "demo" : "upstream" });
 

@@ -12,7 +12,7 @@ const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true 
  * What the proxy relies on is validated; every other field (tools, temperature,
  * response_format, provider routing, ...) passes through untouched.
  */
-const ChatCompletionRequest = t.Object(
+export const ChatCompletionRequest = t.Object(
   {
     model: t.String({ minLength: 1, maxLength: 256, description: "OpenRouter model id, e.g. `openai/gpt-4o-mini`." }),
     messages: t.Array(

@@ -2,11 +2,25 @@ import { Elysia, t } from "elysia";
 import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
 import { ApiError } from "../errors";
-import { ConnectionStatusModel, MonthlyUsd, errorResponses } from "./models";
+import { ConnectionStatusModel, ErrorEnvelope, MonthlyUsd, errorResponses } from "./models";
 
-const ApproveRequest = t.Object({ monthlyUsd: t.Optional(MonthlyUsd) });
+export const ApproveRequest = t.Object({ monthlyUsd: t.Optional(MonthlyUsd) });
 
 const sessionSecurity = [{ sessionToken: [] }];
+
+/**
+ * The body is optional, and Elysia validates an optional body only when it is a non-empty
+ * object; its parser also swallows malformed JSON. Either way a body the user did send
+ * (`5`, `"5"`, `{"monthlyUsd": 5` cut short) would read as "no cap given" and approve the
+ * token's limit instead. An absent or empty (`content-length: 0`) body is fine. Runs after
+ * the session macro has authenticated the request.
+ */
+function rejectNonObjectBody({ body, request }: { body: unknown; request: Request }): void {
+  if (body === undefined && (!request.bodyUsed || request.headers.get("content-length") === "0")) return;
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new ApiError("invalid_request", "body: must be a JSON object");
+  }
+}
 
 /**
  * /connections: the app's browser code, holding a session token, approves, updates,
@@ -18,12 +32,7 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
     .post("/connections", ({ session, body }) => connections.approve(session, body?.monthlyUsd), {
       session: true,
       body: t.Optional(ApproveRequest),
-      // Elysia's parser for an optional body swallows malformed JSON, which would then read
-      // as "no body" and approve the token's limit instead of the cap the user chose.
-      // Runs after the session macro has authenticated the request.
-      transform({ body, request }) {
-        if (body === undefined && request.bodyUsed) throw new ApiError("invalid_request", "request body is not valid JSON");
-      },
+      transform: rejectNonObjectBody,
       response: { 200: ConnectionStatusModel, ...errorResponses(400, 401, 413) },
       detail: {
         tags: ["connections"],
@@ -32,8 +41,6 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
           "The cap is `monthlyUsd` when given, else the token's requested limit, else (on update) the current cap. " +
           "It may not exceed the token's requested limit nor the service maximum. Approving again clears `fundingStatus: invalid`.",
         security: sessionSecurity,
-        // The body itself is optional (the token may carry the limit); say so in the docs.
-        requestBody: { required: false, content: { "application/json": { schema: ApproveRequest as object } } },
       },
     })
     .get("/connections", ({ session }) => connections.connectionStatus(session.appId, session.appUserId), {
@@ -49,8 +56,17 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
       },
       {
         session: true,
-        response: { 204: t.Void(), ...errorResponses(401) },
-        detail: { tags: ["connections"], summary: "Revoke the user's connection (idempotent)", security: sessionSecurity },
+        // Documented by hand: @elysiajs/openapi publishes a `t.Void()` response as
+        // `content: {type: "void"}`, which is not an OpenAPI media-type map. 204 has no body.
+        detail: {
+          tags: ["connections"],
+          summary: "Revoke the user's connection (idempotent)",
+          security: sessionSecurity,
+          responses: {
+            204: { description: "Revoked, or there was nothing to revoke. No body." },
+            401: { description: "Response for status 401", content: { "application/json": { schema: ErrorEnvelope as object } } },
+          },
+        },
       },
     );
 }

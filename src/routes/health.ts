@@ -1,4 +1,5 @@
 import { Elysia, t } from "elysia";
+import { Type } from "@sinclair/typebox";
 import type { Deps } from "../deps";
 import type { ChatService } from "../services/chat";
 import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
@@ -10,15 +11,15 @@ const HealthModel = t.Object({
   store: t.Object({ kind: t.Literal("sqlite"), ok: t.Boolean() }),
   limiter: t.Object({ kind: t.String(), degraded: t.Boolean(), since: t.Nullable(t.String()), lastError: t.Nullable(t.String()) }),
   budget: t.Object({ kind: t.String() }),
-  pricing: t.Object({ models: t.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
+  pricing: t.Object({ models: Type.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
   writer: t.Object({
-    pending: t.Integer(),
-    written: t.Integer(),
-    flushes: t.Integer(),
-    failedFlushes: t.Integer(),
+    pending: Type.Integer(),
+    written: Type.Integer(),
+    flushes: Type.Integer(),
+    failedFlushes: Type.Integer(),
     lastError: t.Nullable(t.String()),
   }),
-  activeStreams: t.Integer(),
+  activeStreams: Type.Integer(),
 });
 
 /** GET /healthz: liveness plus what an operator needs to know at a glance. */

@@ -14,7 +14,6 @@ export const ErrorEnvelope = t.Object(
       { additionalProperties: true, description: "Budget errors also carry limitUsd, usedUsd, remainingUsd and resetsAt." },
     ),
   },
-  { $id: "#/components/schemas/ErrorEnvelope" },
 );
 
 /** Standard error responses for a route, by the statuses it can return. */

@@ -1,17 +1,20 @@
 import { Elysia, t } from "elysia";
+import { Type } from "@sinclair/typebox";
 import type { Deps } from "../deps";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import { AppUserId, MonthlyUsd, errorResponses } from "./models";
 
-const SessionRequest = t.Object({
+export const SessionRequest = t.Object({
   appUserId: AppUserId,
   requestLimit: t.Optional(t.Object({ monthlyUsd: MonthlyUsd })),
 });
 
 const SessionResponse = t.Object({
   token: t.String({ description: "Session JWT for the app's browser code; send as `Authorization: Bearer`." }),
-  expiresAt: t.Integer({ description: "Unix seconds." }),
+  // TypeBox's integer: Elysia's `t.Integer` also accepts numeric strings (query coercion),
+  // and openapi.json would then promise clients a string or an integer.
+  expiresAt: Type.Integer({ description: "Unix seconds." }),
 });
 
 /** POST /sessions: the app backend mints a short-lived session token for one of its users. */

@@ -1,4 +1,5 @@
 import { Elysia, t } from "elysia";
+import { Type } from "@sinclair/typebox";
 import type { Guards } from "../http/guards";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
@@ -10,8 +11,8 @@ const UsageRowModel = t.Object({
   requestId: t.String({ description: "Equals the x-request-id of the chat call." }),
   model: t.String(),
   generationId: t.Nullable(t.String()),
-  promptTokens: t.Integer(),
-  completionTokens: t.Integer(),
+  promptTokens: Type.Integer(),
+  completionTokens: Type.Integer(),
   costUsd: t.Number(),
   source: t.Union([t.Literal("upstream"), t.Literal("computed"), t.Literal("estimated")]),
   status: t.String(),
