@@ -13,6 +13,8 @@ import { statusRoutes } from "./routes/status";
 import { ChatCompletionRequest, chatRoutes } from "./routes/chat";
 import { usageRoutes } from "./routes/usage";
 import { ChatService } from "./services/chat";
+import { GrantService } from "./services/grants";
+import { ApproveConsentRequest, grantRoutes } from "./routes/grants";
 import { Meter } from "./metering/meter";
 
 export const API_PREFIX = "/api/v1";
@@ -37,6 +39,7 @@ const DOCUMENTED_BODIES: DocumentedBody[] = [
   { path: `${API_PREFIX}/sessions`, method: "post", schema: SessionRequest, required: true },
   { path: `${API_PREFIX}/connections`, method: "post", schema: ApproveRequest, required: false },
   { path: `${API_PREFIX}/chat/completions`, method: "post", schema: ChatCompletionRequest, required: true },
+  { path: `${API_PREFIX}/grants/consent`, method: "post", schema: ApproveConsentRequest, required: true },
 ];
 
 /** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
@@ -45,11 +48,13 @@ export function createApp(deps: Deps) {
   const connections = new ConnectionService(deps);
   const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, deps.logger);
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
+  const grants = new GrantService(deps);
   const api = new Elysia({ prefix: API_PREFIX })
     .use(sessionRoutes(deps, auth))
     .use(connectionRoutes(connections, auth))
     .use(statusRoutes(connections, auth))
-    .use(chatRoutes(deps, chat, auth))
+    .use(chatRoutes(deps, chat, grants, auth))
+    .use(grantRoutes(deps, grants, auth))
     .use(usageRoutes(deps, auth));
 
   return new Elysia()

@@ -3,7 +3,7 @@ export class UsageError extends Error {}
 
 export interface ParsedArgs {
   command: string;
-  flags: { single(name: string): string; all(name: string): string[] };
+  flags: { single(name: string): string; optional(name: string): string | undefined; all(name: string): string[] };
 }
 
 export function parseArgs(argv: string[]): ParsedArgs {
@@ -27,6 +27,11 @@ export function parseArgs(argv: string[]): ParsedArgs {
         const found = values.get(name);
         if (!found || found.length !== 1 || found[0] === "") throw new UsageError(`--${name} is required once`);
         return found[0]!;
+      },
+      optional(name) {
+        const found = values.get(name);
+        if (found && found.length > 1) throw new UsageError(`--${name} may be given once`);
+        return found?.[0];
       },
       all: (name) => values.get(name) ?? [],
     },

@@ -1,6 +1,7 @@
 /**
  * Operator commands, against the same DATABASE_URL as the server:
- *   app create --name NAME [--origin ORIGIN]...   one JSON line with the new secret key
+ *   app create --name NAME [--origin ORIGIN]... [--max-grant-usd USD]
+ *                                                 one JSON line with the new secret key
  *   app list                                      one JSON line per app (no secrets)
  *   key rotate --app APP_ID                       a new key; older keys stay valid
  *   key revoke --app APP_ID --key KEY_ID          revoke one key
@@ -9,9 +10,10 @@
 import { ConfigError, loadConfig } from "./config";
 import { openStore, type Store } from "./store";
 import { parseArgs, UsageError } from "./cli-args";
+import { usdToNanoFloor } from "./money";
 
 const USAGE = `usage:
-  cli app create --name NAME [--origin ORIGIN]...
+  cli app create --name NAME [--origin ORIGIN]... [--max-grant-usd USD]
   cli app list
   cli key rotate --app APP_ID
   cli key revoke --app APP_ID --key KEY_ID`;
@@ -23,8 +25,11 @@ function run(argv: string[], store: Store): number {
     case "app create": {
       const name = flags.single("name");
       const origins = flags.all("origin").map(normaliseOrigin);
-      const { app, key } = store.apps.create(name, origins, now);
-      print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId });
+      const maxGrant = flags.optional("max-grant-usd");
+      const maxGrantUsd = maxGrant === undefined ? null : Number(maxGrant);
+      if (maxGrantUsd !== null && !(Number.isFinite(maxGrantUsd) && maxGrantUsd > 0)) throw new UsageError("--max-grant-usd must be a number > 0");
+      const { app, key } = store.apps.create(name, origins, now, maxGrantUsd === null ? null : usdToNanoFloor(maxGrantUsd));
+      print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...(maxGrantUsd === null ? {} : { maxGrantUsd }) });
       return 0;
     }
     case "app list":

@@ -42,6 +42,12 @@ export const ConfigSchema = t.Object({
   RL_SESSIONS_WINDOW_SECONDS: t.Optional(PositiveInt),
   RL_CHAT_LIMIT: t.Optional(PositiveInt),
   RL_CHAT_WINDOW_SECONDS: t.Optional(PositiveInt),
+  /** Largest one-time grant an app may ask for, unless the app sets its own. */
+  DEFAULT_MAX_GRANT_USD: t.Optional(PositiveUsd),
+  /** Grant creation limits: per app, and per client address. */
+  RL_GRANTS_APP_LIMIT: t.Optional(PositiveInt),
+  RL_GRANTS_IP_LIMIT: t.Optional(PositiveInt),
+  RL_GRANTS_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Deadline of every Redis command; past it the call counts as failed. */
   REDIS_COMMAND_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 10, maximum: 10_000 })),
 });
@@ -74,7 +80,8 @@ export interface Config {
   usageFlushMs: number;
   disconnectDrainMs: number;
   shutdownGraceMs: number;
-  rateLimits: { sessions: { limit: number; windowMs: number }; chat: { limit: number; windowMs: number } };
+  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress", { limit: number; windowMs: number }>;
+  defaultMaxGrantUsd: number;
   redisCommandTimeoutMs: number;
 }
 
@@ -136,7 +143,10 @@ function fromRaw(raw: RawConfig): Config {
     rateLimits: {
       sessions: { limit: raw.RL_SESSIONS_LIMIT ?? 120, windowMs: (raw.RL_SESSIONS_WINDOW_SECONDS ?? 60) * 1000 },
       chat: { limit: raw.RL_CHAT_LIMIT ?? 30, windowMs: (raw.RL_CHAT_WINDOW_SECONDS ?? 60) * 1000 },
+      grantsPerApp: { limit: raw.RL_GRANTS_APP_LIMIT ?? 60, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
+      grantsPerAddress: { limit: raw.RL_GRANTS_IP_LIMIT ?? 10, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
     },
+    defaultMaxGrantUsd: raw.DEFAULT_MAX_GRANT_USD ?? 5,
     redisCommandTimeoutMs: raw.REDIS_COMMAND_TIMEOUT_MS ?? 250,
   };
 }

@@ -4,6 +4,7 @@ import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import type { ChatBody, ChatService } from "../services/chat";
 import { userBudgetTarget } from "../services/budget-target";
+import type { GrantService } from "../services/grants";
 import { errorResponses } from "./models";
 
 const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });
@@ -38,13 +39,21 @@ const ChatCompletionResponse = t.Object(
 );
 
 /** POST /chat/completions: the metered, OpenAI-compatible proxy. */
-export function chatRoutes(deps: Deps, chat: ChatService, auth: Guards) {
+export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, auth: Guards) {
+  /** The budget the call draws on: the user's (x-service-user) or a grant's (x-service-grant). */
+  const budgetTargetOf = (request: Request, appId: string) => {
+    const appUserId = request.headers.get("x-service-user");
+    const grantToken = request.headers.get("x-service-grant");
+    if (appUserId && grantToken) throw new ApiError("invalid_request", "send either x-service-user or x-service-grant, not both");
+    if (grantToken) return grants.budgetTarget(appId, grantToken);
+    if (!appUserId) throw new ApiError("invalid_request", "the x-service-user (or x-service-grant) header is required");
+    return userBudgetTarget(deps, appId, appUserId);
+  };
+
   return new Elysia().use(auth).post(
     "/chat/completions",
     async ({ app, body, request, set, server }) => {
-      const appUserId = request.headers.get("x-service-user");
-      if (!appUserId) throw new ApiError("invalid_request", "the x-service-user header is required");
-      const target = userBudgetTarget(deps, app.id, appUserId);
+      const target = budgetTargetOf(request, app.id);
       const declared = Number(request.headers.get("content-length"));
       const response = await chat.complete({
         requestId: String(set.headers["x-request-id"]),
@@ -71,7 +80,10 @@ export function chatRoutes(deps: Deps, chat: ChatService, auth: Guards) {
           "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) or `funding_invalid`; " +
           "502 `upstream` for any upstream failure.",
         security: [{ secretKey: [] }],
-        parameters: [{ name: "x-service-user", in: "header", required: true, schema: { type: "string" }, description: "The app's id for the user whose budget pays." }],
+        parameters: [
+          { name: "x-service-user", in: "header", required: false, schema: { type: "string" }, description: "The app's id for the user whose budget pays." },
+          { name: "x-service-grant", in: "header", required: false, schema: { type: "string" }, description: "A grant token (`gt_…`) instead of a user: exactly one of the two." },
+        ],
       },
     },
   );

@@ -16,6 +16,11 @@ export interface BudgetTarget {
   resetsAt: string;
   /** Called when the upstream refuses payment; the user must re-approve. */
   markFundingInvalid(): void;
+  /**
+   * Called once the reservation is held, before going upstream; may refuse (throw), in
+   * which case the reservation is released. Grants count their uses here.
+   */
+  admit?(): void;
 }
 
 /** The user's monthly budget, or 402 when the user is not connected or funding is invalid. */
@@ -38,10 +43,13 @@ export function userBudgetTarget(deps: Deps, appId: string, appUserId: string): 
   };
 }
 
-/** 402 budget_exceeded with what a program needs to act on it. */
+/** 402 budget_exceeded (grant_invalid for a grant) with what a program needs to act on it. */
 export function budgetExceeded(target: BudgetTarget, counters: BudgetSnapshot): ApiError {
   const remaining = Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
-  return new ApiError("budget_exceeded", "the budget does not cover even a minimal completion of this request", {
+  const [code, message] = target.grantId
+    ? (["grant_invalid", "the grant's cap is used up: it does not cover even a minimal completion of this request"] as const)
+    : (["budget_exceeded", "the budget does not cover even a minimal completion of this request"] as const);
+  return new ApiError(code, message, {
     limitUsd: nanoToUsd(target.capNano),
     usedUsd: nanoToUsd(counters.spentNano),
     remainingUsd: nanoToUsd(remaining),

@@ -145,6 +145,12 @@ export class ChatService {
     const plan = planReservation(price, promptBoundTokens, requested);
     const outcome = await this.deps.budget.reserve(target.account, request.requestId, target.capNano, plan.minNano, plan.desiredNano);
     if (!outcome.ok) throw budgetExceeded(target, outcome);
+    try {
+      target.admit?.();
+    } catch (err) {
+      await this.deps.budget.settle(request.requestId, 0);
+      throw err;
+    }
     return {
       requestId: request.requestId,
       target,

@@ -8,6 +8,8 @@ export interface App {
   origins: string[];
   createdAt: number;
   disabledAt: number | null;
+  /** Largest one-time grant this app may ask for; null: the service default. */
+  maxGrantNano: number | null;
 }
 
 export interface AppKey {
@@ -30,6 +32,7 @@ interface AppRow {
   origins_json: string;
   created_at: number;
   disabled_at: number | null;
+  max_grant_nano: number | null;
 }
 
 interface KeyRow {
@@ -46,6 +49,7 @@ const toApp = (r: AppRow): App => ({
   origins: JSON.parse(r.origins_json) as string[],
   createdAt: r.created_at,
   disabledAt: r.disabled_at,
+  maxGrantNano: r.max_grant_nano,
 });
 
 const toKey = (r: KeyRow): AppKey => ({
@@ -66,14 +70,14 @@ export class AppRepository {
     this.activeKeys = db.query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? AND revoked_at IS NULL");
   }
 
-  create(name: string, origins: string[], now: number): { app: App; key: IssuedKey } {
+  create(name: string, origins: string[], now: number, maxGrantNano: number | null = null): { app: App; key: IssuedKey } {
     // App ids never contain "_" so that `sk_live_{appId}_{secret}` splits unambiguously.
     const id = `app${randomString(13, LOWER_ALNUM)}`;
     return this.db
       .transaction(() => {
         this.db
-          .query("INSERT INTO apps (id, name, origins_json, created_at) VALUES (?, ?, ?, ?)")
-          .run(id, name, JSON.stringify(origins), now);
+          .query("INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano) VALUES (?, ?, ?, ?, ?)")
+          .run(id, name, JSON.stringify(origins), now, maxGrantNano);
         return { app: this.find(id)!, key: this.issueKey(id, now) };
       })
       .immediate();

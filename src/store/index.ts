@@ -5,6 +5,7 @@ import { ConnectionRepository } from "./connections";
 import { SettingsRepository } from "./settings";
 import { UsageTotalsRepository } from "./usage-totals";
 import { UsageLedgerRepository } from "./usage-ledger";
+import { GrantRepository } from "./grants";
 
 /**
  * The store: one SQLite database, one repository per table family. `sqlite::memory:`
@@ -18,6 +19,7 @@ export interface Store {
   readonly settings: SettingsRepository;
   readonly usageTotals: UsageTotalsRepository;
   readonly usageLedger: UsageLedgerRepository;
+  readonly grants: GrantRepository;
   close(): void;
 }
 
@@ -30,6 +32,7 @@ export function openStore(path: string): Store {
     settings: new SettingsRepository(db),
     usageTotals: new UsageTotalsRepository(db),
     usageLedger: new UsageLedgerRepository(db),
+    grants: new GrantRepository(db),
     close: () => db.close(),
   };
 }

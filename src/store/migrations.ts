@@ -74,6 +74,40 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       );
     `,
   },
+  {
+    version: 3,
+    name: "one-time grants and consent tokens",
+    sql: `
+      ALTER TABLE apps ADD COLUMN max_grant_nano INTEGER;
+      CREATE TABLE grants (
+        id            TEXT PRIMARY KEY,
+        app_id        TEXT NOT NULL REFERENCES apps(id),
+        token_hash    BLOB NOT NULL UNIQUE,
+        usd_cap_nano  INTEGER NOT NULL,
+        max_uses      INTEGER,
+        uses          INTEGER NOT NULL DEFAULT 0,
+        origin        TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        expires_at    INTEGER NOT NULL,
+        revoked_at    INTEGER
+      );
+      CREATE INDEX grants_by_app ON grants(app_id);
+      -- The anti-forgery token embedded in a consent page: it pins what the page showed,
+      -- and is consumed by the one approval it allows.
+      CREATE TABLE consent_requests (
+        token_hash    BLOB PRIMARY KEY,
+        app_id        TEXT NOT NULL REFERENCES apps(id),
+        usd_cap_nano  INTEGER NOT NULL,
+        max_uses      INTEGER,
+        ttl_seconds   INTEGER NOT NULL,
+        origin        TEXT NOT NULL,
+        state         TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        expires_at    INTEGER NOT NULL,
+        used_at       INTEGER
+      );
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {

@@ -1,0 +1,140 @@
+import type { ConsentOffer } from "../services/grants";
+
+/**
+ * The consent popup: plain HTML, no framework, no external assets. Its one script and one
+ * style block carry a per-response nonce so the Content-Security-Policy can forbid
+ * everything else, and frame-ancestors 'none' keeps other sites from framing it
+ * (clickjacking). The grant token travels only by postMessage to the registered origin.
+ */
+const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
+/** JSON safe to embed inside <script>: no "</script>", no HTML comment openers, no U+2028/9. */
+const scriptJson = (value: unknown) =>
+  JSON.stringify(value).replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+
+export function consentHeaders(nonce: string): Record<string, string> {
+  return {
+    "content-type": "text/html; charset=utf-8",
+    "content-security-policy": [
+      "default-src 'none'",
+      `script-src 'nonce-${nonce}'`,
+      `style-src 'nonce-${nonce}'`,
+      "connect-src 'self'",
+      "img-src 'none'",
+      "form-action 'none'",
+      "frame-ancestors 'none'",
+      "base-uri 'none'",
+    ].join("; "),
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+  };
+}
+
+const STYLE = `
+  body { font: 16px/1.5 system-ui, sans-serif; margin: 0; padding: 24px; color: #1a1a1a; background: #fff; }
+  main { max-width: 420px; margin: 0 auto; }
+  h1 { font-size: 1.35rem; margin: 0 0 12px; }
+  dl { display: grid; grid-template-columns: max-content 1fr; gap: 6px 16px; margin: 16px 0 24px; }
+  dt { font-weight: 600; }
+  dd { margin: 0; overflow-wrap: anywhere; }
+  .actions { display: flex; gap: 12px; }
+  button { font: inherit; padding: 10px 20px; border-radius: 6px; border: 2px solid #1a1a1a; cursor: pointer; }
+  button:focus-visible { outline: 3px solid #0b57d0; outline-offset: 2px; }
+  #approve { background: #0b57d0; border-color: #0b57d0; color: #fff; }
+  #deny { background: #fff; color: #1a1a1a; }
+  [role="alert"] { color: #a50e0e; min-height: 1.5em; }
+`;
+
+export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
+  const usd = offer.usd.toLocaleString("en-US", { style: "currency", currency: "USD", maximumFractionDigits: 6 });
+  const uses = offer.maxUses === null ? "Unlimited, within the amount" : `${offer.maxUses} ${offer.maxUses === 1 ? "request" : "requests"}`;
+  const expires = new Date(offer.expiresAt).toUTCString();
+  const config = { consentToken: offer.consentToken, origin: offer.origin, state: offer.state };
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Allow ${escapeHtml(offer.app.name)} to spend up to ${escapeHtml(usd)}</title>
+<style nonce="${nonce}">${STYLE}</style>
+</head>
+<body>
+<main>
+  <h1 id="title">Allow <span id="app-name">${escapeHtml(offer.app.name)}</span> to use AI models on your behalf?</h1>
+  <p id="summary">This grants a one-time budget. You can close this window to decline.</p>
+  <dl aria-labelledby="title">
+    <dt>App</dt><dd>${escapeHtml(offer.app.name)}</dd>
+    <dt>Requested by</dt><dd id="origin">${escapeHtml(offer.origin)}</dd>
+    <dt>Amount</dt><dd id="amount">Up to ${escapeHtml(usd)}</dd>
+    <dt>Uses</dt><dd id="uses">${escapeHtml(uses)}</dd>
+    <dt>Expires</dt><dd id="expires"><time datetime="${new Date(offer.expiresAt).toISOString()}">${escapeHtml(expires)}</time></dd>
+  </dl>
+  <div class="actions">
+    <button type="button" id="approve" autofocus aria-describedby="summary">Approve</button>
+    <button type="button" id="deny">Deny</button>
+  </div>
+  <p id="status" role="alert" aria-live="assertive"></p>
+</main>
+<script nonce="${nonce}">
+(() => {
+  const config = ${scriptJson(config)};
+  const approve = document.getElementById("approve");
+  const deny = document.getElementById("deny");
+  const status = document.getElementById("status");
+  const send = (message) => {
+    if (!window.opener) { status.textContent = "Open this page from the app that asked for it."; return false; }
+    // Only the registered origin that opened us may receive the token.
+    window.opener.postMessage(message, config.origin);
+    return true;
+  };
+  approve.addEventListener("click", async () => {
+    approve.disabled = deny.disabled = true;
+    status.textContent = "Creating the grant…";
+    try {
+      const response = await fetch("consent", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ consentToken: config.consentToken }),
+        credentials: "omit",
+      });
+      const body = await response.json();
+      if (!response.ok) throw new Error(body && body.error ? body.error.message : "The grant could not be created.");
+      if (send({ type: "grant", grantToken: body.grantToken, usd: body.usd, maxUses: body.maxUses, expiresAt: body.expiresAt, state: body.state })) {
+        status.textContent = "Approved. You can close this window.";
+        window.close();
+      }
+    } catch (error) {
+      status.textContent = error.message;
+      approve.disabled = deny.disabled = false;
+    }
+  });
+  deny.addEventListener("click", () => {
+    if (send({ type: "grant_denied", state: config.state })) window.close();
+  });
+})();
+</script>
+</body>
+</html>`;
+}
+
+export function renderConsentError(message: string, nonce: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>This grant request cannot be shown</title>
+<style nonce="${nonce}">${STYLE}</style>
+</head>
+<body>
+<main>
+  <h1>This grant request cannot be shown</h1>
+  <p role="alert">${escapeHtml(message)}</p>
+  <p>No budget was granted. Close this window and try again from the app.</p>
+</main>
+</body>
+</html>`;
+}
