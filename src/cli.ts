@@ -83,12 +83,13 @@ function refuse(message: string): number {
   return 1;
 }
 
-function main(): number {
+/** Runs one operator command; also reachable as `metered-proxy cli ...` in the single binary. */
+export function runCli(argv: string[]): number {
   try {
     const config = loadConfig(process.env);
     const store = openStore(config.databasePath);
     try {
-      return run(process.argv.slice(2), store);
+      return run(argv, store);
     } finally {
       store.close();
     }
@@ -105,4 +106,4 @@ function main(): number {
   }
 }
 
-process.exit(main());
+if (import.meta.main) process.exit(runCli(process.argv.slice(2)));

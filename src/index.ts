@@ -67,4 +67,25 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void shutdown("SIGINT"));
 }
 
-await main();
+/** GET /healthz on this machine: the container's HEALTHCHECK, without curl in the image. */
+async function healthcheck(): Promise<number> {
+  const port = process.env.PORT ?? "8787";
+  try {
+    const response = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2000) });
+    return response.ok ? 0 : 1;
+  } catch {
+    return 1;
+  }
+}
+
+// One executable for everything (also the single binary): `cli ...` runs an operator
+// command, `healthcheck` probes a running server, anything else starts the service.
+const command = process.argv[2];
+if (command === "cli") {
+  const { runCli } = await import("./cli");
+  process.exit(runCli(process.argv.slice(3)));
+} else if (command === "healthcheck") {
+  process.exit(await healthcheck());
+} else {
+  await main();
+}

@@ -67,12 +67,14 @@ export interface RunningServer {
 export interface StartOptions {
   databaseUrl: string;
   env?: Record<string, string>;
+  /** What to run instead of `bun src/index.ts`, e.g. the single binary. */
+  command?: string[];
 }
 
 /** Starts `bun src/index.ts` and resolves once GET /healthz answers 200. */
 export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const port = freePort();
-  const proc = Bun.spawn([process.execPath, "src/index.ts"], {
+  const proc = Bun.spawn(opts.command ?? [process.execPath, "src/index.ts"], {
     cwd: REPO_ROOT,
     env: childEnv({ PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: opts.databaseUrl, ...opts.env }),
     stdin: "ignore",
