@@ -25,7 +25,8 @@ export interface BudgetLedger {
   reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome>;
   /**
    * Replaces the reservation with the actual cost. Idempotent: settling an unknown or
-   * already settled request id changes nothing.
+   * already settled request id changes nothing. Called on the same ledger (process) that
+   * reserved, which is where the request ran.
    */
   settle(requestId: string, actualNano: number): Promise<void>;
   snapshot(account: BudgetAccount): Promise<BudgetSnapshot>;

@@ -16,42 +16,51 @@ import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledg
  * `reserved` after a short outage.
  */
 const RESERVE_LUA = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0, ''} end
 if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('ERR duplicate reservation') end
 local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
 local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
 local available = tonumber(ARGV[1]) - spent - reserved
-if available < tonumber(ARGV[2]) then return {0, spent, reserved} end
+local epoch = redis.call('HGET', KEYS[1], 'epoch') or ''
+if available < tonumber(ARGV[2]) then return {0, spent, reserved, epoch} end
 local granted = math.min(tonumber(ARGV[3]), available)
 local grantedText = string.format('%d', granted)
 redis.call('HINCRBY', KEYS[1], 'reserved', grantedText)
 redis.call('HSET', KEYS[2], 'account', KEYS[1], 'amount', grantedText)
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {1, granted, 0}
+return {1, granted, 0, epoch}
 `;
 
 const INIT_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', '0')
+  redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', '0', 'epoch', ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 1
 `;
 
-// The account key is read from the reservation, so it is not in KEYS: fine on a single
-// Redis, which is what REDIS_URL names (Redis Cluster would need hash tags here).
+// KEYS: reservation, account. ARGV: actual cost, account TTL, the account's epoch when
+// the reservation was made. A missing reservation under the same epoch was settled
+// already (idempotence). Under another epoch, Redis lost the account and it was rebuilt
+// from the store without this in-flight request: its cost is added now, or it would never
+// count against the cap.
 const SETTLE_LUA = `
-local account = redis.call('HGET', KEYS[1], 'account')
-if not account then return 0 end
 local amount = redis.call('HGET', KEYS[1], 'amount')
-redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', account) == 1 then
-  redis.call('HINCRBY', account, 'reserved', '-' .. amount)
-  redis.call('HINCRBY', account, 'spent', ARGV[1])
-  redis.call('PEXPIRE', account, ARGV[2])
+if amount then
+  redis.call('DEL', KEYS[1])
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('HINCRBY', KEYS[2], 'reserved', '-' .. amount)
+    redis.call('HINCRBY', KEYS[2], 'spent', ARGV[1])
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  end
+  return 1
 end
-return 1
+if redis.call('EXISTS', KEYS[2]) == 1 and redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[3] then
+  redis.call('HINCRBY', KEYS[2], 'spent', ARGV[1])
+  return 2
+end
+return 0
 `;
 
 /** Reservations outlive any request; a lost settle frees its hold after this long. */
@@ -60,15 +69,17 @@ const RESERVATION_TTL_MS = 6 * 60 * 60 * 1000;
 const ACCOUNT_TTL_MS = 40 * 24 * 60 * 60 * 1000;
 
 interface LedgerCommands {
-  budgetReserve(account: string, reservation: string, cap: number, min: number, desired: number, resvTtl: number, accountTtl: number): Promise<[number, number, number]>;
-  budgetInit(account: string, spent: number, accountTtl: number): Promise<number>;
-  budgetSettle(reservation: string, actual: number, accountTtl: number): Promise<number>;
+  budgetReserve(account: string, reservation: string, cap: number, min: number, desired: number, resvTtl: number, accountTtl: number): Promise<[number, number, number, string]>;
+  budgetInit(account: string, spent: number, accountTtl: number, epoch: string): Promise<number>;
+  budgetSettle(reservation: string, account: string, actual: number, accountTtl: number, epoch: string): Promise<number>;
 }
 
 export class RedisBudgetLedger implements BudgetLedger {
   readonly kind = "redis";
   private readonly commands: LedgerCommands;
   private readonly retrying = new Map<string, number>();
+  /** This process's open reservations: which account, under which epoch of it. */
+  private readonly held = new Map<string, { accountKey: string; epoch: string }>();
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
@@ -78,17 +89,20 @@ export class RedisBudgetLedger implements BudgetLedger {
   ) {
     redis.defineCommand("budgetReserve", { numberOfKeys: 2, lua: RESERVE_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
-    redis.defineCommand("budgetSettle", { numberOfKeys: 1, lua: SETTLE_LUA });
+    redis.defineCommand("budgetSettle", { numberOfKeys: 2, lua: SETTLE_LUA });
     this.commands = redis as unknown as LedgerCommands;
   }
 
   async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
     const accountKey = accountKeyOf(account);
     for (let attempt = 0; attempt < 3; attempt++) {
-      const [status, a, b] = await this.guard(() =>
+      const [status, a, b, epoch] = await this.guard(() =>
         this.commands.budgetReserve(accountKey, reservationKeyOf(requestId), capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS),
       );
-      if (status === 1) return { ok: true, grantedNano: a };
+      if (status === 1) {
+        this.held.set(requestId, { accountKey, epoch });
+        return { ok: true, grantedNano: a };
+      }
       if (status === 0) return { ok: false, spentNano: a, reservedNano: b };
       await this.load(account);
     }
@@ -96,8 +110,11 @@ export class RedisBudgetLedger implements BudgetLedger {
   }
 
   async settle(requestId: string, actualNano: number): Promise<void> {
+    const held = this.held.get(requestId);
+    if (!held) return; // never reserved here, or settled already
     try {
-      await this.commands.budgetSettle(reservationKeyOf(requestId), actualNano, ACCOUNT_TTL_MS);
+      await this.commands.budgetSettle(reservationKeyOf(requestId), held.accountKey, actualNano, ACCOUNT_TTL_MS, held.epoch);
+      this.held.delete(requestId);
       this.retrying.delete(requestId);
     } catch (err) {
       this.logger.warn("budget settle failed; will retry", { requestId, error: err instanceof Error ? err.message : String(err) });
@@ -122,7 +139,7 @@ export class RedisBudgetLedger implements BudgetLedger {
   }
 
   private async load(account: BudgetAccount): Promise<void> {
-    await this.guard(() => this.commands.budgetInit(accountKeyOf(account), this.loadSpentNano(account), ACCOUNT_TTL_MS));
+    await this.guard(() => this.commands.budgetInit(accountKeyOf(account), this.loadSpentNano(account), ACCOUNT_TTL_MS, crypto.randomUUID()));
   }
 
   private scheduleRetry(): void {

@@ -10,7 +10,7 @@ const HealthModel = t.Object({
   upstream: t.String(),
   store: t.Object({ kind: t.Literal("sqlite"), ok: t.Boolean() }),
   limiter: t.Object({ kind: t.String(), degraded: t.Boolean(), since: t.Nullable(t.String()), lastError: t.Nullable(t.String()) }),
-  budget: t.Object({ kind: t.String() }),
+  budget: t.Object({ kind: t.String(), ok: t.Boolean({ description: "False while Redis is unreachable: chat calls answer 503 (budgets fail closed)." }) }),
   pricing: t.Object({ models: Type.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
   writer: t.Object({
     pending: Type.Integer(),
@@ -29,15 +29,16 @@ export function healthRoutes(deps: Deps, chat: ChatService) {
     ({ set }) => {
       const storeOk = pingStore(deps);
       if (!storeOk) set.status = 503;
+      const budgetOk = deps.redis === null || deps.redis.status === "ready";
       const { pending, written, flushes, failedFlushes, lastError } = deps.usageWriter.stats;
       const refreshedAt = deps.catalogue.refreshedAt;
       return {
-        status: storeOk ? ("ok" as const) : ("degraded" as const),
+        status: storeOk && budgetOk ? ("ok" as const) : ("degraded" as const),
         mode: deps.config.demoMode ? ("demo" as const) : ("upstream" as const),
         upstream: deps.config.demoMode ? "built-in mock upstream (demo mode: no UPSTREAM_API_KEY set)" : deps.config.upstreamBaseUrl,
         store: { kind: "sqlite" as const, ok: storeOk },
         limiter: limiterState(deps),
-        budget: { kind: deps.redis ? "redis" : "memory" },
+        budget: { kind: deps.redis ? "redis" : "memory", ok: budgetOk },
         pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
         writer: { pending, written, flushes, failedFlushes, lastError },
         activeStreams: chat.activeStreams,

@@ -1,0 +1,249 @@
+/**
+ * The BudgetLedger contract (src/metering/budget-ledger.ts), one suite run against both
+ * implementations: the in-process ledger and the Redis ledger on a real redis-server.
+ * Redis-only cases follow: data loss (FLUSHALL) and Redis being down.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import Redis from "ioredis";
+import { InMemoryBudgetLedger, type BudgetLedger } from "../../src/metering/budget-ledger";
+import { RedisBudgetLedger } from "../../src/metering/redis-budget-ledger";
+import { ApiError } from "../../src/errors";
+import { memoryLogger } from "../../src/logger";
+import { startRedis, type TestRedis } from "../helpers/redis";
+
+/** What the durable store says each account has spent; the ledger's loader reads it. */
+type Durable = Map<string, number>;
+
+interface Subject {
+  /** A ledger whose loader reads `durable`, and which records every account it loads. */
+  make(durable: Durable, loads: string[]): Promise<BudgetLedger>;
+}
+
+let redis: TestRedis;
+const clients: Redis[] = [];
+
+/** An ioredis client configured like src/deps.ts createRedis: fail fast, reconnect by itself. */
+async function redisClient(): Promise<Redis> {
+  const client = new Redis(redis.url, {
+    commandTimeout: 250,
+    connectTimeout: 1000,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempt) => Math.min(100 * attempt, 1000),
+  });
+  client.on("error", () => {});
+  clients.push(client);
+  if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+  return client;
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  for (const client of clients) client.disconnect();
+  await redis.stop();
+});
+
+const loaderOf = (durable: Durable, loads: string[]) => (account: string) => {
+  loads.push(account);
+  return durable.get(account) ?? 0;
+};
+
+const SUBJECTS: Record<string, Subject> = {
+  memory: { make: async (durable, loads) => new InMemoryBudgetLedger(loaderOf(durable, loads)) },
+  redis: { make: async (durable, loads) => new RedisBudgetLedger(await redisClient(), loaderOf(durable, loads), memoryLogger()) },
+};
+
+/** Accounts and request ids unique per test, so tests sharing one Redis never meet. */
+let seq = 0;
+const fresh = (label: string) => `${label}-${Date.now().toString(36)}-${seq++}`;
+
+for (const [kind, subject] of Object.entries(SUBJECTS)) {
+  describe(`BudgetLedger contract (${kind})`, () => {
+    test("grants the most that fits between min and desired; refuses below min with the counters", async () => {
+      const ledger = await subject.make(new Map(), []);
+      const account = fresh("acct");
+      const r = fresh("req");
+      expect(await ledger.reserve(account, `${r}-1`, 1000, 100, 700)).toEqual({ ok: true, grantedNano: 700 });
+      // Only 300 left: less than desired, more than min → the rest.
+      expect(await ledger.reserve(account, `${r}-2`, 1000, 100, 700)).toEqual({ ok: true, grantedNano: 300 });
+      expect(await ledger.reserve(account, `${r}-3`, 1000, 1, 700)).toEqual({ ok: false, spentNano: 0, reservedNano: 1000 });
+      expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 1000 });
+    });
+
+    test("refuses when what is left is below min, even if something is left", async () => {
+      const ledger = await subject.make(new Map(), []);
+      const account = fresh("acct");
+      const r = fresh("req");
+      expect(await ledger.reserve(account, `${r}-1`, 1000, 100, 950)).toEqual({ ok: true, grantedNano: 950 });
+      expect(await ledger.reserve(account, `${r}-2`, 1000, 51, 51)).toEqual({ ok: false, spentNano: 0, reservedNano: 950 });
+      expect(await ledger.reserve(account, `${r}-3`, 1000, 50, 500)).toEqual({ ok: true, grantedNano: 50 });
+    });
+
+    test("settle replaces the reservation with the actual cost, once (idempotent)", async () => {
+      const ledger = await subject.make(new Map(), []);
+      const account = fresh("acct");
+      const r = fresh("req");
+      await ledger.reserve(account, r, 1000, 100, 700);
+      await ledger.settle(r, 250);
+      expect(await ledger.snapshot(account)).toEqual({ spentNano: 250, reservedNano: 0 });
+      await ledger.settle(r, 250);
+      await ledger.settle(r, 999);
+      expect(await ledger.snapshot(account)).toEqual({ spentNano: 250, reservedNano: 0 });
+      // What was freed can be reserved again.
+      expect(await ledger.reserve(account, `${r}-next`, 1000, 100, 1000)).toEqual({ ok: true, grantedNano: 750 });
+    });
+
+    test("settling an unknown request id changes nothing", async () => {
+      const ledger = await subject.make(new Map(), []);
+      const account = fresh("acct");
+      const r = fresh("req");
+      await ledger.reserve(account, r, 1000, 10, 100);
+      await ledger.settle(fresh("never-reserved"), 999);
+      expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 100 });
+    });
+
+    test("a request id holds at most one reservation", async () => {
+      const ledger = await subject.make(new Map(), []);
+      const account = fresh("acct");
+      const r = fresh("req");
+      await ledger.reserve(account, r, 1000, 10, 100);
+      await expect(ledger.reserve(account, r, 1000, 10, 100)).rejects.toThrow();
+      expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 100 });
+    });
+
+    test("snapshot shows settled spend and in-flight reservations separately, per account", async () => {
+      const ledger = await subject.make(new Map(), []);
+      const [x, y] = [fresh("acct-x"), fresh("acct-y")];
+      const r = fresh("req");
+      await ledger.reserve(x, `${r}-1`, 1000, 10, 400);
+      await ledger.reserve(x, `${r}-2`, 1000, 10, 100);
+      await ledger.reserve(y, `${r}-3`, 1000, 10, 30);
+      await ledger.settle(`${r}-1`, 123);
+      expect(await ledger.snapshot(x)).toEqual({ spentNano: 123, reservedNano: 100 });
+      expect(await ledger.snapshot(y)).toEqual({ spentNano: 0, reservedNano: 30 });
+    });
+
+    test("the initial spend is loaded from the store on first use, once per account", async () => {
+      const account = fresh("acct");
+      const other = fresh("acct");
+      const loads: string[] = [];
+      const ledger = await subject.make(new Map([[account, 900]]), loads);
+      const r = fresh("req");
+      expect(await ledger.reserve(account, `${r}-1`, 1000, 200, 200)).toEqual({ ok: false, spentNano: 900, reservedNano: 0 });
+      expect(await ledger.reserve(account, `${r}-2`, 1000, 50, 200)).toEqual({ ok: true, grantedNano: 100 });
+      expect(await ledger.snapshot(account)).toEqual({ spentNano: 900, reservedNano: 100 });
+      expect(loads.filter((a) => a === account)).toHaveLength(1);
+      // snapshot of a never-used account loads it too
+      expect(await ledger.snapshot(other)).toEqual({ spentNano: 0, reservedNano: 0 });
+      expect(loads.filter((a) => a === other)).toHaveLength(1);
+    });
+
+    test("500 concurrent reservations never exceed the cap, and fill it to within min", async () => {
+      const account = fresh("acct");
+      const r = fresh("req");
+      // Two ledgers on one account: for Redis, two clients, as two processes would have.
+      const ledgers = [await subject.make(new Map(), []), await subject.make(new Map(), [])];
+      const ledgerOf = (i: number) => (kind === "redis" ? ledgers[i % 2]! : ledgers[0]!);
+      const cap = 10_000;
+      const results = await Promise.all(Array.from({ length: 500 }, (_, i) => ledgerOf(i).reserve(account, `${r}-${i}`, cap, 30, 70)));
+      const granted = results.reduce((sum, o) => sum + (o.ok ? o.grantedNano : 0), 0);
+      expect(granted).toBeLessThanOrEqual(cap);
+      // Every refusal saw less than min (30) left, so the cap is filled to within 30.
+      expect(granted).toBeGreaterThan(cap - 30);
+      expect(results.filter((o) => !o.ok).length).toBeGreaterThan(0);
+      expect(await ledgerOf(0).snapshot(account)).toEqual({ spentNano: 0, reservedNano: granted });
+      // Settling everything concurrently (each by the process that reserved it) leaves exactly the actual costs.
+      await Promise.all(results.map((o, i) => ledgerOf(i).settle(`${r}-${i}`, o.ok ? 10 : 0)));
+      const admitted = results.filter((o) => o.ok).length;
+      expect(await ledgerOf(1).snapshot(account)).toEqual({ spentNano: admitted * 10, reservedNano: 0 });
+    });
+  });
+}
+
+describe("RedisBudgetLedger: data loss and outages", () => {
+  test("after FLUSHALL (data loss) the next reserve reloads from the store, not from zero", async () => {
+    const account = fresh("acct");
+    const durable: Durable = new Map();
+    const loads: string[] = [];
+    const ledger = new RedisBudgetLedger(await redisClient(), loaderOf(durable, loads), memoryLogger());
+    const r = fresh("req");
+    expect(await ledger.reserve(account, `${r}-1`, 1000, 100, 900)).toEqual({ ok: true, grantedNano: 900 });
+    await ledger.settle(`${r}-1`, 850);
+    durable.set(account, 850); // the usage writer flushed the row
+    expect(loads).toEqual([account]);
+
+    const admin = redis.client();
+    await admin.flushall();
+    admin.disconnect();
+
+    // Against zero this would be granted; against the store's 850 it cannot be.
+    expect(await ledger.reserve(account, `${r}-2`, 1000, 200, 200)).toEqual({ ok: false, spentNano: 850, reservedNano: 0 });
+    expect(loads).toEqual([account, account]);
+    expect(await ledger.reserve(account, `${r}-3`, 1000, 100, 500)).toEqual({ ok: true, grantedNano: 150 });
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 850, reservedNano: 150 });
+  });
+
+  test("a request in flight when Redis lost the account still counts when it settles", async () => {
+    const account = fresh("acct");
+    const durable: Durable = new Map();
+    const ledger = new RedisBudgetLedger(await redisClient(), loaderOf(durable, []), memoryLogger());
+    const r = fresh("req");
+    expect(await ledger.reserve(account, `${r}-1`, 1000, 100, 900)).toEqual({ ok: true, grantedNano: 900 });
+    const admin = redis.client();
+    await admin.flushall();
+    admin.disconnect();
+    // Rebuilt from the store, which does not know r1 yet.
+    expect(await ledger.reserve(account, `${r}-2`, 1000, 100, 100)).toEqual({ ok: true, grantedNano: 100 });
+    await ledger.settle(`${r}-1`, 850);
+    await ledger.settle(`${r}-1`, 850); // still idempotent
+    await ledger.settle(`${r}-2`, 50);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 900, reservedNano: 0 });
+    expect(await ledger.reserve(account, `${r}-3`, 1000, 200, 200)).toMatchObject({ ok: false, spentNano: 900 });
+  });
+
+  test("snapshot after data loss reloads from the store too", async () => {
+    const account = fresh("acct");
+    const durable: Durable = new Map([[account, 400]]);
+    const ledger = new RedisBudgetLedger(await redisClient(), loaderOf(durable, []), memoryLogger());
+    await ledger.reserve(account, fresh("req"), 1000, 10, 10);
+    const admin = redis.client();
+    await admin.flushall();
+    admin.disconnect();
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 400, reservedNano: 0 });
+  });
+
+  test("with Redis down, reserve and snapshot throw ApiError `unavailable`; it recovers without a new client", async () => {
+    const account = fresh("acct");
+    const client = await redisClient();
+    const ledger = new RedisBudgetLedger(client, loaderOf(new Map(), []), memoryLogger());
+    expect((await ledger.reserve(account, fresh("req"), 1000, 10, 10)).ok).toBe(true);
+
+    await redis.stop();
+    try {
+      const refused = await ledger.reserve(account, fresh("req"), 1000, 10, 10).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(ApiError);
+      expect(refused).toMatchObject({ code: "unavailable", status: 503 });
+      await expect(ledger.snapshot(account)).rejects.toMatchObject({ code: "unavailable" });
+      // A settle during the outage does not throw (it is retried in the background).
+      await ledger.settle(fresh("req"), 5);
+    } finally {
+      await redis.start();
+    }
+
+    // Redis is back (empty): the same client reconnects by itself; bounded polling.
+    let outcome = null;
+    for (let attempt = 0; attempt < 200 && outcome === null; attempt++) {
+      outcome = await ledger.reserve(account, fresh("req"), 1000, 10, 10).catch((err: unknown) => {
+        if (!(err instanceof ApiError) || err.code !== "unavailable") throw err;
+        return null;
+      });
+      if (outcome === null) await Bun.sleep(50);
+    }
+    expect(outcome).toEqual({ ok: true, grantedNano: 10 });
+  });
+});
