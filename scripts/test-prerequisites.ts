@@ -6,6 +6,8 @@
 const REQUIRED: Array<{ binary: string; aptPackage: string }> = [
   // tests/helpers/redis.ts starts a real redis-server per suite (rate limits, shared budgets)
   { binary: "redis-server", aptPackage: "redis-server" },
+  // tests/e2e/grants-browser.test.ts drives Debian's headless Chromium through playwright-core
+  { binary: "chromium", aptPackage: "chromium" },
 ];
 
 export async function ensureTestPrerequisites(): Promise<void> {

@@ -7,7 +7,9 @@ import { ensureTestPrerequisites } from "./test-prerequisites";
 
 await ensureTestPrerequisites();
 
-const proc = Bun.spawn([process.execPath, "test", ...process.argv.slice(2)], {
+// bun test ignores bunfig's [test] timeout here (seen with 1.4.5): real servers, Redis and
+// Chromium start inside tests, so give each test room explicitly.
+const proc = Bun.spawn([process.execPath, "test", "--timeout", "60000", ...process.argv.slice(2)], {
   stdout: "pipe",
   stderr: "pipe",
   env: { ...process.env, NODE_ENV: "test" },

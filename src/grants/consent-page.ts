@@ -84,6 +84,8 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
   const approve = document.getElementById("approve");
   const deny = document.getElementById("deny");
   const status = document.getElementById("status");
+  // The server wrote the expiry in UTC; show it in the user's own time zone.
+  for (const time of document.querySelectorAll("time")) time.textContent = new Date(time.dateTime).toLocaleString();
   const send = (message) => {
     if (!window.opener) { status.textContent = "Open this page from the app that asked for it."; return false; }
     // Only the registered origin that opened us may receive the token.
@@ -91,6 +93,8 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
     return true;
   };
   approve.addEventListener("click", async () => {
+    // Without an opener the token would have nowhere to go: create no grant at all.
+    if (!window.opener) { status.textContent = "Open this page from the app that asked for it."; return; }
     approve.disabled = deny.disabled = true;
     status.textContent = "Creating the grant…";
     try {

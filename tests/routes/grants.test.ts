@@ -51,7 +51,8 @@ describe("consent page", () => {
 
   test("bad parameters render an error page with no consent token", async () => {
     const t = await chatTestApp();
-    for (const params of [{ origin: "https://evil.example" }, { usd: "0" }, { usd: "abc" }, { usd: "500" }, { appId: "appnope" }, { ttl: "99999999" }, { maxUses: "0" }]) {
+    const bad: Array<Record<string, string>> = [{ origin: "https://evil.example" }, { usd: "0" }, { usd: "abc" }, { usd: "500" }, { appId: "appnope" }, { ttl: "99999999" }, { maxUses: "0" }];
+    for (const params of bad) {
       const res = await consentPage(t, params);
       expect(res.status).toBe(400);
       const html = await res.text();
