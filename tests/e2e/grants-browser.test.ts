@@ -137,7 +137,9 @@ describe("the consent popup in Chromium", () => {
     const shownExpiry = Date.parse((await popup.locator("#expires time").getAttribute("datetime"))!);
     expect(shownExpiry).toBeGreaterThanOrEqual(before + 3600_000);
     expect(shownExpiry).toBeLessThanOrEqual(Date.now() + 3600_000);
-    expect((await popup.locator("#expires").textContent())!.trim()).toBe(new Date(shownExpiry).toUTCString());
+    // Shown in the user's own time zone and locale, as the browser formats it.
+    const localExpiry = await popup.evaluate((ms) => new Date(ms).toLocaleString(), shownExpiry);
+    expect((await popup.locator("#expires").textContent())!.trim()).toBe(localExpiry);
 
     const popupClosed = closed(popup);
     await popup.getByRole("button", { name: "Approve", exact: true }).click();
