@@ -116,7 +116,10 @@ export class ChatService {
     try {
       parsed = JSON.parse(new TextDecoder().decode(bytes));
     } catch {
-      await this.meter.finish(ticket, { status: "upstream_malformed", usage: null, generationId: null, completionEvents: 0, producedNothing: false });
+      // Nothing billable can be read from it, and clients retry a 502: charging an estimate
+      // here would charge the user once per retry. Refund, and tell the operator.
+      this.deps.logger.warn("upstream answered 200 with a body that is not JSON", { requestId: ticket.requestId, model: ticket.model });
+      await this.refund(ticket, "upstream_malformed");
       throw new ApiError("upstream", "the upstream answered with a body that is not JSON");
     }
     // OpenRouter can answer HTTP 200 with an error body: that is an upstream error, not a 200.

@@ -105,7 +105,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 }
 
 async function waitForHealth(server: RunningServer, drained: Promise<unknown>): Promise<void> {
-  // Bounded by the test timeout (bunfig.toml), not by a guess of how fast a machine is.
+  // Bounded by the test timeout (npm test passes --timeout), not by a guess of how fast a machine is.
   for (;;) {
     if (server.proc.exitCode !== null || server.proc.signalCode !== null) {
       await drained;
