@@ -8,6 +8,7 @@
  * Everything the tests observe goes through public surfaces: the proxy's HTTP API, the
  * mock's `served` log, the process's exit code and, after exit, the SQLite file.
  */
+import type { StatusView } from "../../src/services/connections";
 import { Database } from "bun:sqlite";
 import {
   createMockUpstream,
@@ -38,15 +39,8 @@ export interface ApiUsageRow {
   finishedAt: string;
 }
 
-/** GET /api/v1/status. */
-export interface ApiStatus {
-  connected: boolean;
-  limits: { monthlyUsd: number };
-  usage: { monthlyUsd: number };
-  remainingUsd: number;
-  period: { start: string; end: string };
-  resetsAt: string;
-}
+/** GET /api/v1/status, as the service declares it. */
+export type ApiStatus = StatusView;
 
 export interface ProxyStackOptions {
   /** Extra environment for the proxy process (over the defaults below). */
