@@ -37,3 +37,5 @@ console.log(JSON.stringify({ url: `http://127.0.0.1:${server.port}`, port: serve
 const stop = () => void server.stop(true).then(() => process.exit(0));
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);
+
+export {};

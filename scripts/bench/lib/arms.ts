@@ -1,0 +1,220 @@
+/**
+ * The systems under test, each started as its own process on the SUT core:
+ *   a  direct to the upstream       b  bare Bun.serve forwarder (./bare-forwarder.ts)
+ *   c  this service, embedded       d  this service with REDIS_URL
+ *   e  Portkey's gateway (@portkey-ai/gateway, on Node)
+ */
+import { Database } from "bun:sqlite";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
+
+export type ArmId = "a" | "b" | "c" | "d" | "e";
+
+export const ARM_LABELS: Record<ArmId, string> = {
+  a: "(a) direct to the upstream",
+  b: "(b) bare Bun forwarder",
+  c: "(c) this service, embedded",
+  d: "(d) this service + Redis",
+  e: "(e) Portkey gateway",
+};
+
+export interface RunningArm {
+  id: ArmId;
+  /** POST target for chat completions. */
+  url: string;
+  headers: Record<string, string>;
+  /** The process under test. */
+  pid: number;
+  /** GET /healthz writer.written, for the service arms. */
+  rowsWritten?: () => Promise<number>;
+  stop(): Promise<void>;
+}
+
+export interface Upstream {
+  /** Base URL ending in /api/v1. */
+  url: string;
+  pid: number;
+  requestsServed(): Promise<number>;
+}
+
+/** Big enough for 2,000 concurrent streams with room to spare. */
+const MAX_HTTP_REQUESTS = "4096";
+
+export function startDirect(upstream: Upstream, sutCore: number, homeCore: number): RunningArm {
+  pin(upstream.pid, sutCore);
+  return {
+    id: "a",
+    url: `${upstream.url}/chat/completions`,
+    headers: { authorization: "Bearer bench" },
+    pid: upstream.pid,
+    stop: async () => pin(upstream.pid, homeCore),
+  };
+}
+
+export async function startBare(upstream: Upstream, core: number, bunFlags: string[] = [], script = "scripts/bench/bare-forwarder.ts", env: Record<string, string> = {}): Promise<RunningArm> {
+  const child = spawnPinned("bare-forwarder", core, [BUN, ...bunFlags, script], childEnv({
+    UPSTREAM_BASE_URL: upstream.url,
+    BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
+    ...env,
+  }));
+  const { url } = await child.firstJson<{ url: string }>();
+  return { id: "b", url: `${url}/api/v1/chat/completions`, headers: {}, pid: child.pid, stop: async () => void (await child.stop()) };
+}
+
+export async function startPortkey(upstream: Upstream, core: number): Promise<RunningArm> {
+  const port = freePort();
+  const script = join(REPO_ROOT, "node_modules/@portkey-ai/gateway/build/start-server.js");
+  const child = spawnPinned("portkey", core, ["node", script, `--port=${port}`, "--headless"], childEnv({ NODE_ENV: "production" }));
+  await waitForHttp(`http://127.0.0.1:${port}/`);
+  return {
+    id: "e",
+    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    headers: { authorization: "Bearer bench", "x-portkey-provider": "openai", "x-portkey-custom-host": upstream.url },
+    pid: child.pid,
+    stop: async () => void (await child.stop()),
+  };
+}
+
+/** One database, app and connected user for the service arms; survives restarts of the process. */
+export interface ServiceState {
+  dir: string;
+  databasePath: string;
+  secretKey?: string;
+}
+
+export const BENCH_USER = "bench-user";
+
+export async function startService(
+  id: "c" | "d",
+  state: ServiceState,
+  upstream: Upstream,
+  core: number,
+  redisUrl: string | null,
+  /** e.g. --cpu-prof; `entry` replaces src/index.ts (a variant for profiling). */
+  run: { bunFlags?: string[]; entry?: string; env?: Record<string, string> } = {},
+): Promise<RunningArm> {
+  const databaseUrl = `sqlite:${state.databasePath}`;
+  if (!state.secretKey) {
+    const cli = Bun.spawnSync([BUN, "src/cli.ts", "app", "create", "--name", "bench"], { cwd: REPO_ROOT, env: childEnv({ DATABASE_URL: databaseUrl }) });
+    if (cli.exitCode !== 0) throw new Error(`app create failed: ${cli.stderr.toString()}`);
+    state.secretKey = (JSON.parse(cli.stdout.toString().trim()) as { secretKey: string }).secretKey;
+  }
+  const port = freePort();
+  const env = childEnv({
+    NODE_ENV: "production",
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    DATABASE_URL: databaseUrl,
+    UPSTREAM_BASE_URL: upstream.url,
+    UPSTREAM_API_KEY: "sk-or-bench",
+    BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
+    // On, but never binding: every request passes through the limiter.
+    RL_CHAT_LIMIT: "1000000000",
+    MAX_MONTHLY_USD: "1000000",
+    LOG_LEVEL: "warn",
+    ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+    ...run.env,
+  });
+  const child = spawnPinned(`service-${id}`, core, [BUN, ...(run.bunFlags ?? []), run.entry ?? "src/index.ts"], env);
+  const base = `http://127.0.0.1:${port}`;
+  await waitForHealthy(base, child);
+  const auth = { authorization: `Bearer ${state.secretKey}` };
+  await connectUser(base, auth);
+  return {
+    id,
+    url: `${base}/api/v1/chat/completions`,
+    headers: { ...auth, "x-service-user": BENCH_USER },
+    pid: child.pid,
+    rowsWritten: async () => ((await (await fetch(`${base}/healthz`)).json()) as { writer: { written: number } }).writer.written,
+    stop: async () => {
+      const code = await child.stop(60_000);
+      if (code !== 0) throw new Error(`service ${id} exited with ${code}:\n${child.lines.slice(-20).join("\n")}`);
+    },
+  };
+}
+
+async function waitForHealthy(base: string, child: Child): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    if (child.proc.exitCode !== null) throw new Error(`service exited at start:\n${child.lines.join("\n")}`);
+    try {
+      if ((await fetch(`${base}/healthz`)).status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(100);
+  }
+  throw new Error(`service not healthy in 20 s:\n${child.lines.join("\n")}`);
+}
+
+/** Mints a session (secret key) and approves a large monthly cap with it (session token). */
+async function connectUser(base: string, auth: Record<string, string>): Promise<void> {
+  const session = await fetch(`${base}/api/v1/sessions`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ appUserId: BENCH_USER }),
+  });
+  if (session.status !== 200) throw new Error(`POST /sessions: ${session.status} ${await session.text()}`);
+  const { token } = (await session.json()) as { token: string };
+  const approved = await fetch(`${base}/api/v1/connections`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ monthlyUsd: 1_000_000 }),
+  });
+  if (approved.status !== 200) throw new Error(`POST /connections: ${approved.status} ${await approved.text()}`);
+}
+
+/** Rows in the service's usage ledger (read-only, from the SQLite file). */
+export function ledgerRows(databasePath: string): { total: number; byStatus: Record<string, number> } {
+  if (!existsSync(databasePath)) return { total: 0, byStatus: {} };
+  const db = new Database(databasePath, { readonly: true });
+  try {
+    const rows = db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM usage_ledger GROUP BY status").all();
+    const byStatus = Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    return { total: rows.reduce((a, r) => a + r.n, 0), byStatus };
+  } finally {
+    db.close();
+  }
+}
+
+export interface RunningRedis {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export async function startRedis(core: number): Promise<RunningRedis> {
+  const port = freePort();
+  const child = spawnPinned("redis", core, ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], childEnv());
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      const pong = await redisPing(port);
+      if (pong) break;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`redis-server did not answer:\n${child.lines.join("\n")}`);
+    await Bun.sleep(50);
+  }
+  return { url: `redis://127.0.0.1:${port}`, pid: child.pid, stop: async () => void (await child.stop()) };
+}
+
+function redisPing(port: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    Bun.connect({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        open: (s) => void s.write("PING\r\n"),
+        data: (s, d) => {
+          resolve(d.toString().startsWith("+PONG"));
+          s.end();
+        },
+        error: (_s, e) => reject(e),
+        connectError: (_s, e) => reject(e),
+      },
+    }).catch(reject);
+  });
+}

@@ -1,0 +1,76 @@
+/**
+ * One wrk run (Debian's wrk 4.x) with scripts/bench/wrk-post.lua: one thread, pinned, a
+ * fixed POST body and headers; returns the summary the Lua `done` hook prints.
+ */
+import { join } from "node:path";
+import { childEnv, REPO_ROOT } from "./proc";
+
+export interface WrkResult {
+  connections: number;
+  /** Responses received (any status). */
+  requests: number;
+  /** Responses with a status below 400: the completed requests. */
+  ok: number;
+  seconds: number;
+  /** Completed (status < 400) requests per second. */
+  rps: number;
+  /** Responses with status >= 400 plus socket errors and timeouts. */
+  errors: number;
+  errorDetail: Record<string, number>;
+  latencyUs: { p50: number; p90: number; p99: number; max: number; mean: number };
+  /** CPU seconds per second that wrk itself used. */
+  wrkCpu: number;
+}
+
+export interface WrkOptions {
+  url: string;
+  bodyFile: string;
+  headers: Record<string, string>;
+  connections: number;
+  seconds: number;
+  core: number | null;
+  /** wrk's own per-request timeout. */
+  timeoutSeconds?: number;
+}
+
+export async function runWrk(o: WrkOptions): Promise<WrkResult> {
+  const argv = [
+    "wrk", "-t1", `-c${o.connections}`, `-d${o.seconds}s`, `--timeout`, `${o.timeoutSeconds ?? 10}s`,
+    "-s", join(REPO_ROOT, "scripts/bench/wrk-post.lua"), o.url,
+  ];
+  const proc = Bun.spawn(o.core === null ? argv : ["taskset", "-c", String(o.core), ...argv], {
+    env: childEnv({
+      BENCH_BODY_FILE: o.bodyFile,
+      BENCH_HEADERS: Object.entries(o.headers).map(([k, v]) => `${k}: ${v}`).join("\n"),
+    }),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  // wrk stops by itself after -d; this is only a guard against a hung run.
+  const guard = setTimeout(() => proc.kill("SIGKILL"), (o.seconds + 30) * 1000);
+  const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(guard);
+  const line = stdout.split("\n").find((l) => l.startsWith("BENCH_JSON "));
+  if (!line) throw new Error(`wrk printed no summary (exit ${proc.exitCode}):\n${stdout}\n${stderr}`);
+  const s = JSON.parse(line.slice("BENCH_JSON ".length)) as {
+    requests: number;
+    duration_us: number;
+    errors: Record<string, number>;
+    latency_us: WrkResult["latencyUs"];
+  };
+  const seconds = s.duration_us / 1e6;
+  const errors = Object.values(s.errors).reduce((a, b) => a + b, 0);
+  const usage = proc.resourceUsage();
+  const cpuUs = usage ? Number(usage.cpuTime.total) : NaN;
+  return {
+    connections: o.connections,
+    requests: s.requests,
+    ok: s.requests - (s.errors.status ?? 0),
+    seconds,
+    rps: (s.requests - (s.errors.status ?? 0)) / seconds,
+    errors,
+    errorDetail: s.errors,
+    latencyUs: s.latency_us,
+    wrkCpu: cpuUs / 1e6 / seconds,
+  };
+}

@@ -1,0 +1,139 @@
+/**
+ * Where the time goes: one arm (or a variant of it) under wrk load, measured and profiled.
+ *
+ *   bun scripts/bench/profile.ts [--arm c|b|d] [--shape json|sse] [--seconds 10]
+ *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
+ *     [--profile] [--interval 250] [--perf] [--strace]
+ *
+ * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
+ * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
+ * request of the process under test, in total and per thread (from /proc). Then stops it
+ * with SIGTERM. Options:
+ *   --profile  Bun's sampling profiler (`--cpu-prof --cpu-prof-md`), written at exit
+ *   --perf     Linux perf over the load window (native and kernel symbols)
+ *   --strace   syscall counts over the load window (slows the process; counts only)
+ *   --entry    a variant (scripts/bench/variants/) instead of src/index.ts or the bare
+ *              forwarder; --variant says which pieces it takes out or adds
+ * Everything lands in tmp/bench/profiles/.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
+import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, type Child } from "./lib/proc";
+
+/** CPU ticks (user, system) of every thread of `pid`, by thread name. */
+function threadCpu(pid: number): Map<string, { user: number; system: number }> {
+  const out = new Map<string, { user: number; system: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).replace(/[0-9]+$/, "#");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const prev = out.get(name) ?? { user: 0, system: 0 };
+      out.set(name, { user: prev.user + Number(f[11]), system: prev.system + Number(f[12]) });
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
+
+/** Microseconds of CPU per completed request, per thread name (10 ms ticks). */
+function perRequestByThread(before: Map<string, { user: number; system: number }>, after: Map<string, { user: number; system: number }>, requests: number) {
+  const out: Record<string, string> = {};
+  for (const [name, t] of after) {
+    const b = before.get(name) ?? { user: 0, system: 0 };
+    const user = ((t.user - b.user) * 10_000) / requests;
+    const system = ((t.system - b.system) * 10_000) / requests;
+    if (user + system >= 0.5) out[name] = `${user.toFixed(1)} user + ${system.toFixed(1)} sys`;
+  }
+  return out;
+}
+import { runWrk } from "./lib/wrk";
+import { BODIES } from "./workload";
+
+const args = process.argv.slice(2);
+const opt = (name: string, fallback: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? fallback : args[i + 1]!;
+};
+const armId = opt("arm", "c") as "b" | "c" | "d";
+const shape = opt("shape", "json") as "json" | "sse";
+const seconds = Number(opt("seconds", "10"));
+const connections = Number(opt("connections", "64"));
+const entry = opt("entry", "");
+const profile = args.includes("--profile");
+const interval = opt("interval", "250");
+/** Pieces to take out (variants/service.ts) or to add (variants/bare-plus.ts). */
+const variant = opt("variant", "");
+
+const work = mkdtempSync(join(tmpdir(), "bench-profile-"));
+const profDir = join(work, "prof");
+const bodyFile = join(work, `${shape}.json`);
+writeFileSync(bodyFile, BODIES[shape]);
+const children: Child[] = [];
+const bunFlags = profile ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-interval=${interval}`, `--cpu-prof-dir=${profDir}`] : [];
+
+try {
+  const upChild = spawnPinned("upstream", 0, [BUN, "scripts/bench/upstream.ts", "--kind", "lean"], childEnv());
+  children.push(upChild);
+  const { url } = await upChild.firstJson<{ url: string }>();
+  const upstream: Upstream = { url, pid: upChild.pid, requestsServed: async () => 0 };
+  const redis = armId === "d" ? await startRedis(0) : null;
+  let arm: RunningArm;
+  if (armId === "b") arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant } : {});
+  else {
+    const env = variant ? { BENCH_VARIANT: variant } : undefined;
+    arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, redis?.url ?? null, { bunFlags, entry: entry || undefined, env });
+  }
+
+  await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0 });
+  const meter = new CpuMeter({ sut: arm.pid, upstream: upstream.pid });
+  const threadsBefore = threadCpu(arm.pid);
+  // Optional: Linux perf over the same window, for the native and kernel side Bun's profiler cannot see.
+  const perfFile = join(work, "perf.data");
+  const perf = args.includes("--perf")
+    ? Bun.spawn(["perf", "record", "-F", "1999", "-p", String(arm.pid), "-o", perfFile, "--", "sleep", String(Math.max(1, seconds - 1))], { stdout: "ignore", stderr: "ignore" })
+    : null;
+  // Optional: syscall counts over the window (strace slows the process down; only the counts per request mean anything).
+  const strace = args.includes("--strace")
+    ? Bun.spawn(["timeout", "-s", "INT", String(Math.max(1, seconds - 1)), "strace", "-c", "-f", "-p", String(arm.pid)], { stdout: "pipe", stderr: "pipe" })
+    : null;
+  const r = await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds, core: 0 });
+  if (strace) {
+    const text = await new Response(strace.stderr).text();
+    const out = resolve(REPO_ROOT, "tmp/bench/profiles");
+    mkdirSync(out, { recursive: true });
+    const target = join(out, `strace-${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}.txt`);
+    writeFileSync(target, `completed requests in the window (whole wrk run): ${r.ok}\n${text}`);
+    console.log(`strace: ${target}`);
+  }
+  if (perf) {
+    await perf.exited;
+    const report = Bun.spawnSync(["perf", "report", "-i", perfFile, "--stdio", "--no-children", "--sort", "comm,dso,sym", "--percent-limit", "0.7"]);
+    const out = resolve(REPO_ROOT, "tmp/bench/profiles");
+    mkdirSync(out, { recursive: true });
+    const target = join(out, `perf-${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}.txt`);
+    writeFileSync(target, report.stdout.toString());
+    console.log(`perf: ${target}`);
+  }
+  const cpu = meter.read();
+  const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
+  console.log(JSON.stringify({ arm: armId, entry: entry || "src/index.ts", variant, shape, connections, rps: Math.round(r.rps), errors: r.errors, p99Ms: r.latencyUs.p99 / 1000, cpu, usPerRequestOnSutCore: Math.round((cpu.sut! * 1e6) / r.rps), usPerRequestByThread: threads }));
+  await arm.stop();
+  await redis?.stop();
+  if (profile) {
+    const out = resolve(REPO_ROOT, "tmp/bench/profiles");
+    mkdirSync(out, { recursive: true });
+    for (const file of readdirSync(profDir)) {
+      const target = join(out, `${armId}-${shape}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}${file.endsWith(".md") ? ".md" : ".cpuprofile"}`);
+      renameSync(join(profDir, file), target);
+      console.log(`profile: ${target}`);
+    }
+  }
+} finally {
+  await Promise.all(children.map((c) => c.stop(5000)));
+  rmSync(work, { recursive: true, force: true });
+}
+process.exit(0);

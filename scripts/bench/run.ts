@@ -1,0 +1,255 @@
+/**
+ * `npm run bench`: every arm in one run, then BENCHMARKS.md's tables are rewritten.
+ *
+ *   bun scripts/bench/run.ts [--seconds 10] [--warmup 3] [--connections 16,64,256]
+ *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e] [--upstream lean|mock]
+ *     [--wait-quiet 120] [--quick] [--no-write] [--out tmp/bench/results.json]
+ *
+ * Cores (2 here): the process under test runs alone on core 1; wrk, the other clients,
+ * the upstream and redis-server share core 0. Load goes to 127.0.0.1 only; every wrk run
+ * and client is bounded in time, and every child is stopped by its pid at the end.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { ARM_LABELS, ledgerRows, startBare, startDirect, startPortkey, startRedis, startService, type ArmId, type RunningArm, type RunningRedis, type ServiceState, type Upstream } from "./lib/arms";
+import { describeMachine, loadAverage, waitForQuiet } from "./lib/machine";
+import { BUN, childEnv, CpuMeter, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
+import { renderReport, type ArmResult, type BenchResults, type LongRun, type SequentialResult, type ThroughputRun } from "./lib/report";
+import { runWrk } from "./lib/wrk";
+import { BODIES, type Shape } from "./workload";
+
+const CLIENT_CORE = 0;
+const SUT_CORE = 1;
+
+const args = process.argv.slice(2);
+const has = (name: string) => args.includes(`--${name}`);
+const opt = (name: string, fallback: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? fallback : args[i + 1]!;
+};
+const quick = has("quick");
+const cfg = {
+  seconds: Number(opt("seconds", quick ? "2" : "10")),
+  warmup: Number(opt("warmup", quick ? "1" : "3")),
+  connections: opt("connections", "16,64,256").split(",").map(Number),
+  sequential: Number(opt("sequential", quick ? "200" : "2000")),
+  streams: opt("streams", quick ? "100,200" : "1000,2000").split(",").map(Number),
+  arms: opt("arms", "a,b,c,d,e").split(",") as ArmId[],
+  upstream: opt("upstream", "lean") as "lean" | "mock",
+  waitQuiet: Number(opt("wait-quiet", "120")),
+  out: resolve(REPO_ROOT, opt("out", "tmp/bench/results.json")),
+  write: !has("no-write"),
+};
+
+const log = (line: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+const children: Child[] = [];
+const work = mkdtempSync(join(tmpdir(), "bench-"));
+const bodyFile = (shape: Shape) => join(work, `${shape}.json`);
+for (const shape of ["json", "sse", "long"] as const) writeFileSync(bodyFile(shape), BODIES[shape]);
+
+// A hard bound on the whole run, whatever hangs.
+const watchdog = setTimeout(() => {
+  log("watchdog: the run took over 40 minutes; stopping");
+  void cleanup().then(() => process.exit(1));
+}, 40 * 60_000);
+
+async function cleanup(): Promise<void> {
+  await Promise.all(children.map((c) => c.stop(5000).catch(() => null)));
+  rmSync(work, { recursive: true, force: true });
+}
+process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
+process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
+
+async function startUpstream(kind: "lean" | "mock", core: number): Promise<Upstream> {
+  const child = spawnPinned(`upstream-${kind}`, core, [BUN, "scripts/bench/upstream.ts", "--kind", kind], childEnv());
+  children.push(child);
+  const { url } = await child.firstJson<{ url: string }>();
+  const statsUrl = url.replace(/\/api\/v1$/, "/__stats");
+  return { url, pid: child.pid, requestsServed: async () => ((await (await fetch(statsUrl)).json()) as { chat: number }).chat };
+}
+
+/** A client script pinned to the client core; resolves with the JSON line it prints. */
+async function runClient<T>(script: string, flags: string[], timeoutSeconds: number): Promise<T> {
+  const child = spawnPinned(script, CLIENT_CORE, [BUN, `scripts/bench/${script}`, ...flags, "--seconds", String(timeoutSeconds)], childEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" }));
+  const code = await Promise.race([child.proc.exited, Bun.sleep((timeoutSeconds + 30) * 1000).then(() => null)]);
+  if (code === null) await child.stop(1000);
+  await Bun.sleep(50);
+  const line = child.lines.find((l) => l.startsWith("{"));
+  if (code !== 0 || !line) throw new Error(`${script} failed (${code}):\n${child.lines.slice(-10).join("\n")}`);
+  return JSON.parse(line) as T;
+}
+
+async function throughput(arm: RunningArm, upstream: Upstream, cpuPids: Record<string, number>, shape: "json" | "sse", connections: number, seconds: number): Promise<ThroughputRun> {
+  const rowsBefore = arm.rowsWritten ? await arm.rowsWritten() : null;
+  const servedBefore = await upstream.requestsServed();
+  const meter = new CpuMeter(cpuPids);
+  const wrk = await runWrk({ url: arm.url, bodyFile: bodyFile(shape), headers: arm.headers, connections, seconds, core: CLIENT_CORE });
+  const cpu = { ...meter.read(), wrk: wrk.wrkCpu };
+  await Bun.sleep(400); // one flush interval (100 ms) and then some
+  const rowsWritten = arm.rowsWritten && rowsBefore !== null ? (await arm.rowsWritten()) - rowsBefore : null;
+  const upstreamServed = (await upstream.requestsServed()) - servedBefore;
+  await Bun.sleep(300);
+  return { shape, ...wrk, cpu, rowsWritten, upstreamServed };
+}
+
+async function longStreams(arm: RunningArm, n: number): Promise<LongRun> {
+  const before = memoryMb(arm.pid);
+  const reset = resetPeakRss(arm.pid);
+  let sampledPeak = before.rss;
+  const sampler = setInterval(() => (sampledPeak = Math.max(sampledPeak, memoryMb(arm.pid).rss)), 50);
+  const headers = JSON.stringify(arm.headers);
+  try {
+    const client = await runClient<LongRun["client"]>("long-streams.ts", ["--url", arm.url, "--body-file", bodyFile("long"), "--headers", headers, "--streams", String(n)], 60);
+    const after = memoryMb(arm.pid);
+    return { streams: n, rssBeforeMb: before.rss, peakRssMb: reset ? Math.max(after.hwm, sampledPeak) : sampledPeak, peakFrom: reset ? "VmHWM" : "VmRSS samples", client };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
+async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | null, state: ServiceState | null): Promise<ArmResult> {
+  const start = async (): Promise<RunningArm> => {
+    if (id === "a") return startDirect(upstream, SUT_CORE, CLIENT_CORE);
+    if (id === "b") return startBare(upstream, SUT_CORE);
+    if (id === "e") return startPortkey(upstream, SUT_CORE);
+    return startService(id, state!, upstream, SUT_CORE, id === "d" ? redis!.url : null);
+  };
+  const result: ArmResult = { id, label: ARM_LABELS[id], throughput: [], sequential: {}, longStreams: [], rows: null, clientCompleted: 0 };
+  const ledgerBefore = state ? ledgerRows(state.databasePath).total : 0;
+  const servedBefore = await upstream.requestsServed();
+
+  log(`${ARM_LABELS[id]}: starting`);
+  let arm = await start();
+  const cpuPids: Record<string, number> = { sut: arm.pid, ...(id === "a" ? {} : { upstream: upstream.pid }), ...(id === "d" ? { redis: redis!.pid } : {}) };
+  try {
+    for (const shape of ["json", "sse"] as const) {
+      const warm = await runWrk({ url: arm.url, bodyFile: bodyFile(shape), headers: arm.headers, connections: 64, seconds: cfg.warmup, core: CLIENT_CORE });
+      result.clientCompleted += warm.ok;
+    }
+    for (const shape of ["json", "sse"] as const) {
+      for (const c of cfg.connections) {
+        const run = await throughput(arm, upstream, cpuPids, shape, c, cfg.seconds);
+        result.clientCompleted += run.ok;
+        result.throughput.push(run);
+        log(`${id} ${shape} c=${c}: ${Math.round(run.rps)} req/s, p99 ${(run.latencyUs.p99 / 1000).toFixed(1)} ms, errors ${run.errors}, cpu ${JSON.stringify(Object.fromEntries(Object.entries(run.cpu).map(([k, v]) => [k, Math.round(v * 100) / 100])))}`);
+      }
+    }
+    for (const shape of ["json", "sse"] as const) {
+      const seq = await runClient<SequentialResult>("sequential.ts", ["--url", arm.url, "--body-file", bodyFile(shape), "--headers", JSON.stringify(arm.headers), "--count", String(cfg.sequential), "--warmup", String(Math.ceil(cfg.sequential / 10))], 120);
+      result.sequential[shape] = seq;
+      result.clientCompleted += seq.requests + Math.ceil(cfg.sequential / 10);
+      log(`${id} sequential ${shape}: p50 ${seq.totalUs.p50} us, p99 ${seq.totalUs.p99} us, first byte p50 ${seq.firstByteUs.p50} us`);
+    }
+    if (id !== "a") {
+      // A fresh process for each count, so each peak is those streams' alone (a heap
+      // grown by earlier runs is not handed back to the OS).
+      for (const n of cfg.streams) {
+        await arm.stop();
+        arm = await start();
+        await Bun.sleep(500);
+        result.idleRssMb ??= memoryMb(arm.pid).rss;
+        const run = await longStreams(arm, n);
+        result.longStreams.push(run);
+        result.clientCompleted += run.client.completed;
+        log(`${id} ${n} long streams: peak RSS ${run.peakRssMb.toFixed(1)} MB (idle ${run.rssBeforeMb.toFixed(1)}), completed ${run.client.completed}, failures ${JSON.stringify(run.client.failures)}`);
+      }
+    }
+  } finally {
+    await arm.stop();
+  }
+  if (state) {
+    const served = (await upstream.requestsServed()) - servedBefore;
+    const ledger = ledgerRows(state.databasePath);
+    const rows = ledger.total - ledgerBefore;
+    result.rows = { upstreamServed: served, ledgerRows: rows, lost: served - rows, byStatus: ledger.byStatus };
+    log(`${id} rows: ${rows} in the ledger, ${served} served upstream, ${result.clientCompleted} completed at the clients`);
+  }
+  return result;
+}
+
+async function main(): Promise<void> {
+  const machine = describeMachine();
+  log(`machine: ${machine.cpus} cpus, ${machine.cpuModel}, ${machine.memoryGb} GB; bun ${machine.bun}`);
+  const quiet = await waitForQuiet(cfg.waitQuiet, log);
+  const startedAt = new Date().toISOString();
+  const loadAtStart = loadAverage();
+
+  log("usage-writer micro-benchmark");
+  const writer = [];
+  // An empty ledger, many accounts, and a ledger that already holds a million rows, with
+  // the service's random request ids and with time-ordered (v7) ones for comparison.
+  const prefill = quick ? "100000" : "1000000";
+  const writerRuns = [
+    ["--accounts", "1"],
+    ["--accounts", "1000"],
+    ["--accounts", "1", "--prefill", prefill],
+    ["--accounts", "1", "--prefill", prefill, "--ids", "v7"],
+  ];
+  for (const flags of writerRuns) {
+    const child = spawnPinned("usage-writer", SUT_CORE, [BUN, "scripts/bench/usage-writer.ts", "--rows", quick ? "20000" : "100000", ...flags], childEnv());
+    await child.proc.exited;
+    await Bun.sleep(50);
+    writer.push(JSON.parse(child.lines.find((l) => l.startsWith("{"))!));
+  }
+
+  const upstreamCheck: BenchResults["upstreamCheck"] = [];
+  if (cfg.upstream === "lean") {
+    // How fast the src mock itself is, on the SUT core, next to the lean replay.
+    const mock = await startUpstream("mock", SUT_CORE);
+    for (const shape of ["json", "sse"] as const) {
+      const r = await runWrk({ url: `${mock.url}/chat/completions`, bodyFile: bodyFile(shape), headers: { authorization: "Bearer bench" }, connections: 64, seconds: cfg.seconds, core: CLIENT_CORE });
+      upstreamCheck.push({ upstream: "src/upstream/mock", shape, rps: r.rps, errors: r.errors });
+    }
+    await children.pop()!.stop();
+  }
+
+  const upstream = await startUpstream(cfg.upstream, CLIENT_CORE);
+  const needsRedis = cfg.arms.includes("d");
+  const redis = needsRedis ? await startRedis(CLIENT_CORE) : null;
+  const dbDir = mkdtempSync(join(tmpdir(), "bench-db-"));
+  const arms: ArmResult[] = [];
+  try {
+    for (const id of cfg.arms) {
+      const state: ServiceState | null = id === "c" || id === "d" ? { dir: dbDir, databasePath: join(dbDir, `${id}.sqlite`) } : null;
+      try {
+        arms.push(await benchArm(id, upstream, redis, state));
+      } catch (err) {
+        log(`${id} failed: ${err instanceof Error ? err.stack : String(err)}`);
+        arms.push({ id, label: ARM_LABELS[id], throughput: [], sequential: {}, longStreams: [], rows: null, clientCompleted: 0, error: String(err) });
+      }
+    }
+  } finally {
+    await redis?.stop();
+    rmSync(dbDir, { recursive: true, force: true });
+  }
+
+  const results: BenchResults = {
+    startedAt,
+    finishedAt: new Date().toISOString(),
+    machine,
+    quiet,
+    loadAtStart,
+    loadAtEnd: loadAverage(),
+    config: { ...cfg, out: undefined, write: undefined },
+    cores: { client: CLIENT_CORE, sut: SUT_CORE },
+    writer,
+    upstreamCheck,
+    arms,
+  };
+  mkdirSync(dirname(cfg.out), { recursive: true });
+  writeFileSync(cfg.out, JSON.stringify(results, null, 2));
+  log(`results: ${cfg.out}`);
+  if (cfg.write) {
+    renderReport(results, join(REPO_ROOT, "BENCHMARKS.md"));
+    log("BENCHMARKS.md tables rewritten");
+  }
+}
+
+try {
+  await main();
+} finally {
+  clearTimeout(watchdog);
+  await cleanup();
+}
+process.exit(0);

@@ -1,0 +1,51 @@
+/**
+ * What 2,000 open streams cost in memory, piece by piece: peak RSS of a fresh process for
+ * the bare forwarder passing the body through, the same reading it chunk by chunk in
+ * JavaScript (the floor for any relay that looks at the bytes), with tee(), and the service.
+ * Same pinning and long-stream client as `npm run bench`.
+ *
+ *   bun scripts/bench/stream-memory.ts [--streams 2000]
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startBare, startService, type RunningArm, type Upstream } from "./lib/arms";
+import { BUN, childEnv, memoryMb, resetPeakRss, spawnPinned } from "./lib/proc";
+import { LONG_BODY } from "./workload";
+
+const i = process.argv.indexOf("--streams");
+const streams = i === -1 ? 2000 : Number(process.argv[i + 1]);
+const work = mkdtempSync(join(tmpdir(), "bench-stream-memory-"));
+const bodyFile = join(work, "long.json");
+writeFileSync(bodyFile, LONG_BODY);
+
+const up = spawnPinned("upstream", 0, [BUN, "scripts/bench/upstream.ts"], childEnv());
+try {
+  const { url } = await up.firstJson<{ url: string }>();
+  const upstream: Upstream = { url, pid: up.pid, requestsServed: async () => 0 };
+  const arms: Array<[string, () => Promise<RunningArm>]> = [
+    ["(b) bare forwarder, body passed through", () => startBare(upstream, 1)],
+    ["(b) + body read chunk by chunk in JS and re-enqueued", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay" })],
+    ["(b) + body split with tee(), one branch drained", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-tee" })],
+    ["(c) this service", () => startService("c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, null)],
+  ];
+  console.log(`| ${streams.toLocaleString("en-US")} concurrent long streams, fresh process | idle RSS (MB) | peak RSS (MB) | per stream (KB) | completed |`);
+  console.log("| --- | ---: | ---: | ---: | ---: |");
+  for (const [label, start] of arms) {
+    const arm = await start();
+    await Bun.sleep(500);
+    const idle = memoryMb(arm.pid).rss;
+    resetPeakRss(arm.pid);
+    const client = spawnPinned("long-streams", 0, [BUN, "scripts/bench/long-streams.ts", "--url", arm.url, "--body-file", bodyFile, "--headers", JSON.stringify(arm.headers), "--streams", String(streams), "--seconds", "60"], childEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" }));
+    await client.proc.exited;
+    await Bun.sleep(50);
+    const peak = memoryMb(arm.pid).hwm;
+    const result = JSON.parse(client.lines.find((l) => l.startsWith("{")) ?? "{}") as { completed?: number };
+    console.log(`| ${label} | ${idle.toFixed(1)} | ${peak.toFixed(1)} | ${(((peak - idle) * 1024) / streams).toFixed(0)} | ${result.completed ?? "–"} |`);
+    await arm.stop();
+  }
+} finally {
+  await up.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+process.exit(0);

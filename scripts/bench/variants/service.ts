@@ -1,0 +1,85 @@
+/**
+ * The service as src/index.ts starts it, with pieces taken out, to measure what each one
+ * costs under load (scripts/bench/profile.ts --entry scripts/bench/variants/service.ts).
+ * For measurement only: a variant without its guards is not a product.
+ *
+ *   BENCH_VARIANT=a,b,...   any of
+ *     no-writer       usage rows are counted but not written (no SQLite insert per request)
+ *     cached-reads    apps, keys and connections read from SQLite once, then from memory
+ *     no-ratelimit    the rate limiter allows without looking (the macro still runs)
+ *     memory-log      every second, append process.memoryUsage() and the most numerous heap
+ *                     object types (bun:jsc heapStats) to $BENCH_MEMORY_LOG, to see what
+ *                     open streams keep alive
+ */
+import { appendFileSync } from "node:fs";
+import { loadConfig } from "../../../src/config";
+import { connectDependencies, createDeps } from "../../../src/deps";
+import { createApp } from "../../../src/app";
+import { openStore, type Store } from "../../../src/store";
+import { UsageWriter } from "../../../src/metering/usage-writer";
+import type { UsageLedgerRepository, UsageRow } from "../../../src/store/usage-ledger";
+import type { RateLimiter } from "../../../src/ratelimit/rate-limiter";
+import { createLogger } from "../../../src/logger";
+
+const variant = new Set((process.env.BENCH_VARIANT ?? "").split(",").filter(Boolean));
+const config = loadConfig(process.env);
+const logger = createLogger(config.logLevel);
+const store = openStore(config.databasePath);
+
+/** Memoises the reads a chat request makes (per process; fine for a fixed bench user). */
+function cachedReads(real: Store): Store {
+  const memo = <A extends unknown[], R>(fn: (...a: A) => R) => {
+    const cache = new Map<string, R>();
+    return (...a: A): R => {
+      const key = a.join("\u0000");
+      const hit = cache.get(key);
+      if (hit !== undefined) return hit;
+      const value = fn(...a);
+      // Misses are not remembered: the bench user is connected after the server starts.
+      if (value !== null) cache.set(key, value);
+      return value;
+    };
+  };
+  const apps = Object.create(real.apps) as Store["apps"];
+  apps.find = memo(real.apps.find.bind(real.apps));
+  apps.activeKeysOf = memo(real.apps.activeKeysOf.bind(real.apps));
+  const connections = Object.create(real.connections) as Store["connections"];
+  connections.findActive = memo(real.connections.findActive.bind(real.connections));
+  return { ...real, db: real.db, apps, connections, close: real.close };
+}
+
+const discardingLedger = { insertBatch: (rows: UsageRow[]) => rows.length } as unknown as UsageLedgerRepository;
+const allowAll: RateLimiter = {
+  kind: "none",
+  check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: rule.windowMs }),
+};
+
+const deps = createDeps(config, {
+  logger,
+  store: variant.has("cached-reads") ? cachedReads(store) : store,
+  ...(variant.has("no-writer") ? { usageWriter: new UsageWriter(discardingLedger, logger, config.usageFlushMs) } : {}),
+  ...(variant.has("no-ratelimit") ? { rateLimiter: allowAll } : {}),
+});
+await connectDependencies(deps);
+await deps.catalogue.refresh();
+const app = createApp(deps).listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.maxBodyBytes * 4 });
+logger.warn("bench variant listening", { variant: [...variant], port: app.server?.port });
+
+if (variant.has("memory-log")) {
+  const { heapStats } = await import("bun:jsc");
+  const mb = (n: number) => Math.round(n / 1024 / 1024);
+  setInterval(() => {
+    const m = process.memoryUsage();
+    const types = Object.entries(heapStats().objectTypeCounts).sort((a, b) => b[1] - a[1]).slice(0, 12);
+    appendFileSync(process.env.BENCH_MEMORY_LOG ?? "bench-memory.log", JSON.stringify({ rssMb: mb(m.rss), heapUsedMb: mb(m.heapUsed), heapTotalMb: mb(m.heapTotal), externalMb: mb(m.external), activeStreams: app.decorator.chat.activeStreams, types: Object.fromEntries(types) }) + "\n");
+  }, 1000).unref();
+}
+
+process.on("SIGTERM", async () => {
+  await app.server?.stop(true);
+  await app.decorator.chat.idle(5000);
+  deps.usageWriter.close();
+  store.close();
+  deps.redis?.disconnect();
+  process.exit(0);
+});
