@@ -9,7 +9,10 @@ import { ApiError } from "../errors";
  */
 export function requestContext(maxBodyBytes: number) {
   return new Elysia().onRequest(({ request, set }) => {
-    set.headers["x-request-id"] = crypto.randomUUID();
+    // Time-ordered (UUIDv7): the id is the usage ledger's primary key, and random ids
+    // scatter inserts across its index (measured: 31.5k vs 167k rows/s on a 1M-row ledger,
+    // BENCHMARKS.md). The cost: an id reveals the millisecond it was made.
+    set.headers["x-request-id"] = Bun.randomUUIDv7();
     const length = request.headers.get("content-length");
     if (length !== null && Number(length) > maxBodyBytes) {
       throw new ApiError("payload_too_large", `request body exceeds ${maxBodyBytes} bytes`);
