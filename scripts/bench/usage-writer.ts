@@ -3,10 +3,10 @@
  * service's own migrations and pragmas): how many ledger rows per second it writes.
  *
  *   bun scripts/bench/usage-writer.ts [--rows 200000] [--accounts 1] [--seconds 60]
- *     [--prefill 0] [--ids random|v7]
+ *     [--prefill 0] [--ids v7|random]
  *
- * --ids: request ids as the service makes them (random UUIDs, src/http/request-context.ts)
- * or time-ordered UUIDv7. --prefill: rows already in the ledger before the timed part (a
+ * --ids: request ids as the service makes them (time-ordered UUIDv7,
+ * src/http/request-context.ts) or random UUIDv4, as it made them before. --prefill: rows already in the ledger before the timed part (a
  * ledger that has run for a while; its primary-key index is what random ids scatter over).
  *
  * Rows are built before the clock starts; the timed part is enqueue() for every row (the
@@ -32,7 +32,7 @@ const total = Number(flag("rows", "200000"));
 const accounts = Number(flag("accounts", "1"));
 const deadline = performance.now() + Number(flag("seconds", "60")) * 1000;
 const prefill = Number(flag("prefill", "0"));
-const ids = flag("ids", "random");
+const ids = flag("ids", "v7");
 const newId = ids === "v7" ? () => Bun.randomUUIDv7() : () => crypto.randomUUID();
 
 const dir = mkdtempSync(join(tmpdir(), "bench-usage-writer-"));

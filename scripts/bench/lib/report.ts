@@ -209,7 +209,7 @@ export function renderTables(r: BenchResults): string {
   out.push("| ---: | ---: | ---: | --- | ---: | ---: | ---: |");
   const bJson64 = run(b, "json", 64)?.rps;
   for (const w of r.writer) {
-    const ids = w.ids === "v7" ? "UUIDv7 (time-ordered; not what the service uses today)" : "random UUID (as the service makes them)";
+    const ids = w.ids === "v7" ? "UUIDv7, time-ordered (as the service makes them)" : "random UUIDv4 (as it made them before; for comparison)";
     out.push(`| ${int(w.rows)} | ${int(w.accounts)} | ${int(w.prefill)} | ${ids} | ${w.seconds} | ${cell(int(w.rowsPerSecond), ratio(w.rowsPerSecond, bJson64))} | ${int(w.lost)} |`);
   }
   out.push("");
@@ -286,8 +286,8 @@ export function targets(r: BenchResults): Target[] {
       met: x?.rows ? x.rows.lost === 0 && x.rows.ledgerRows >= x.clientCompleted : null,
     });
   }
-  // Judged on the service as it is (random ids); the v7 run is a what-if.
-  for (const w of r.writer.filter((x) => x.ids !== "v7")) {
+  // Judged on the service as it is (v7 ids); the random-id run is the before.
+  for (const w of r.writer.filter((x) => x.ids === "v7")) {
     out.push({
       target: `usage writer ≥ 50,000 rows/s (${int(w.accounts)} account${w.accounts === 1 ? "" : "s"}, ${int(w.prefill)} rows already in the ledger)`,
       measured: `${int(w.rowsPerSecond)} rows/s, ${int(w.lost)} lost`,
