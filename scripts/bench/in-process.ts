@@ -27,6 +27,7 @@ import { ChatCompletionRequest } from "../../src/routes/chat";
 import type { UsageLedgerRepository } from "../../src/store/usage-ledger";
 import type { RateLimiter } from "../../src/ratelimit/rate-limiter";
 import { BODIES } from "./workload";
+import { withCachedReads } from "./lib/cached-reads";
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => {
@@ -103,7 +104,7 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
   let store: Store = openStore(config.databasePath);
   const { app: created, key } = store.apps.create("bench", [], Date.now());
   store.connections.approve(created.id, "bench-user", 1e15, Date.now());
-  if (opts.cachedReads) store = cached(store);
+  if (opts.cachedReads) store = withCachedReads(store);
   const overrides: DepsOverrides = { store, logger, fetchUpstream: (url) => cannedUpstream(url) };
   if (opts.noWriter) overrides.usageWriter = new UsageWriter({ insertBatch: (r: unknown[]) => r.length } as unknown as UsageLedgerRepository, logger, 100);
   if (opts.noRateLimit) overrides.rateLimiter = { kind: "none", check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: 1 }) } satisfies RateLimiter;
@@ -116,23 +117,6 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
   store.close();
 }
 
-function cached(real: Store): Store {
-  const memo = <A extends unknown[], R>(fn: (...a: A) => R) => {
-    const cache = new Map<string, R>();
-    return (...a: A): R => {
-      const k = a.join("\u0000");
-      let v = cache.get(k);
-      if (v === undefined) cache.set(k, (v = fn(...a)));
-      return v;
-    };
-  };
-  const apps = Object.create(real.apps) as Store["apps"];
-  apps.find = memo(real.apps.find.bind(real.apps));
-  apps.activeKeysOf = memo(real.apps.activeKeysOf.bind(real.apps));
-  const connections = Object.create(real.connections) as Store["connections"];
-  connections.findActive = memo(real.connections.findActive.bind(real.connections));
-  return { ...real, db: real.db, apps, connections, close: real.close };
-}
 
 const VARIANTS: Array<{ label: string; service?: Parameters<typeof service>[1] }> = [
   { label: "(b) in-process: a plain function parses the body, calls the upstream, returns its body" },

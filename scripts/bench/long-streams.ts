@@ -10,13 +10,9 @@
  * BUN_CONFIG_MAX_HTTP_REQUESTS is raised in this (the client) process. Prints one JSON line.
  * Every request is aborted after --seconds.
  */
-const args = process.argv.slice(2);
-const flag = (name: string, fallback?: string): string => {
-  const i = args.indexOf(`--${name}`);
-  const value = i === -1 ? fallback : args[i + 1];
-  if (value === undefined) throw new Error(`--${name} is required`);
-  return value;
-};
+import { flagReader } from "./lib/flags";
+
+const flag = flagReader();
 
 const url = flag("url");
 const body = await Bun.file(flag("body-file")).text();

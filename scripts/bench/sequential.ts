@@ -9,13 +9,9 @@
  * response must be 200 and, for a stream, end with `data: [DONE]`. Prints one JSON line of
  * percentiles in microseconds. Bounded by --count and by --seconds, whichever comes first.
  */
-const args = process.argv.slice(2);
-const flag = (name: string, fallback?: string): string => {
-  const i = args.indexOf(`--${name}`);
-  const value = i === -1 ? fallback : args[i + 1];
-  if (value === undefined) throw new Error(`--${name} is required`);
-  return value;
-};
+import { flagReader } from "./lib/flags";
+
+const flag = flagReader();
 
 const url = flag("url");
 const body = await Bun.file(flag("body-file")).text();

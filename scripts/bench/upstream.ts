@@ -14,6 +14,7 @@
  * base URL once listening; stops on SIGTERM/SIGINT.
  */
 import { createMockUpstream } from "../../src/upstream/mock";
+import { flagReader } from "./lib/flags";
 import { BODIES, LONG_STREAM_CHUNKS, LONG_STREAM_PAUSE_MS, shapeOf, type Shape } from "./workload";
 
 const BASE_PATH = "/api/v1";
@@ -122,14 +123,10 @@ export async function startBenchUpstream(kind: "lean" | "mock", port = 0): Promi
 }
 
 if (import.meta.main) {
-  const args = process.argv.slice(2);
-  const flag = (name: string) => {
-    const i = args.indexOf(`--${name}`);
-    return i === -1 ? undefined : args[i + 1];
-  };
-  const kind = flag("kind") ?? "lean";
+  const flag = flagReader();
+  const kind = flag("kind", "lean");
   if (kind !== "lean" && kind !== "mock") throw new Error("--kind is lean or mock");
-  const upstream = await startBenchUpstream(kind, Number(flag("port") ?? 0));
+  const upstream = await startBenchUpstream(kind, Number(flag("port", "0")));
   console.log(JSON.stringify({ url: upstream.url, port: upstream.port, kind }));
   const stop = () => void upstream.stop().then(() => process.exit(0));
   process.on("SIGTERM", stop);

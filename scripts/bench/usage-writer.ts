@@ -15,6 +15,7 @@
  * Prints one JSON line.
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { flagReader } from "./lib/flags";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openStore } from "../../src/store";
@@ -23,11 +24,7 @@ import { userAccount } from "../../src/metering/accounts";
 import { memoryLogger } from "../../src/logger";
 import type { UsageRow } from "../../src/store/usage-ledger";
 
-const args = process.argv.slice(2);
-const flag = (name: string, fallback: string) => {
-  const i = args.indexOf(`--${name}`);
-  return i === -1 ? fallback : args[i + 1]!;
-};
+const flag = flagReader();
 const total = Number(flag("rows", "200000"));
 const accounts = Number(flag("accounts", "1"));
 const deadline = performance.now() + Number(flag("seconds", "60")) * 1000;

@@ -28,7 +28,10 @@ export class SseUsageScanner {
   private data: string[] = [];
 
   feed(chunk: Uint8Array): void {
-    let text = this.decoder.decode(chunk, { stream: true });
+    this.feedText(this.decoder.decode(chunk, { stream: true }));
+  }
+
+  private feedText(text: string): void {
     if (this.skipLeadingLf && text.charCodeAt(0) === 10) text = text.slice(1);
     this.skipLeadingLf = false;
     if (text.includes("\r")) {
@@ -54,7 +57,7 @@ export class SseUsageScanner {
   /** The stream ended: an unterminated last event still counts (as browsers do not, but a metering pass must). */
   end(): void {
     const rest = this.decoder.decode();
-    if (rest) this.feed(new TextEncoder().encode(rest));
+    if (rest) this.feedText(rest);
     if (this.partial) this.line(this.partial);
     this.partial = "";
     if (this.data.length > 0) this.dispatch();

@@ -7,6 +7,7 @@ import { connectDependencies, createDeps, type Deps } from "../../src/deps";
 import { loadConfig } from "../../src/config";
 import { openStore } from "../../src/store";
 import { ManualClock } from "../../src/clock";
+import { usdToNanoFloor } from "../../src/money";
 import { memoryLogger } from "../../src/logger";
 import { createMockUpstream, type MockUpstream } from "../../src/upstream/mock";
 import { UpstreamClient, type FetchUpstream } from "../../src/upstream/client";
@@ -63,7 +64,7 @@ export async function chatTestApp(options: { env?: Record<string, string>; fetch
     logs: logger.lines,
     appId: created.id,
     secretKey: key.secretKey,
-    connect: (appUserId, monthlyUsd) => void deps.store.connections.approve(created.id, appUserId, Math.floor(monthlyUsd * 1e9), clock.now()),
+    connect: (appUserId, monthlyUsd) => void deps.store.connections.approve(created.id, appUserId, usdToNanoFloor(monthlyUsd), clock.now()),
     chat: (body, headers = {}) =>
       app.handle(
         new Request("http://localhost/api/v1/chat/completions", {

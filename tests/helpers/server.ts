@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+import { readLines } from "../../scripts/lib/read-lines";
 
 export const REPO_ROOT = resolve(import.meta.dir, "../..");
 
@@ -37,18 +38,7 @@ function childEnv(extra: Record<string, string>): Record<string, string> {
 
 /** Collects a stream's text into `lines` (complete lines only, plus the tail at the end). */
 function collectLines(stream: ReadableStream<Uint8Array>, lines: string[]): Promise<void> {
-  return (async () => {
-    const decoder = new TextDecoder();
-    let pending = "";
-    for await (const chunk of stream) {
-      pending += decoder.decode(chunk, { stream: true });
-      const parts = pending.split("\n");
-      pending = parts.pop()!;
-      lines.push(...parts);
-    }
-    pending += decoder.decode();
-    if (pending) lines.push(pending);
-  })();
+  return readLines(stream, (batch) => lines.push(...batch));
 }
 
 export interface RunningServer {

@@ -4,6 +4,7 @@
  * /proc says about them: CPU ticks and resident memory.
  */
 import { readFileSync, writeFileSync } from "node:fs";
+import { readLines } from "../../lib/read-lines";
 import { resolve } from "node:path";
 import type { Subprocess } from "bun";
 
@@ -37,21 +38,13 @@ export function spawnPinned(name: string, core: number | null, cmd: string[], en
   const proc = Bun.spawn(argv, { cwd, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const lines: string[] = [];
   const waiters: Array<() => void> = [];
-  const collect = async (stream: ReadableStream<Uint8Array>) => {
-    const decoder = new TextDecoder();
-    let pending = "";
-    for await (const chunk of stream) {
-      pending += decoder.decode(chunk, { stream: true });
-      const parts = pending.split("\n");
-      pending = parts.pop()!;
+  const collect = (stream: ReadableStream<Uint8Array>) =>
+    readLines(stream, (batch) => {
       // Keep memory bounded for chatty children (the last 2,000 lines are enough).
-      lines.push(...parts);
+      lines.push(...batch);
       if (lines.length > 2000) lines.splice(0, lines.length - 2000);
       for (const w of waiters.splice(0)) w();
-    }
-    if (pending) lines.push(pending);
-    for (const w of waiters.splice(0)) w();
-  };
+    });
   void collect(proc.stdout);
   void collect(proc.stderr);
 

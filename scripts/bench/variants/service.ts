@@ -20,33 +20,13 @@ import { UsageWriter } from "../../../src/metering/usage-writer";
 import type { UsageLedgerRepository, UsageRow } from "../../../src/store/usage-ledger";
 import type { RateLimiter } from "../../../src/ratelimit/rate-limiter";
 import { createLogger } from "../../../src/logger";
+import { withCachedReads } from "../lib/cached-reads";
 
 const variant = new Set((process.env.BENCH_VARIANT ?? "").split(",").filter(Boolean));
 const config = loadConfig(process.env);
 const logger = createLogger(config.logLevel);
 const store = openStore(config.databasePath);
 
-/** Memoises the reads a chat request makes (per process; fine for a fixed bench user). */
-function cachedReads(real: Store): Store {
-  const memo = <A extends unknown[], R>(fn: (...a: A) => R) => {
-    const cache = new Map<string, R>();
-    return (...a: A): R => {
-      const key = a.join("\u0000");
-      const hit = cache.get(key);
-      if (hit !== undefined) return hit;
-      const value = fn(...a);
-      // Misses are not remembered: the bench user is connected after the server starts.
-      if (value !== null) cache.set(key, value);
-      return value;
-    };
-  };
-  const apps = Object.create(real.apps) as Store["apps"];
-  apps.find = memo(real.apps.find.bind(real.apps));
-  apps.activeKeysOf = memo(real.apps.activeKeysOf.bind(real.apps));
-  const connections = Object.create(real.connections) as Store["connections"];
-  connections.findActive = memo(real.connections.findActive.bind(real.connections));
-  return { ...real, db: real.db, apps, connections, close: real.close };
-}
 
 const discardingLedger = { insertBatch: (rows: UsageRow[]) => rows.length } as unknown as UsageLedgerRepository;
 const allowAll: RateLimiter = {
@@ -56,7 +36,7 @@ const allowAll: RateLimiter = {
 
 const deps = createDeps(config, {
   logger,
-  store: variant.has("cached-reads") ? cachedReads(store) : store,
+  store: variant.has("cached-reads") ? withCachedReads(store) : store,
   ...(variant.has("no-writer") ? { usageWriter: new UsageWriter(discardingLedger, logger, config.usageFlushMs) } : {}),
   ...(variant.has("no-ratelimit") ? { rateLimiter: allowAll } : {}),
 });
