@@ -54,6 +54,9 @@ export class SessionTokens {
         issuer: SESSION_ISSUER,
         audience: SESSION_AUDIENCE,
         requiredClaims: ["iss", "aud", "sub", "iat", "exp", "jti"],
+        // Also checks `iat`: a token "issued" in the future is refused (jose's check of iat
+        // against maxTokenAge), and no token outlives the TTL, whatever its `exp` says.
+        maxTokenAge: this.ttlSeconds,
         currentDate: new Date(this.clock.now()),
       });
       const appId = payload.app_id;

@@ -1,21 +1,25 @@
 import { Elysia } from "elysia";
 import { ApiError } from "../errors";
+import { limitUndeclaredBody, throwIfBodyOverLimit } from "./body-limit";
 
 /**
  * Per-request basics that every route shares: an `x-request-id` on every response (also
- * errors, since the error handler keeps `set.headers`), and 413 for bodies whose declared
- * length exceeds the limit, before anything reads them. Bodies without a length
- * (chunked) are capped by Bun's `maxRequestBodySize`, set to the same limit at listen.
+ * errors, since the error handler keeps `set.headers`), and 413 for bodies over the limit:
+ * a declared length is refused before anything reads the body; a body without a length
+ * (chunked) is cut where it passes the limit, see body-limit.ts.
  */
 export function requestContext(maxBodyBytes: number) {
-  return new Elysia().onRequest(({ request, set }) => {
-    // Time-ordered (UUIDv7): the id is the usage ledger's primary key, and random ids
-    // scatter inserts across its index (measured: 31.5k vs 167k rows/s on a 1M-row ledger,
-    // BENCHMARKS.md). The cost: an id reveals the millisecond it was made.
-    set.headers["x-request-id"] = Bun.randomUUIDv7();
-    const length = request.headers.get("content-length");
-    if (length !== null && Number(length) > maxBodyBytes) {
-      throw new ApiError("payload_too_large", `request body exceeds ${maxBodyBytes} bytes`);
-    }
-  });
+  return new Elysia()
+    .onRequest(({ request, set }) => {
+      // Time-ordered (UUIDv7): the id is the usage ledger's primary key, and random ids
+      // scatter inserts across its index (measured: 31.5k vs 167k rows/s on a 1M-row ledger,
+      // BENCHMARKS.md). The cost: an id reveals the millisecond it was made.
+      set.headers["x-request-id"] = Bun.randomUUIDv7();
+      const length = request.headers.get("content-length");
+      if (length !== null && Number(length) > maxBodyBytes) {
+        throw new ApiError("payload_too_large", `request body exceeds ${maxBodyBytes} bytes`);
+      }
+    })
+    .onParse({ as: "global" }, ({ request }) => limitUndeclaredBody(request, maxBodyBytes))
+    .onTransform({ as: "global" }, ({ request }) => throwIfBodyOverLimit(request, maxBodyBytes));
 }

@@ -153,8 +153,8 @@ export class GrantService {
   /** Unknown tokens and other apps' tokens are both 402, with messages that say which. */
   private known(appId: string, token: string): Grant {
     const grant = /^gt_[0-9A-Za-z]{32,128}$/.test(token) ? this.deps.store.grants.findByToken(token) : null;
-    if (!grant) throw new ApiError("grant_invalid", "unknown grant token");
-    if (grant.appId !== appId) throw new ApiError("grant_invalid", "the grant token belongs to another app");
+    // Another app's token gets the same answer as an unknown one: it must not confirm that a token exists.
+    if (!grant || grant.appId !== appId) throw new ApiError("grant_invalid", "unknown grant token");
     return grant;
   }
 }

@@ -1,29 +1,10 @@
-/**
- * /connections takes only session tokens; the secret-key endpoints take only secret keys;
- * and authentication runs before the body is parsed or validated.
- */
-import { describe, expect, test } from "bun:test";
+/** Authentication runs before the body is parsed or validated. */
+import { describe, test } from "bun:test";
 import { makeTestApp, mintSession } from "../helpers/test-app";
 import { expectError, expectOk } from "../helpers/expect";
 
-describe("each endpoint takes one kind of credential", () => {
-  test("a secret key on /connections is 401 for every method", async () => {
-    const t = makeTestApp();
-    const a = t.createClientApp();
-    await expectError(await t.call("/api/v1/connections", { bearer: a.secretKey }), 401, "auth", /session token/);
-    await expectError(await t.call("/api/v1/connections", { bearer: a.secretKey, json: { monthlyUsd: 1 } }), 401, "auth");
-    await expectError(await t.call("/api/v1/connections", { method: "DELETE", bearer: a.secretKey }), 401, "auth");
-  });
-
-  test("a session token on /status and /sessions is 401", async () => {
-    const t = makeTestApp();
-    const a = t.createClientApp();
-    const token = await mintSession(t, a.secretKey, "u", 5);
-    await expectOk(await t.call("/api/v1/connections", { bearer: token })); // the token itself is fine
-    await expectError(await t.call("/api/v1/status?appUserId=u", { bearer: token }), 401, "auth", /secret key/);
-    await expectError(await t.call("/api/v1/sessions", { bearer: token, json: { appUserId: "u" } }), 401, "auth");
-  });
-});
+// A secret key on /connections and a session token on the secret-key endpoints (every
+// method, exact messages): tests/security/auth-matrix.test.ts.
 
 describe("authentication runs before parsing and validation", () => {
   const badBodies: Array<[string, { body: string; type: string }]> = [

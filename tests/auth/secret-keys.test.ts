@@ -62,66 +62,17 @@ describe("secret keys on /sessions and /status", () => {
     await expectOk(await t.call("/api/v1/sessions", { bearer: a.secretKey, json: { appUserId: "u" } }));
   });
 
-  const variants: Array<[string, (k: { appId: string; secretKey: string; otherAppId: string }) => Record<string, string>]> = [
-    ["missing Authorization header", () => ({})],
-    ["an empty Authorization header", () => ({ authorization: "" })],
-    ["Basic instead of Bearer", (k) => ({ authorization: `Basic ${btoa(k.secretKey)}` })],
-    ["the key without a scheme", (k) => ({ authorization: k.secretKey })],
-    ["Bearer with nothing after it", () => ({ authorization: "Bearer " })],
-    ["Bearer with two credentials", (k) => ({ authorization: `Bearer ${k.secretKey} ${k.secretKey}` })],
-    ["a truncated key", (k) => ({ authorization: `Bearer ${k.secretKey.slice(0, -1)}` })],
-    ["a key with one character changed", (k) => ({ authorization: `Bearer ${k.secretKey.slice(0, -1)}${k.secretKey.endsWith("A") ? "B" : "A"}` })],
-    ["the other app's id with this app's secret", (k) => ({ authorization: `Bearer ${k.secretKey.replace(k.appId, k.otherAppId)}` })],
-    ["an app id that does not exist", (k) => ({ authorization: `Bearer ${k.secretKey.replace(k.appId, "appnosuchapp0001")}` })],
-    ["a test-mode prefix", (k) => ({ authorization: `Bearer ${k.secretKey.replace("sk_live_", "sk_test_")}` })],
-  ];
-  for (const [name, headers] of variants) {
-    test(`401 auth: ${name}`, async () => {
-      const t = makeTestApp();
-      const a = t.createClientApp({ name: "A" });
-      const b = t.createClientApp({ name: "B" });
-      const h = headers({ appId: a.appId, secretKey: a.secretKey, otherAppId: b.appId });
-      await expectError(await t.call(statusOf(), { headers: h }), 401, "auth");
-      await expectError(await t.call("/api/v1/sessions", { headers: h, json: { appUserId: "u" } }), 401, "auth");
-    });
-  }
+  // Every malformed, tampered, foreign, revoked and disabled key against every secret-key
+  // endpoint, rotation over HTTP, and bodies that never echo a key: tests/security/auth-matrix.test.ts.
 
-  test("rotation: a new key works while the old one still works, until it is revoked", async () => {
+  test("revoking a key twice, or through another app, is refused", () => {
     const t = makeTestApp();
     const a = t.createClientApp();
-    const rotated = t.deps.store.apps.issueKey(a.appId, t.clock.now());
-    expect(rotated.secretKey).not.toBe(a.secretKey);
-    await expectOk(await t.call(statusOf(), { bearer: a.secretKey }));
-    await expectOk(await t.call(statusOf(), { bearer: rotated.secretKey }));
-
-    expect(t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(true);
-    await expectError(await t.call(statusOf(), { bearer: a.secretKey }), 401, "auth");
-    await expectError(await t.call("/api/v1/sessions", { bearer: a.secretKey, json: { appUserId: "u" } }), 401, "auth");
-    await expectOk(await t.call(statusOf(), { bearer: rotated.secretKey }));
-    // Revoking twice, or another app's key, is refused.
-    expect(t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(false);
     const b = t.createClientApp();
+    const rotated = t.deps.store.apps.issueKey(a.appId, t.clock.now());
+    expect(t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(true);
+    expect(t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(false);
     expect(t.deps.store.apps.revokeKey(b.appId, rotated.keyId, t.clock.now())).toBe(false);
-    await expectOk(await t.call(statusOf(), { bearer: rotated.secretKey }));
-  });
-
-  test("401 auth: a key of a disabled app", async () => {
-    const t = makeTestApp();
-    const a = t.createClientApp();
-    await expectOk(await t.call(statusOf(), { bearer: a.secretKey }));
-    t.deps.store.db.query("UPDATE apps SET disabled_at = ? WHERE id = ?").run(t.clock.now(), a.appId);
-    await expectError(await t.call(statusOf(), { bearer: a.secretKey }), 401, "auth");
-    await expectError(await t.call("/api/v1/sessions", { bearer: a.secretKey, json: { appUserId: "u" } }), 401, "auth");
-  });
-
-  test("error bodies never echo the presented key", async () => {
-    const t = makeTestApp();
-    const a = t.createClientApp();
-    const wrong = `${a.secretKey.slice(0, -4)}abcd`;
-    const res = await t.call(statusOf(), { bearer: wrong });
-    expect(res.status).toBe(401);
-    const text = await res.text();
-    expect(text).not.toContain(wrong);
-    expect(text).not.toContain(wrong.slice(-32));
+    expect(t.deps.store.apps.activeKeysOf(a.appId).map((k) => k.id)).toEqual([rotated.keyId]);
   });
 });
