@@ -1,7 +1,18 @@
 import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from "./usage";
 
-/** Lines longer than this are skipped rather than buffered: memory stays bounded. */
-const MAX_LINE_CHARS = 2 * 1024 * 1024;
+/**
+ * The longest line (and the most data of one event) kept to be parsed whole: the memory a
+ * stream's scanner may hold. A usage chunk is under 1 KB in every shape OpenRouter sends
+ * (its own chunk, or the finish chunk, whose delta is empty or a few tokens). A longer line
+ * is a content chunk (a provider that sends a whole completion, or an image, at once), so
+ * it is relayed untouched but not parsed; only its tail is kept, because OpenRouter writes
+ * `usage` as a chunk's last field (shared/spec/openrouter-openapi.yaml, ChatStreamChunk),
+ * so a usage riding on a huge chunk is still read from there. 256 Ki chars is over 250
+ * times any usage chunk, and a stream holds at most ~0.5 MB for it (UTF-16).
+ */
+export const MAX_LINE_CHARS = 256 * 1024;
+/** How much of a skipped line's end is kept: room for a usage object (~0.5 KB) many times over. */
+const SKIPPED_TAIL_CHARS = 8 * 1024;
 
 /**
  * Finds the usage in an SSE stream while the same byte chunks go to the client: the relay
@@ -23,9 +34,14 @@ export class SseUsageScanner {
 
   private readonly decoder = new TextDecoder();
   private partial = "";
+  /** Inside a line over MAX_LINE_CHARS: only its last SKIPPED_TAIL_CHARS are kept. */
   private skippingLongLine = false;
+  private skippedTail = "";
   private skipLeadingLf = false;
   private data: string[] = [];
+  private dataChars = 0;
+  /** The current event's data outgrew MAX_LINE_CHARS: counted, not parsed. */
+  private oversizedEvent = false;
 
   feed(chunk: Uint8Array): void {
     this.feedText(this.decoder.decode(chunk, { stream: true }));
@@ -39,40 +55,83 @@ export class SseUsageScanner {
       this.skipLeadingLf = text.endsWith("\r");
       text = text.replace(/\r\n?/g, "\n");
     }
-    if (this.partial) text = this.partial + text;
+    // Only the new text is searched for line ends, and a held partial line is only ever
+    // appended to (a rope in JavaScriptCore, flattened once when its line ends), so a long
+    // line costs linear time however finely it is chunked.
     let start = 0;
     let newline: number;
     while ((newline = text.indexOf("\n", start)) !== -1) {
-      if (this.skippingLongLine) this.skippingLongLine = false;
-      else this.line(text.slice(start, newline));
+      const piece = text.slice(start, newline);
+      if (this.skippingLongLine) this.endSkippedLine(piece);
+      else if (this.partial) this.line(this.partial + piece);
+      else this.line(piece);
+      this.partial = "";
       start = newline + 1;
     }
-    this.partial = start === 0 ? text : text.slice(start);
+    const rest = start === 0 ? text : text.slice(start);
+    if (rest === "") return;
+    if (this.skippingLongLine) {
+      this.skippedTail = (this.skippedTail + rest).slice(-SKIPPED_TAIL_CHARS);
+      return;
+    }
+    this.partial += rest;
     if (this.partial.length > MAX_LINE_CHARS) {
+      // Too long to be anything but content: stop holding it (a long `data:` line still
+      // counts as an event, for the estimate).
+      if (this.partial.startsWith("data:")) this.oversizedEvent = true;
+      this.skippedTail = this.partial.slice(-SKIPPED_TAIL_CHARS);
       this.partial = "";
       this.skippingLongLine = true;
     }
+  }
+
+  /** A skipped line ended: read a usage object at its end, if there is one. */
+  private endSkippedLine(lastPiece: string): void {
+    const tail = (this.skippedTail + lastPiece).slice(-SKIPPED_TAIL_CHARS);
+    this.skippingLongLine = false;
+    this.skippedTail = "";
+    this.usage = readUsage({ usage: jsonObjectAfter(tail, '"usage":') }) ?? this.usage;
   }
 
   /** The stream ended: an unterminated last event still counts (as browsers do not, but a metering pass must). */
   end(): void {
     const rest = this.decoder.decode();
     if (rest) this.feedText(rest);
-    if (this.partial) this.line(this.partial);
+    if (this.skippingLongLine) this.endSkippedLine("");
+    else if (this.partial) this.line(this.partial);
     this.partial = "";
-    if (this.data.length > 0) this.dispatch();
+    this.dispatch();
   }
 
   private line(line: string): void {
     if (line === "") {
-      if (this.data.length > 0) this.dispatch();
+      this.dispatch();
       return;
     }
     if (line.charCodeAt(0) === 58 /* ":" comment, e.g. ": OPENROUTER PROCESSING" */) return;
-    if (line.startsWith("data:")) this.data.push(line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5));
+    if (!line.startsWith("data:") || this.oversizedEvent) return;
+    const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+    this.dataChars += value.length + 1;
+    if (this.dataChars > MAX_LINE_CHARS) {
+      // Many short data lines can add up to a huge event too: same bound.
+      this.oversizedEvent = true;
+      this.data = [];
+      return;
+    }
+    this.data.push(value);
   }
 
+  /** A blank line (or the end) dispatches the event, if it had data (WHATWG SSE). */
   private dispatch(): void {
+    if (this.oversizedEvent) {
+      this.oversizedEvent = false;
+      this.data = [];
+      this.dataChars = 0;
+      this.events++;
+      return;
+    }
+    if (this.data.length === 0) return;
+    this.dataChars = 0;
     const data = this.data.length === 1 ? this.data[0]! : this.data.join("\n");
     this.data = [];
     if (data === "[DONE]") {
@@ -92,4 +151,33 @@ export class SseUsageScanner {
     this.usage = readUsage(parsed) ?? this.usage;
     this.error = readError(parsed) ?? this.error;
   }
+}
+
+/**
+ * The JSON object that follows the last `key` in `text`, parsed; null if there is none or
+ * it is cut off. Braces inside strings are skipped, so only the object's own end counts.
+ */
+function jsonObjectAfter(text: string, key: string): unknown {
+  const at = text.lastIndexOf(key);
+  if (at === -1) return null;
+  const open = text.indexOf("{", at + key.length);
+  if (open === -1 || text.slice(at + key.length, open).trim() !== "") return null;
+  let depth = 0;
+  let inString = false;
+  for (let i = open; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* backslash */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 /* { */) depth++;
+    else if (c === 125 /* } */ && --depth === 0) {
+      try {
+        return JSON.parse(text.slice(open, i + 1));
+      } catch {
+        return null;
+      }
+    }
+  }
+  return null;
 }

@@ -39,8 +39,15 @@ export function relayStream(
     reader.cancel(reason).catch(() => {});
   };
 
-  // One timer for the whole stream, pushed back on every chunk (no per-chunk promise).
+  // One timer for the whole stream, pushed back on every read (no per-chunk promise). Only
+  // time spent waiting on the upstream counts: while a slow client holds the stream back
+  // (no pull, so no read) the upstream is not stalled, and cutting it would lose the usage.
+  let waitingOnUpstream = false;
   const stallTimer = setTimeout(() => {
+    if (!waitingOnUpstream) {
+      stallTimer.refresh();
+      return;
+    }
     stalled = true;
     giveUp("upstream stalled");
   }, options.stallTimeoutMs);
@@ -74,7 +81,15 @@ export function relayStream(
     {
       async pull(controller) {
         try {
-          const { value, done } = await reader.read();
+          waitingOnUpstream = true;
+          stallTimer.refresh();
+          let read: Awaited<ReturnType<typeof reader.read>>;
+          try {
+            read = await reader.read();
+          } finally {
+            waitingOnUpstream = false;
+          }
+          const { value, done } = read;
           if (clientGone) {
             if (value) scanner.feed(value);
             return;
@@ -85,7 +100,6 @@ export function relayStream(
             controller.close();
             return;
           }
-          stallTimer.refresh();
           scanner.feed(value);
           controller.enqueue(value);
         } catch (err) {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { SseUsageScanner } from "../../src/metering/sse-usage-scanner";
+import { MAX_LINE_CHARS, SseUsageScanner } from "../../src/metering/sse-usage-scanner";
 
 const enc = new TextEncoder();
 const chunk = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
@@ -69,5 +69,38 @@ describe("SseUsageScanner", () => {
     const huge = "data: " + "x".repeat(3 * 1024 * 1024) + "\n\n";
     const s = scan([huge.slice(0, 1_500_000), huge.slice(1_500_000), chunk(usageChunk)]);
     expect(s.usage?.completionTokens).toBe(7);
+  });
+
+  test("a usage riding at the end of a line too long to hold is still read from its tail", () => {
+    const big = { ...usageChunk, choices: [{ index: 0, delta: { content: "y".repeat(MAX_LINE_CHARS * 2) }, finish_reason: "stop" }] };
+    const text = chunk(contentChunk("a")) + chunk(big);
+    const pieces: string[] = [];
+    for (let i = 0; i < text.length; i += 65_536) pieces.push(text.slice(i, i + 65_536));
+    const s = scan(pieces);
+    expect(s.usage).toEqual({ promptTokens: 11, completionTokens: 7, costUsd: 0.000123 });
+    expect(s.events).toBe(2);
+  });
+
+  test("a long line that is not the usage counts as one event and is not parsed", () => {
+    const huge = "data: " + JSON.stringify(contentChunk("z".repeat(MAX_LINE_CHARS + 10))) + "\n\n";
+    const s = scan([chunk(contentChunk("a")), huge, chunk(usageChunk), "data: [DONE]\n\n"]);
+    expect(s.events).toBe(3);
+    expect(s.usage?.completionTokens).toBe(7);
+    expect(s.sawDone).toBe(true);
+  });
+
+  test("many short data lines adding up past the bound are dropped as one event, then scanning goes on", () => {
+    const lines = "data: 0123456789\n".repeat(Math.ceil(MAX_LINE_CHARS / 10) + 10) + "\n";
+    const s = scan([chunk(contentChunk("a")), lines, chunk(usageChunk)]);
+    expect(s.events).toBe(3);
+    expect(s.usage?.promptTokens).toBe(11);
+  });
+
+  test("a usage key inside a string of a long line is not mistaken for the usage", () => {
+    const fake = JSON.stringify({ prompt_tokens: 1, completion_tokens: 1, cost: 9 });
+    const big = contentChunk("q".repeat(MAX_LINE_CHARS) + `"usage":${fake}`);
+    const s = scan([chunk(big)]);
+    expect(s.usage).toBeNull();
+    expect(s.events).toBe(1);
   });
 });

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { completionText, createMockUpstream, startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { paddingText } from "../../src/upstream/mock/wire-shapes";
 import { checkChatStream } from "../helpers/openrouter-spec";
 
 const AUTH = { authorization: "Bearer sk-or-test", "content-type": "application/json" };
@@ -259,4 +260,79 @@ describe("streams over HTTP (startMockUpstream)", () => {
     while (!entry.aborted) await Bun.sleep(5);
     expect(entry.completed).toBe(false);
   });
+});
+
+describe("unusual but legal wire shapes", () => {
+  test("comments puts a non-keep-alive comment before every data event, between and inside events", async () => {
+    const plain = await streamed("[[mock tokens=3]]");
+    const { raw, events, chunks, done } = await streamed("[[mock tokens=3 comments]]");
+    expect(done).toBe(true);
+    const comments = events.filter((e) => e.comment !== undefined).map((e) => e.comment);
+    // One per JSON data event (role, 3 content, finish, usage), none the keep-alive text.
+    expect(comments).toHaveLength(6);
+    expect(comments).not.toContain("OPENROUTER PROCESSING");
+    expect(comments).toContain("");
+    expect(raw).toContain(":no-space comment\n");
+    // Inside an event: a comment line directly followed by the event's data line.
+    expect(raw).toMatch(/\n:[^\n]*\ndata: /);
+    expect(chunks).toHaveLength(plain.chunks.length);
+    expect(contentOf(chunks)).toBe(completionText(3));
+  });
+
+  test("multiline_data splits every JSON event over several data: lines that join back with LF", async () => {
+    const { raw, chunks, done } = await streamed("[[mock tokens=4 multiline_data]]");
+    const events = raw.split("\n\n").filter((e) => e.startsWith("data: {"));
+    expect(events.length).toBe(1 + 4 + 2);
+    for (const event of events) expect(event.split("\n").length).toBeGreaterThan(3);
+    expect(contentOf(chunks)).toBe(completionText(4));
+    expect((chunks.at(-1) as any).usage.completion_tokens).toBe(4);
+    expect(done).toBe(true);
+  });
+
+  test("multiline_data with crlf joins lines with CRLF", async () => {
+    const { raw, chunks } = await streamed("[[mock tokens=2 multiline_data crlf]]");
+    expect(raw).toContain(",\r\ndata: ");
+    expect(raw.replaceAll("\r\n", "")).not.toMatch(/[\r\n]/);
+    expect(contentOf(chunks)).toBe(completionText(2));
+  });
+
+  test("bad_json sends one event whose data is not JSON, after the role chunk, then carries on", async () => {
+    const mock = createMockUpstream();
+    const response = await mock.fetch(streamRequest("[[mock tokens=3 bad_json]]"));
+    const raw = (await readAll(response)).text;
+    const checked = checkChatStream(raw);
+    expect(checked.problems).toHaveLength(1);
+    expect(checked.problems[0]).toContain("event 1: data is not JSON");
+    expect(contentOf(checked.chunks)).toBe(completionText(3));
+    expect(checked.done).toBe(true);
+    expect(mock.served[0]).toMatchObject({ completed: true, deliveredTokens: 3 });
+  });
+
+  test("big_line=N makes the first content chunk's data line exactly N bytes, in valid UTF-8", async () => {
+    const size = 300_000;
+    const { raw, chunks, mock } = await streamed(`[[mock tokens=3 big_line=${size}]]`);
+    const line = raw.split("\n").find((l) => l.startsWith("data: ") && new TextEncoder().encode(l).length >= size)!;
+    expect(new TextEncoder().encode(line).length).toBe(size);
+    const first = contentChunks(chunks)[0] as any;
+    const content: string = first.choices[0].delta.content;
+    expect(content.startsWith(completionText(1) + "café 日本語 🙂 ")).toBe(true);
+    const padding = content.slice(completionText(1).length);
+    expect(padding).toBe(paddingText(new TextEncoder().encode(padding).length));
+    // The padding is not tokens: usage and the served log count the planned completion.
+    expect((chunks.at(-1) as any).usage.completion_tokens).toBe(3);
+    expect(mock.served[0]!.deliveredTokens).toBe(3);
+  });
+
+  test("big_line needs a byte count within bounds", async () => {
+    const response = await createMockUpstream().fetch(streamRequest("[[mock big_line=0]]"));
+    expect(response.status).toBe(400);
+  });
+});
+
+test("pad_lines=N pads every content chunk's data line to N bytes", async () => {
+  const { raw, chunks } = await streamed("[[mock tokens=6 chunks=3 pad_lines=5000]]");
+  const lines = raw.split("\n").filter((l) => l.startsWith("data: ") && l.includes('"content":"') && !l.includes('"content":""'));
+  expect(lines).toHaveLength(3);
+  for (const line of lines) expect(new TextEncoder().encode(line).length).toBe(5000);
+  expect(contentChunks(chunks)).toHaveLength(3);
 });

@@ -312,3 +312,29 @@ test("stall_before_headers in-process: the promise rejects with the request's ab
   await expect(pending).rejects.toThrow("client gave up");
   expect(mock.served[0]).toMatchObject({ aborted: true, completed: false });
 });
+
+describe("JSON completions cut mid-body", () => {
+  test("reset_mid_stream sends half the JSON body, then the body fails like a reset connection", async () => {
+    const mock = createMockUpstream();
+    const response = await mock.fetch(ask("[[mock tokens=8 reset_mid_stream]]"));
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first.startsWith('{"id":"gen-')).toBe(true);
+    expect(() => JSON.parse(first)).toThrow();
+    await expect(reader.read()).rejects.toMatchObject({ code: "ECONNRESET" });
+    expect(mock.served[0]).toMatchObject({ completed: false, aborted: false, deliveredTokens: 0 });
+  });
+
+  test("stall_mid_stream sends half the JSON body, then nothing until the reader cancels", async () => {
+    const mock = createMockUpstream();
+    const response = await mock.fetch(ask("[[mock tokens=8 stall_mid_stream]]"));
+    const reader = response.body!.getReader();
+    await reader.read();
+    const next = reader.read();
+    expect(await Promise.race([next.then(() => "data"), Bun.sleep(30).then(() => "pending")])).toBe("pending");
+    await reader.cancel();
+    expect((await next).done).toBe(true);
+    expect(mock.served[0]).toMatchObject({ completed: false, aborted: true });
+  });
+});

@@ -5,6 +5,7 @@
  */
 import { completionText, contentPieces, costUsd, estimatePromptTokens, messageText, usageObject } from "./completion";
 import { errorResponse } from "./errors";
+import { partialJsonBody } from "./json-body";
 import type { MockModel } from "./models";
 import { resolveScenario, type ScenarioInput } from "./scenario";
 import { sseBody } from "./sse-stream";
@@ -137,9 +138,15 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
       system_fingerprint: null,
     };
     if (usage) result.usage = usage;
+    headers.set("content-type", "application/json");
+    if (scenario.resetMidStream || scenario.stallMidStream) {
+      // Half the body, then a cut or silence: nothing usable was delivered.
+      const mode = scenario.resetMidStream ? "reset" : "stall";
+      const body = partialJsonBody(JSON.stringify(result), mode, request.signal, { onAbort: () => (entry.aborted = true), overSocket: ctx.overSocket });
+      return new Response(body, { status: 200, headers });
+    }
     entry.deliveredTokens = completionTokens;
     entry.completed = true;
-    headers.set("content-type", "application/json");
     return new Response(JSON.stringify(result), { status: 200, headers });
   }
 

@@ -34,12 +34,24 @@ export interface Scenario {
   error200: boolean;
   midStreamError: boolean;
   stallBeforeHeaders: boolean;
+  /** Streams: stop after `after` content chunks. JSON: stop after half the body. */
   stallMidStream: boolean;
+  /** Streams: cut the connection after `after` content chunks. JSON: after half the body. */
   resetMidStream: boolean;
   /** Content chunks sent before a mid-stream error, stall or reset; default half. */
   after: number | null;
   splitFrames: boolean;
   crlf: boolean;
+  /** A comment line (not the keep-alive's text) before every data event. */
+  comments: boolean;
+  /** Every JSON event split over several `data:` lines (WHATWG SSE joins them with LF). */
+  multilineData: boolean;
+  /** One event whose data is not JSON (a truncated chunk), right after the role chunk. */
+  badJson: boolean;
+  /** The first content chunk's `data:` line padded to this many bytes (padding is not counted as tokens). */
+  bigLine: number | null;
+  /** Every content chunk's `data:` line padded to this many bytes: large streams from few tokens. */
+  padLines: number | null;
 }
 
 export type ScenarioInput = Partial<Scenario>;
@@ -63,7 +75,14 @@ export const DEFAULT_SCENARIO: Readonly<Scenario> = Object.freeze({
   after: null,
   splitFrames: false,
   crlf: false,
+  comments: false,
+  multilineData: false,
+  badJson: false,
+  bigLine: null,
+  padLines: null,
 });
+
+const MAX_BIG_LINE_BYTES = 64 * 1024 * 1024;
 
 type Setter = (value: string | undefined, into: ScenarioInput) => string | null;
 
@@ -76,9 +95,19 @@ function count(field: "tokens" | "chunks" | "pauseMs" | "keepaliveMs" | "retryAf
   };
 }
 
+function lineBytes(field: "bigLine" | "padLines"): Setter {
+  return (value, into) => {
+    const n = Number(value);
+    // The mock builds the line in memory: keep a typo from asking for gigabytes.
+    if (!Number.isSafeInteger(n) || n < 1 || n > MAX_BIG_LINE_BYTES) return `needs a byte count (1-${MAX_BIG_LINE_BYTES})`;
+    into[field] = n;
+    return null;
+  };
+}
+
 type FlagField =
   | "noCost" | "noUsage" | "noDone" | "error200" | "midStreamError" | "stallBeforeHeaders"
-  | "stallMidStream" | "resetMidStream" | "splitFrames" | "crlf";
+  | "stallMidStream" | "resetMidStream" | "splitFrames" | "crlf" | "comments" | "multilineData" | "badJson";
 
 function flag(field: FlagField): Setter {
   return (value, into) => {
@@ -119,6 +148,11 @@ const SETTERS: Record<string, Setter> = {
   reset_mid_stream: flag("resetMidStream"),
   split_frames: flag("splitFrames"),
   crlf: flag("crlf"),
+  comments: flag("comments"),
+  multiline_data: flag("multilineData"),
+  bad_json: flag("badJson"),
+  big_line: lineBytes("bigLine"),
+  pad_lines: lineBytes("padLines"),
 };
 
 const DIRECTIVE = /\[\[mock(?:\s+([^\]]*))?\]\]/g;

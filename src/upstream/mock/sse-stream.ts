@@ -8,6 +8,7 @@ import type { ContentPiece } from "./completion";
 import { FrameSplitter } from "./frame-splitter";
 import { Gate } from "./gate";
 import type { Scenario } from "./scenario";
+import { badJsonPayload, commentLine, multilineDataLines, paddingText } from "./wire-shapes";
 
 export interface StreamPlan {
   id: string;
@@ -48,16 +49,33 @@ const encoder = new TextEncoder();
 
 async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncGenerator<string, Outcome> {
   const s = plan.scenario;
-  const end = s.crlf ? "\r\n\r\n" : "\n\n";
+  const lineEnd = s.crlf ? "\r\n" : "\n";
+  const end = lineEnd + lineEnd;
   const keepalive = ": OPENROUTER PROCESSING" + end;
   // Every chunk starts the same way; build that once (OpenRouter's field order).
   const head =
-    `data: {"id":${JSON.stringify(plan.id)},"provider":"Mock","model":${JSON.stringify(plan.model)},` +
+    `{"id":${JSON.stringify(plan.id)},"provider":"Mock","model":${JSON.stringify(plan.model)},` +
     `"object":"chat.completion.chunk","created":${plan.created},"choices":[`;
   const choice = (delta: string, finish: string | null) =>
     `{"index":0,"delta":${delta},"finish_reason":${finish},"native_finish_reason":${finish},"logprobs":null}`;
   const emptyDelta = `{"role":"assistant","content":""}`;
   const usage = plan.usage === null ? null : JSON.stringify(plan.usage);
+
+  // One data event in the scenario's wire shape. `comments` alternates a comment in its own
+  // block (between events) with one inside the event, before its data lines.
+  let eventCount = 0;
+  const event = (payload: string) => {
+    const n = eventCount++;
+    const comment = s.comments ? commentLine(n) + (n % 2 === 0 ? end : lineEnd) : "";
+    return comment + (s.multilineData ? multilineDataLines(payload, lineEnd) : "data: " + payload) + end;
+  };
+  // `big_line` / `pad_lines`: the content padded so that `data: {payload}` is exactly that many bytes.
+  const contentPayload = (text: string, padTo: number | null) => {
+    const payload = head + choice(`{"content":${JSON.stringify(text)}}`, "null") + "]}";
+    if (padTo === null) return payload;
+    const padding = paddingText(padTo - encoder.encode("data: " + payload).length);
+    return head + choice(`{"content":${JSON.stringify(text + padding)}}`, "null") + "]}";
+  };
 
   async function* wait(ms: number): AsyncGenerator<string, void> {
     let left = ms;
@@ -79,7 +97,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
       // An error after tokens were sent arrives as a chunk with a top-level `error` and
       // finish_reason "error" (components.schemas.ChatStreamChunk.error); then the stream ends.
       const error = `{"code":502,"message":"Provider disconnected unexpectedly","metadata":{"error_type":"provider_unavailable","provider_code":"mock_disconnect"}}`;
-      yield head + choice(`{"content":""}`, `"error"`) + `],"error":${error}}` + end;
+      yield event(head + choice(`{"content":""}`, `"error"`) + `],"error":${error}}`);
       return;
     }
     // stall_mid_stream: nothing more, ever (but keep-alives if asked), until closed.
@@ -98,7 +116,8 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
 
   yield* wait(s.pauseMs);
   if (gate.closed) return "failed";
-  yield head + choice(emptyDelta, "null") + "]}" + end;
+  yield event(head + choice(emptyDelta, "null") + "]}");
+  if (s.badJson) yield event(badJsonPayload(plan.id));
 
   for (let k = 0; k <= plan.pieces.length; k++) {
     if (k === failAt) {
@@ -110,17 +129,17 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
     yield* wait(s.pauseMs);
     if (gate.closed) return "failed";
     hooks.onContent(piece.tokens);
-    yield head + choice(`{"content":${JSON.stringify(piece.text)}}`, "null") + "]}" + end;
+    yield event(contentPayload(piece.text, k === 0 && s.bigLine !== null ? s.bigLine : s.padLines));
   }
 
   const finish = `"${plan.finishReason}"`;
   if (usage !== null && s.usageShape === "in_finish") {
-    yield head + choice(emptyDelta, finish) + `],"usage":${usage}}` + end;
+    yield event(head + choice(emptyDelta, finish) + `],"usage":${usage}}`);
   } else {
-    yield head + choice(emptyDelta, finish) + "]}" + end;
+    yield event(head + choice(emptyDelta, finish) + "]}");
     if (usage !== null) {
       const choices = s.usageShape === "empty_choice" ? choice(emptyDelta, "null") : "";
-      yield head + choices + `],"usage":${usage}}` + end;
+      yield event(head + choices + `],"usage":${usage}}`);
     }
   }
   if (!s.noDone) yield "data: [DONE]" + end;
