@@ -19,6 +19,12 @@ function readConfig(): Config {
   }
 }
 
+/**
+ * After the grace, how long cut streams may take to settle: local work (the scanner's tally,
+ * one budget-ledger call), not upstream time, so a short bound.
+ */
+const SETTLE_AFTER_CUT_MS = 2000;
+
 async function main(): Promise<void> {
   const config = readConfig();
   const deps = createDeps(config);
@@ -38,9 +44,9 @@ async function main(): Promise<void> {
   const app = createApp(deps).listen({
     port: config.port,
     hostname: config.host,
-    // Declared lengths over MAX_BODY_BYTES get our 413 envelope before the body is read
-    // (src/http/request-context.ts); Bun's own limit only backs that up for bodies sent
-    // without a length (chunked), which it cuts with a bare 413 at four times the limit.
+    // Bodies over MAX_BODY_BYTES get our 413 envelope (src/http/request-context.ts and
+    // body-limit.ts, declared or chunked). Bun's own limit is only the outer bound: it
+    // answers a bare 413 without our envelope, so it must sit above ours.
     maxRequestBodySize: config.maxBodyBytes * 4,
   });
   deps.logger.info("listening", { url: `http://${config.host}:${app.server?.port}`, mode: config.demoMode ? "demo" : "upstream" });
@@ -50,14 +56,25 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     deps.logger.info("shutting down: no new connections; finishing in-flight streams", { signal, activeStreams: app.decorator.chat.activeStreams });
+    // One deadline for the whole shutdown: an orchestrator sends SIGKILL once its own grace
+    // is over, and that would lose every ledger row still queued in the writer.
+    const deadline = Date.now() + config.shutdownGraceMs;
     const graceful = app.server?.stop(false);
     const grace = new Promise((resolve) => setTimeout(resolve, config.shutdownGraceMs));
     await Promise.race([graceful, grace]);
     await app.server?.stop(true);
-    // Streams cut by the forced stop still drain for their usage, within the same bound.
-    await app.decorator.chat.idle(config.shutdownGraceMs);
+    // Streams that ended are settling; streams cut by the forced stop drain for their usage.
+    await app.decorator.chat.idle(Math.max(0, deadline - Date.now()));
+    if (app.decorator.chat.activeStreams > 0) {
+      // Past the deadline a stream still reading its upstream is stopped and metered from
+      // what it relayed (an estimate): waiting for it would lose its row, and the others'.
+      deps.logger.warn("shutdown grace is over: cutting the streams still open", { activeStreams: app.decorator.chat.activeStreams });
+      app.decorator.chat.abortStreams("shutdown grace is over");
+      await app.decorator.chat.idle(SETTLE_AFTER_CUT_MS);
+    }
     deps.catalogue.stop();
     deps.usageWriter.close();
+    await deps.budget.close?.();
     deps.store.close();
     deps.redis?.disconnect();
     deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });

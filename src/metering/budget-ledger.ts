@@ -30,6 +30,8 @@ export interface BudgetLedger {
    */
   settle(requestId: string, actualNano: number): Promise<void>;
   snapshot(account: BudgetAccount): Promise<BudgetSnapshot>;
+  /** At a clean shutdown, after every settle and the usage writer's last flush. */
+  close?(): Promise<void>;
 }
 
 /**

@@ -3,6 +3,7 @@ import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
 import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledger";
+import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
 
 /**
  * The budget ledger shared by every process through Redis. Each account is a hash
@@ -13,10 +14,14 @@ import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledg
  * admitted against: the reserve script answers "not loaded", the ledger loads the spend
  * from the store and retries. Budgets fail closed: Redis trouble during reserve is 503.
  * A settle that fails is retried in the background so a reservation is not left inflating
- * `reserved` after a short outage.
+ * `reserved` after a short outage. The holds of a process that dies before settling are
+ * released by the others (./redis-process-lease.ts); an account it settled in is marked
+ * `stale` then, and counts as not loaded until its spend is reloaded from the store.
  */
+// KEYS: account, reservation, this process's held hash, the process registry.
+// ARGV: cap, min, desired, reservation TTL, account TTL, process id.
 const RESERVE_LUA = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0, ''} end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'stale') == 1 then return {-1, 0, 0, ''} end
 if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('ERR duplicate reservation') end
 local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
 local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
@@ -29,28 +34,41 @@ redis.call('HINCRBY', KEYS[1], 'reserved', grantedText)
 redis.call('HSET', KEYS[2], 'account', KEYS[1], 'amount', grantedText)
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('HSET', KEYS[3], KEYS[2], grantedText .. ' ' .. epoch .. ' ' .. KEYS[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+redis.call('SADD', KEYS[4], ARGV[6])
 return {1, granted, 0, epoch}
 `;
 
+// A stale account (see redis-process-lease.ts) takes the store's spend but keeps its
+// epoch and `reserved`: the holds of live processes in it are still counted and settle as usual.
 const INIT_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', '0', 'epoch', ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif redis.call('HEXISTS', KEYS[1], 'stale') == 1 then
+  redis.call('HSET', KEYS[1], 'spent', ARGV[1])
+  redis.call('HDEL', KEYS[1], 'stale')
 end
 return 1
 `;
 
-// KEYS: reservation, account. ARGV: actual cost, account TTL, the account's epoch when
-// the reservation was made. A missing reservation under the same epoch was settled
-// already (idempotence). Under another epoch, Redis lost the account and it was rebuilt
-// from the store without this in-flight request: its cost is added now, or it would never
-// count against the cap.
+// KEYS: reservation, account, this process's held hash and settled set. ARGV: actual
+// cost, account TTL, the account's epoch when the reservation was made. A missing
+// reservation under the same epoch was settled already (idempotence). Under another epoch,
+// Redis lost the account and it was rebuilt from the store without this in-flight request:
+// its cost is added now, or it would never count against the cap. A `reclaimed` one was
+// released when this process's lease ran out (it was slow, not dead): only its cost is added.
 const SETTLE_LUA = `
+redis.call('HDEL', KEYS[3], KEYS[1])
+redis.call('SADD', KEYS[4], KEYS[2])
+redis.call('PEXPIRE', KEYS[4], ARGV[2])
 local amount = redis.call('HGET', KEYS[1], 'amount')
 if amount then
+  local reclaimed = redis.call('HGET', KEYS[1], 'reclaimed')
   redis.call('DEL', KEYS[1])
   if redis.call('EXISTS', KEYS[2]) == 1 then
-    redis.call('HINCRBY', KEYS[2], 'reserved', '-' .. amount)
+    if not reclaimed then redis.call('HINCRBY', KEYS[2], 'reserved', '-' .. amount) end
     redis.call('HINCRBY', KEYS[2], 'spent', ARGV[1])
     redis.call('PEXPIRE', KEYS[2], ARGV[2])
   end
@@ -63,15 +81,21 @@ end
 return 0
 `;
 
-/** Reservations outlive any request; a lost settle frees its hold after this long. */
+/**
+ * Reservation keys outlive any request; the expiry only cleans the key up. A hold is freed
+ * by its settle (retried while Redis is away) or, if its process died, by a reclaim.
+ */
 const RESERVATION_TTL_MS = 6 * 60 * 60 * 1000;
 /** Account counters outlive their period; the store keeps the history. */
 const ACCOUNT_TTL_MS = 40 * 24 * 60 * 60 * 1000;
 
 interface LedgerCommands {
-  budgetReserve(account: string, reservation: string, cap: number, min: number, desired: number, resvTtl: number, accountTtl: number): Promise<[number, number, number, string]>;
+  budgetReserve(
+    account: string, reservation: string, held: string, registry: string,
+    cap: number, min: number, desired: number, resvTtl: number, accountTtl: number, processId: string,
+  ): Promise<[number, number, number, string]>;
   budgetInit(account: string, spent: number, accountTtl: number, epoch: string): Promise<number>;
-  budgetSettle(reservation: string, account: string, actual: number, accountTtl: number, epoch: string): Promise<number>;
+  budgetSettle(reservation: string, account: string, held: string, settled: string, actual: number, accountTtl: number, epoch: string): Promise<number>;
 }
 
 export class RedisBudgetLedger implements BudgetLedger {
@@ -81,23 +105,30 @@ export class RedisBudgetLedger implements BudgetLedger {
   /** This process's open reservations: which account, under which epoch of it. */
   private readonly held = new Map<string, { accountKey: string; epoch: string }>();
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  /** This process's lease: while it is renewed, nobody reclaims this process's holds. */
+  readonly lease: ProcessLease;
 
   constructor(
     private readonly redis: Redis,
     private readonly loadSpentNano: (account: BudgetAccount) => number,
     private readonly logger: Logger,
   ) {
-    redis.defineCommand("budgetReserve", { numberOfKeys: 2, lua: RESERVE_LUA });
+    redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
-    redis.defineCommand("budgetSettle", { numberOfKeys: 2, lua: SETTLE_LUA });
+    redis.defineCommand("budgetSettle", { numberOfKeys: 4, lua: SETTLE_LUA });
     this.commands = redis as unknown as LedgerCommands;
+    this.lease = new ProcessLease(redis, logger);
+    this.lease.start();
   }
 
   async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
     const accountKey = accountKeyOf(account);
     for (let attempt = 0; attempt < 3; attempt++) {
       const [status, a, b, epoch] = await this.guard(() =>
-        this.commands.budgetReserve(accountKey, reservationKeyOf(requestId), capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS),
+        this.commands.budgetReserve(
+          accountKey, reservationKeyOf(requestId), heldKeyOf(this.lease.id), processesKey,
+          capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS, this.lease.id,
+        ),
       );
       if (status === 1) {
         this.held.set(requestId, { accountKey, epoch });
@@ -113,7 +144,8 @@ export class RedisBudgetLedger implements BudgetLedger {
     const held = this.held.get(requestId);
     if (!held) return; // never reserved here, or settled already
     try {
-      await this.commands.budgetSettle(reservationKeyOf(requestId), held.accountKey, actualNano, ACCOUNT_TTL_MS, held.epoch);
+      const id = this.lease.id;
+      await this.commands.budgetSettle(reservationKeyOf(requestId), held.accountKey, heldKeyOf(id), settledKeyOf(id), actualNano, ACCOUNT_TTL_MS, held.epoch);
       this.held.delete(requestId);
       this.retrying.delete(requestId);
     } catch (err) {
@@ -123,10 +155,14 @@ export class RedisBudgetLedger implements BudgetLedger {
     }
   }
 
+  async close(): Promise<void> {
+    await this.lease.release();
+  }
+
   async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
-    const read = () => this.guard(() => this.redis.hmget(accountKeyOf(account), "spent", "reserved"));
-    let [spent, reserved] = await read();
-    if (spent === null) {
+    const read = () => this.guard(() => this.redis.hmget(accountKeyOf(account), "spent", "reserved", "stale"));
+    let [spent, reserved, stale] = await read();
+    if (spent === null || stale !== null) {
       await this.load(account);
       [spent, reserved] = await read();
     }

@@ -36,7 +36,8 @@ export interface ChatRequest {
  * granted, call the upstream, relay the answer, settle to the actual cost.
  */
 export class ChatService {
-  private readonly inFlight = new Set<Promise<unknown>>();
+  /** Streams being metered now, each with the abort of its upstream fetch. */
+  private readonly inFlight = new Map<Promise<unknown>, AbortController>();
 
   constructor(
     private readonly deps: Deps,
@@ -75,7 +76,7 @@ export class ChatService {
     headers["content-type"] = "text/event-stream";
     headers["cache-control"] = "no-cache";
     let settled!: () => void;
-    this.track(new Promise<void>((resolve) => (settled = resolve)));
+    this.track(new Promise<void>((resolve) => (settled = resolve)), abort);
     const body = relayStream(
       response.body,
       abort,
@@ -94,7 +95,15 @@ export class ChatService {
   /** Resolves when every stream being metered now has settled, or after `timeoutMs`. */
   async idle(timeoutMs: number): Promise<void> {
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref?.());
-    await Promise.race([Promise.allSettled([...this.inFlight]), timeout]);
+    await Promise.race([Promise.allSettled([...this.inFlight.keys()]), timeout]);
+  }
+
+  /**
+   * Stops reading every upstream still open (shutdown past its grace). Each stream then
+   * ends at once and is metered from what it relayed: an estimate unless its usage came.
+   */
+  abortStreams(reason: string): void {
+    for (const abort of this.inFlight.values()) abort.abort(new Error(reason));
   }
 
   get activeStreams(): number {
@@ -172,8 +181,8 @@ export class ChatService {
     return this.meter.finish(ticket, { status, usage: null, generationId: null, completionEvents: 0, producedNothing: true });
   }
 
-  private track(promise: Promise<unknown>): void {
-    this.inFlight.add(promise);
+  private track(promise: Promise<unknown>, abort: AbortController): void {
+    this.inFlight.set(promise, abort);
     void promise.finally(() => this.inFlight.delete(promise));
   }
 }

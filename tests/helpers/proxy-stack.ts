@@ -79,6 +79,12 @@ export interface ProxyStack {
   servedSince(from: number): ServedRequest[];
   /** SIGTERM to the proxy; resolves with its exit code. Idempotent. */
   stopServer(): Promise<number>;
+  /**
+   * Once the proxy has exited (stopServer, or a signal sent to `server.proc`), starts a new
+   * proxy process on the same SQLite file and mock, with the same environment plus `env`.
+   * `server`, `baseURL` and every method then talk to the new process.
+   */
+  restartServer(env?: Record<string, string>): Promise<RunningServer>;
   /** Stops the proxy and the mock and deletes the temp directory. */
   stop(): Promise<void>;
 }
@@ -89,19 +95,17 @@ const POLL_BOUND_MS = 15_000;
 export async function startProxyStack(options: ProxyStackOptions = {}): Promise<ProxyStack> {
   const db = tempDatabase();
   const upstream = options.intercept ? serveIntercepted(options.intercept, options.mock) : await startMockUpstream(options.mock);
+  const serverEnv = {
+    UPSTREAM_BASE_URL: upstream.url,
+    UPSTREAM_API_KEY: E2E_UPSTREAM_KEY,
+    USAGE_FLUSH_MS: "10",
+    BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
+    LOG_LEVEL: "warn",
+    ...options.env,
+  };
   let server: RunningServer;
   try {
-    server = await startServer({
-      databaseUrl: db.databaseUrl,
-      env: {
-        UPSTREAM_BASE_URL: upstream.url,
-        UPSTREAM_API_KEY: E2E_UPSTREAM_KEY,
-        USAGE_FLUSH_MS: "10",
-        BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
-        LOG_LEVEL: "warn",
-        ...options.env,
-      },
-    });
+    server = await startServer({ databaseUrl: db.databaseUrl, env: serverEnv });
   } catch (err) {
     await upstream.stop();
     db.cleanup();
@@ -132,10 +136,14 @@ export async function startProxyStack(options: ProxyStackOptions = {}): Promise<
   const stopServer = () => (serverStopped ??= server.stop());
 
   return {
-    server,
+    get server() {
+      return server;
+    },
     upstream,
     mock: upstream.mock,
-    baseURL: `${server.baseUrl}/api/v1`,
+    get baseURL() {
+      return `${server.baseUrl}/api/v1`;
+    },
     appId: created.appId,
     secretKey: created.secretKey,
     databasePath: db.path,
@@ -179,6 +187,13 @@ export async function startProxyStack(options: ProxyStackOptions = {}): Promise<
     servedSince: (from) => upstream.mock.served.slice(from),
 
     stopServer,
+
+    async restartServer(env = {}) {
+      await server.proc.exited;
+      server = await startServer({ databaseUrl: db.databaseUrl, env: { ...serverEnv, ...env } });
+      serverStopped = null;
+      return server;
+    },
 
     async stop() {
       try {

@@ -1,0 +1,138 @@
+import type Redis from "ioredis";
+import type { Logger } from "../logger";
+
+/**
+ * What a process that dies without settling (SIGKILL, OOM, power) leaves in the shared
+ * Redis budgets, and how the surviving processes clean it up.
+ *
+ * Left behind: (1) its open reservations, which would keep `reserved` up, and so every
+ * user's remaining budget down, forever; (2) spend it settled whose ledger rows were still
+ * in its usage writer's queue, which Redis counts but the store never will.
+ *
+ * Each process holds a lease key renewed every second. Its reservations are listed in its
+ * `held` hash and the accounts it settled in are in its `settled` set, both written by the
+ * reserve and settle scripts in the same atomic step. Every process sweeps the registry
+ * now and then: for a process whose lease ran out, one script releases its holds (marking
+ * each reservation `reclaimed`, so that a settle still arriving from a process that was only
+ * slow adds its cost without releasing the hold twice) and marks the accounts it settled in
+ * `stale`: their next use reloads spend from the store, keeping the holds of live processes.
+ * The price: a live process's spend not yet flushed to the store when an account is
+ * reloaded is not counted again (at most one flush interval of its traffic, once per death).
+ *
+ * The held hash, not the reservation key, carries what a reclaim needs (amount, the
+ * account's epoch, the account), so a reservation key expiring changes nothing.
+ * Keys are reached from inside the scripts, which a single Redis (not Cluster) allows.
+ */
+export const LEASE_MS = 5000;
+const RENEW_MS = 1000;
+const SWEEP_MS = 2500;
+
+export const processesKey = "bp:procs";
+export const leaseKeyOf = (processId: string) => `bp:live:${processId}`;
+export const heldKeyOf = (processId: string) => `bp:held:${processId}`;
+export const settledKeyOf = (processId: string) => `bp:settled:${processId}`;
+
+// KEYS: lease, held, settled, registry. ARGV: process id. Returns the holds released, or -1
+// when the lease is there after all. A settle removes its entry from `held` in the same
+// step as it releases the hold, so every entry left there is a hold nobody settled.
+const RECLAIM_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+local released = 0
+local held = redis.call('HGETALL', KEYS[2])
+for i = 1, #held, 2 do
+  local reservation = held[i]
+  local amount, epoch, account = string.match(held[i + 1], '^(%d+) (%S*) (.+)$')
+  if amount then
+    if redis.call('EXISTS', reservation) == 1 then redis.call('HSET', reservation, 'reclaimed', '1') end
+    if redis.call('HGET', account, 'epoch') == epoch then
+      redis.call('HINCRBY', account, 'reserved', '-' .. amount)
+    end
+    released = released + 1
+  end
+end
+for _, account in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  if redis.call('EXISTS', account) == 1 then redis.call('HSET', account, 'stale', '1') end
+end
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('SREM', KEYS[4], ARGV[1])
+return released
+`;
+
+// KEYS: lease, held, settled, registry. ARGV: process id. A clean exit with nothing held:
+// the store has every row this process settled, so nobody needs to reload its accounts.
+const RELEASE_LUA = `
+if redis.call('HLEN', KEYS[2]) > 0 then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('SREM', KEYS[4], ARGV[1])
+return 1
+`;
+
+/** This process's lease, and the sweep that reclaims what dead processes left behind. */
+export class ProcessLease {
+  readonly id = crypto.randomUUID();
+  private readonly timers: Array<ReturnType<typeof setInterval>> = [];
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly logger: Logger,
+  ) {
+    redis.defineCommand("budgetReclaim", { numberOfKeys: 4, lua: RECLAIM_LUA });
+    redis.defineCommand("budgetRelease", { numberOfKeys: 4, lua: RELEASE_LUA });
+  }
+
+  /** Renews the lease now and every RENEW_MS; sweeps now and every SWEEP_MS. Failures only log: Redis may be down. */
+  start(): void {
+    if (this.timers.length > 0) return;
+    void this.renew();
+    void this.sweep();
+    this.timers.push(setInterval(() => void this.renew(), RENEW_MS), setInterval(() => void this.sweep(), SWEEP_MS));
+    for (const timer of this.timers) timer.unref?.();
+  }
+
+  stop(): void {
+    for (const timer of this.timers.splice(0)) clearInterval(timer);
+  }
+
+  /**
+   * Stops renewing and, when this process holds nothing, leaves the registry at once:
+   * otherwise the others would mark its accounts stale when the lease runs out, and a
+   * reload then forgets their own spend not yet flushed. Returns whether it left.
+   */
+  async release(): Promise<boolean> {
+    this.stop();
+    try {
+      const release = (this.redis as unknown as { budgetRelease(...args: string[]): Promise<number> }).budgetRelease;
+      return (await release.call(this.redis, leaseKeyOf(this.id), heldKeyOf(this.id), settledKeyOf(this.id), processesKey, this.id)) === 1;
+    } catch (err) {
+      this.logger.warn("could not leave the budget registry; the lease will run out instead", { error: String(err) });
+      return false;
+    }
+  }
+
+  async renew(): Promise<void> {
+    try {
+      await this.redis.multi().set(leaseKeyOf(this.id), "1", "PX", LEASE_MS).sadd(processesKey, this.id).exec();
+    } catch (err) {
+      this.logger.debug("budget lease renewal failed", { error: String(err) });
+    }
+  }
+
+  /** Reclaims every registered process whose lease is gone; returns how many holds were released. */
+  async sweep(): Promise<number> {
+    let released = 0;
+    try {
+      for (const other of await this.redis.smembers(processesKey)) {
+        if (other === this.id) continue;
+        const reclaim = (this.redis as unknown as { budgetReclaim(...args: string[]): Promise<number> }).budgetReclaim;
+        const n = await reclaim.call(this.redis, leaseKeyOf(other), heldKeyOf(other), settledKeyOf(other), processesKey, other);
+        if (n < 0) continue;
+        released += n;
+        if (n > 0) this.logger.warn("released the budget holds of a process that died without settling", { process: other, holds: n });
+        else this.logger.info("a process's budget lease ran out; its accounts reload from the store", { process: other });
+      }
+    } catch (err) {
+      this.logger.debug("budget lease sweep failed", { error: String(err) });
+    }
+    return released;
+  }
+}

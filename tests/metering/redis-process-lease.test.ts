@@ -1,0 +1,151 @@
+/**
+ * What a process that dies without settling leaves in the shared Redis budgets, and its
+ * reclaim (src/metering/redis-process-lease.ts), on a real redis-server. Two ledgers stand
+ * for two processes; "dying" is deleting a ledger's lease key, which is what its expiry
+ * does, so no test waits for the lease's real lifetime. The ledgers' background renewal and
+ * sweep are stopped: each test renews and sweeps by hand, so nothing races with it.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import Redis from "ioredis";
+import { RedisBudgetLedger } from "../../src/metering/redis-budget-ledger";
+import { leaseKeyOf } from "../../src/metering/redis-process-lease";
+import { memoryLogger } from "../../src/logger";
+import { startRedis, type TestRedis } from "../helpers/redis";
+
+let redis: TestRedis;
+const clients: Redis[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  for (const client of clients) client.disconnect();
+  await redis.stop();
+});
+
+/** A ledger on its own client (a process), whose loader reads `durable` (the store). */
+async function processLedger(durable: Map<string, number>): Promise<RedisBudgetLedger> {
+  const client = new Redis(redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  client.on("error", () => {});
+  clients.push(client);
+  if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+  const ledger = new RedisBudgetLedger(client, (account) => durable.get(account) ?? 0, memoryLogger());
+  ledger.lease.stop();
+  await ledger.lease.renew();
+  return ledger;
+}
+
+/** `by` renews its own lease (it is alive) and sweeps; resolves with the holds released. */
+async function sweep(by: RedisBudgetLedger): Promise<number> {
+  await by.lease.renew();
+  return by.lease.sweep();
+}
+
+/** Its lease runs out. */
+async function expire(ledger: RedisBudgetLedger): Promise<void> {
+  const admin = redis.client();
+  await admin.del(leaseKeyOf(ledger.lease.id));
+  admin.disconnect();
+}
+
+let seq = 0;
+const fresh = (label: string) => `${label}-${Date.now().toString(36)}-${seq++}`;
+
+describe("a process that dies holding reservations", () => {
+  test("its holds are released once its lease runs out, not before; live holds stay counted", async () => {
+    const account = fresh("acct");
+    const durable = new Map<string, number>();
+    const dying = await processLedger(durable);
+    const live = await processLedger(durable);
+    expect(await dying.reserve(account, fresh("req"), 1000, 100, 300)).toEqual({ ok: true, grantedNano: 300 });
+    expect(await live.reserve(account, fresh("req"), 1000, 100, 200)).toEqual({ ok: true, grantedNano: 200 });
+
+    // Alive (its lease is there): a sweep leaves it alone.
+    await dying.lease.renew();
+    await sweep(live);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 500 });
+
+    await expire(dying);
+    expect(await sweep(live)).toBeGreaterThanOrEqual(1);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 200 });
+    // Released once: a second sweep changes nothing.
+    await sweep(live);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 200 });
+  });
+
+  test("accounts it settled in reload their spend from the store: rows it never flushed stop counting", async () => {
+    const account = fresh("acct");
+    const durable = new Map<string, number>();
+    const dying = await processLedger(durable);
+    const live = await processLedger(durable);
+    const flushed = fresh("req");
+    const unflushed = fresh("req");
+    await dying.reserve(account, flushed, 10_000, 100, 1000);
+    await dying.settle(flushed, 400);
+    durable.set(account, 400); // its writer flushed this row, then it died before the next flush
+    await dying.reserve(account, unflushed, 10_000, 100, 1000);
+    await dying.settle(unflushed, 700);
+    const liveRequest = fresh("req");
+    await live.reserve(account, liveRequest, 10_000, 100, 1000);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 1100, reservedNano: 1000 });
+
+    await expire(dying);
+    await sweep(live);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 400, reservedNano: 1000 });
+    // The live process's hold settles as usual in the reloaded account.
+    await live.settle(liveRequest, 250);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 650, reservedNano: 0 });
+  });
+
+  test("a process that was only slow (its lease ran out, then it settled) has its cost counted once", async () => {
+    const account = fresh("acct");
+    const durable = new Map<string, number>();
+    const slow = await processLedger(durable);
+    const other = await processLedger(durable);
+    const request = fresh("req");
+    await slow.reserve(account, request, 1000, 100, 600);
+    await expire(slow);
+    expect(await sweep(other)).toBeGreaterThanOrEqual(1);
+    // The sweep marked the account stale; the store has nothing yet.
+    expect(await other.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 0 });
+
+    await slow.settle(request, 450);
+    await slow.settle(request, 450); // idempotent as ever
+    expect(await other.snapshot(account)).toEqual({ spentNano: 450, reservedNano: 0 });
+    expect(await other.reserve(account, fresh("req"), 1000, 600, 600)).toMatchObject({ ok: false, spentNano: 450, reservedNano: 0 });
+  });
+});
+
+describe("a process that stops cleanly", () => {
+  test("leaves the registry at once when it holds nothing, so the others never reload its accounts", async () => {
+    const account = fresh("acct");
+    const durable = new Map<string, number>();
+    const leaving = await processLedger(durable);
+    const live = await processLedger(durable);
+    const done = fresh("req");
+    await leaving.reserve(account, done, 10_000, 100, 1000);
+    await leaving.settle(done, 300);
+    durable.set(account, 300);
+    // The live process settled spend its writer has not flushed yet: a reload would forget it.
+    const unflushed = fresh("req");
+    await live.reserve(account, unflushed, 10_000, 100, 1000);
+    await live.settle(unflushed, 200);
+
+    await leaving.close();
+    await expire(leaving);
+    expect(await sweep(live)).toBe(0);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 500, reservedNano: 0 });
+  });
+
+  test("stays registered while it still holds a reservation, so that hold is reclaimed later", async () => {
+    const account = fresh("acct");
+    const durable = new Map<string, number>();
+    const leaving = await processLedger(durable);
+    const live = await processLedger(durable);
+    await leaving.reserve(account, fresh("req"), 10_000, 100, 1000);
+    await leaving.close();
+    await expire(leaving);
+    expect(await sweep(live)).toBe(1);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 0 });
+  });
+});
