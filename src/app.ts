@@ -14,6 +14,7 @@ import { ChatCompletionRequest, chatRoutes } from "./routes/chat";
 import { usageRoutes } from "./routes/usage";
 import { ChatService } from "./services/chat";
 import { GrantService } from "./services/grants";
+import { IdempotencyService } from "./services/idempotency";
 import { ApproveConsentRequest, grantRoutes } from "./routes/grants";
 import { Meter } from "./metering/meter";
 
@@ -49,11 +50,12 @@ export function createApp(deps: Deps) {
   const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, deps.logger);
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
   const grants = new GrantService(deps);
+  const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);
   const api = new Elysia({ prefix: API_PREFIX })
     .use(sessionRoutes(deps, auth))
     .use(connectionRoutes(connections, auth))
     .use(statusRoutes(connections, auth))
-    .use(chatRoutes(deps, chat, grants, auth))
+    .use(chatRoutes(deps, chat, grants, idempotency, auth))
     .use(grantRoutes(deps, grants, auth))
     .use(usageRoutes(deps, auth));
 

@@ -50,6 +50,10 @@ export const ConfigSchema = t.Object({
   RL_GRANTS_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Deadline of every Redis command; past it the call counts as failed. */
   REDIS_COMMAND_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 10, maximum: 10_000 })),
+  /** How long a chat call's Idempotency-Key and its answer are kept for retries. */
+  IDEMPOTENCY_TTL_SECONDS: t.Optional(t.Integer({ minimum: 60, maximum: 7 * 86_400 })),
+  /** Largest answer kept for replay under an Idempotency-Key (it is held in memory while the call runs). */
+  IDEMPOTENCY_MAX_ANSWER_BYTES: t.Optional(t.Integer({ minimum: 0, maximum: 64 * 1024 * 1024 })),
 });
 
 const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL"]);
@@ -83,6 +87,8 @@ export interface Config {
   rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress", { limit: number; windowMs: number }>;
   defaultMaxGrantUsd: number;
   redisCommandTimeoutMs: number;
+  idempotencyTtlSeconds: number;
+  idempotencyMaxAnswerBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -148,5 +154,9 @@ function fromRaw(raw: RawConfig): Config {
     },
     defaultMaxGrantUsd: raw.DEFAULT_MAX_GRANT_USD ?? 5,
     redisCommandTimeoutMs: raw.REDIS_COMMAND_TIMEOUT_MS ?? 250,
+    // A day, as Stripe keeps its keys: longer than any client's retry schedule.
+    idempotencyTtlSeconds: raw.IDEMPOTENCY_TTL_SECONDS ?? 86_400,
+    // 8 MiB holds a 32k-token streamed answer (about 200 bytes of SSE per token).
+    idempotencyMaxAnswerBytes: raw.IDEMPOTENCY_MAX_ANSWER_BYTES ?? 8 * 1024 * 1024,
   };
 }

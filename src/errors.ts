@@ -11,7 +11,11 @@ export const ERROR_STATUS = {
   grant_invalid: 402,
   funding_invalid: 402,
   not_found: 404,
+  /** The Idempotency-Key's call is still running, or done but its answer was not kept. */
+  idempotency_conflict: 409,
   payload_too_large: 413,
+  /** The Idempotency-Key was used for a different request (draft-ietf-httpapi-idempotency-key-header §2.7). */
+  idempotency_mismatch: 422,
   rate_limited: 429,
   internal: 500,
   upstream: 502,

@@ -5,6 +5,7 @@ import { ApiError } from "../errors";
 import type { ChatBody, ChatService } from "../services/chat";
 import { userBudgetTarget } from "../services/budget-target";
 import type { GrantService } from "../services/grants";
+import type { IdempotencyService } from "../services/idempotency";
 import { errorResponses } from "./models";
 
 const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });
@@ -39,7 +40,7 @@ const ChatCompletionResponse = t.Object(
 );
 
 /** POST /chat/completions: the metered, OpenAI-compatible proxy. */
-export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, auth: Guards) {
+export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, idempotency: IdempotencyService, auth: Guards) {
   /** The budget the call draws on: the user's (x-service-user) or a grant's (x-service-grant). */
   const budgetTargetOf = (request: Request, appId: string) => {
     const appUserId = request.headers.get("x-service-user");
@@ -53,15 +54,20 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
   return new Elysia().use(auth).post(
     "/chat/completions",
     async ({ app, body, request, set, server }) => {
-      const target = budgetTargetOf(request, app.id);
+      const requestId = String(set.headers["x-request-id"]);
       const declared = Number(request.headers.get("content-length"));
-      const response = await chat.complete({
-        requestId: String(set.headers["x-request-id"]),
-        target,
-        body: body as ChatBody,
-        bodyBytes: declared > 0 ? declared : Buffer.byteLength(JSON.stringify(body)),
-        clientHeaders: request.headers,
-      });
+      // The key is looked up before the budget: a retry of a paid call gets its answer
+      // even when that call used up the budget or the grant.
+      const response = await idempotency.run(app.id, requestId, request.headers, body, (recorder) =>
+        chat.complete({
+          requestId,
+          target: budgetTargetOf(request, app.id),
+          body: body as ChatBody,
+          bodyBytes: declared > 0 ? declared : Buffer.byteLength(JSON.stringify(body)),
+          clientHeaders: request.headers,
+          recorder,
+        }),
+      );
       // A quiet stream must outlive Bun's 10 s idle timeout; the relay's own stall
       // timeout bounds it instead.
       if (body.stream === true) server?.timeout(request, 0);
@@ -71,18 +77,27 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
       secretKey: true,
       rateLimit: "chat",
       body: ChatCompletionRequest,
-      response: { 200: ChatCompletionResponse, ...errorResponses(400, 401, 402, 413, 429, 502, 503) },
+      response: { 200: ChatCompletionResponse, ...errorResponses(400, 401, 402, 409, 413, 422, 429, 502, 503) },
       detail: {
         tags: ["chat"],
         summary: "OpenAI-compatible chat completion, metered against the user's budget",
         description:
           "Send `x-service-user: <appUserId>`. `max_tokens` is clamped to what the remaining budget affords. " +
           "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) or `funding_invalid`; " +
-          "502 `upstream` for any upstream failure.",
+          "502 `upstream` for any upstream failure. " +
+          "With an `Idempotency-Key` header, a retry of a call that finished replays its answer (`Idempotent-Replayed: true`) and is not charged again; " +
+          "409 `idempotency_conflict` while the first call runs, 422 `idempotency_mismatch` when the key was used for another request.",
         security: [{ secretKey: [] }],
         parameters: [
           { name: "x-service-user", in: "header", required: false, schema: { type: "string" }, description: "The app's id for the user whose budget pays." },
           { name: "x-service-grant", in: "header", required: false, schema: { type: "string" }, description: "A grant token (`gt_…`) instead of a user: exactly one of the two." },
+          {
+            name: "idempotency-key",
+            in: "header",
+            required: false,
+            schema: { type: "string", minLength: 1, maxLength: 255 },
+            description: "Any unique string per logical call (1-255 visible ASCII). Retries with the same key are charged once; kept for IDEMPOTENCY_TTL_SECONDS (a day).",
+          },
         ],
       },
     },

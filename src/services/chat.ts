@@ -9,6 +9,7 @@ import { UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
 import { relayStream } from "../upstream/stream-relay";
 import { upstreamFailure } from "../upstream/errors";
 import { budgetExceeded, type BudgetTarget } from "./budget-target";
+import type { AnswerRecorder } from "./idempotency";
 
 /** The parts of a chat request the proxy relies on; everything else passes through. */
 export interface ChatBody {
@@ -29,6 +30,8 @@ export interface ChatRequest {
   /** Size of the client's JSON body: an upper bound on the prompt's tokens. */
   bodyBytes: number;
   clientHeaders: Headers;
+  /** Set when the call carries an Idempotency-Key: told the answer, or that there is none to keep. */
+  recorder?: AnswerRecorder;
 }
 
 /**
@@ -71,7 +74,8 @@ export class ChatService {
     }
 
     const isStream = stream && (response.headers.get("content-type") ?? "").includes("text/event-stream");
-    if (!isStream || !response.body) return this.completeJson(ticket, response, abort, headers);
+    if (!isStream || !response.body) return this.completeJson(ticket, response, abort, headers, request.recorder);
+    const recorder = request.recorder;
 
     headers["content-type"] = "text/event-stream";
     headers["cache-control"] = "no-cache";
@@ -80,9 +84,18 @@ export class ChatService {
     const body = relayStream(
       response.body,
       abort,
-      { stallTimeoutMs: this.deps.config.upstreamTimeoutMs, drainTimeoutMs: this.deps.config.disconnectDrainMs },
+      {
+        stallTimeoutMs: this.deps.config.upstreamTimeoutMs,
+        drainTimeoutMs: this.deps.config.disconnectDrainMs,
+        onChunk: recorder && ((chunk) => recorder.chunk(chunk)),
+      },
       (status, scanner) => {
         const producedNothing = scanner.events === 0 && scanner.usage === null;
+        // A whole answer (also one drained after the client left) is kept for a retry;
+        // one the upstream broke off is not, and a retry runs again.
+        const whole = status === "ok" || (status === "client_disconnected" && scanner.usage !== null && !scanner.error);
+        if (whole) recorder?.finished({ contentType: "text/event-stream", generationId: scanner.generationId });
+        else recorder?.abandoned();
         void this.meter
           .finish(ticket, { status, usage: scanner.usage, generationId: scanner.generationId, completionEvents: scanner.events, producedNothing })
           .catch((err) => this.deps.logger.error("settling a stream failed", { requestId: ticket.requestId, error: String(err) }))
@@ -110,7 +123,13 @@ export class ChatService {
     return this.inFlight.size;
   }
 
-  private async completeJson(ticket: MeteringTicket, response: Response, abort: AbortController, headers: Record<string, string>): Promise<Response> {
+  private async completeJson(
+    ticket: MeteringTicket,
+    response: Response,
+    abort: AbortController,
+    headers: Record<string, string>,
+    recorder: AnswerRecorder | undefined,
+  ): Promise<Response> {
     const bodyTimer = setTimeout(() => abort.abort(new UpstreamUnreachable("upstream body timed out")), this.deps.config.upstreamTimeoutMs);
     let bytes: ArrayBuffer;
     try {
@@ -146,6 +165,7 @@ export class ChatService {
       producedNothing: false,
     });
     headers["content-type"] = "application/json";
+    recorder?.finished({ contentType: "application/json", generationId: typeof id === "string" ? id : null, body: new Uint8Array(bytes) });
     return new Response(bytes, { status: 200, headers });
   }
 

@@ -6,6 +6,7 @@ import { SettingsRepository } from "./settings";
 import { UsageTotalsRepository } from "./usage-totals";
 import { UsageLedgerRepository } from "./usage-ledger";
 import { GrantRepository } from "./grants";
+import { IdempotencyKeyRepository } from "./idempotency-keys";
 
 /**
  * The store: one SQLite database, one repository per table family. `sqlite::memory:`
@@ -20,6 +21,7 @@ export interface Store {
   readonly usageTotals: UsageTotalsRepository;
   readonly usageLedger: UsageLedgerRepository;
   readonly grants: GrantRepository;
+  readonly idempotencyKeys: IdempotencyKeyRepository;
   close(): void;
 }
 
@@ -33,6 +35,7 @@ export function openStore(path: string): Store {
     usageTotals: new UsageTotalsRepository(db),
     usageLedger: new UsageLedgerRepository(db),
     grants: new GrantRepository(db),
+    idempotencyKeys: new IdempotencyKeyRepository(db),
     close: () => db.close(),
   };
 }

@@ -108,6 +108,29 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       );
     `,
   },
+  {
+    version: 4,
+    name: "idempotency keys of chat calls",
+    sql: `
+      -- One row per (app, Idempotency-Key): the claim of the call that runs, then the
+      -- answer a retry with the same key is given instead of a second charge.
+      CREATE TABLE idempotency_keys (
+        app_id        TEXT NOT NULL,
+        idem_key      TEXT NOT NULL,
+        fingerprint   BLOB NOT NULL,
+        request_id    TEXT NOT NULL,
+        state         TEXT NOT NULL CHECK (state IN ('running', 'done')),
+        lease_until   INTEGER NOT NULL,
+        expires_at    INTEGER NOT NULL,
+        status        INTEGER,
+        content_type  TEXT,
+        generation_id TEXT,
+        body          BLOB,
+        PRIMARY KEY (app_id, idem_key)
+      );
+      CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys(expires_at);
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {

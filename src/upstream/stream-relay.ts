@@ -7,6 +7,8 @@ export interface RelayOptions {
   stallTimeoutMs: number;
   /** After the client left, how long to keep reading for the usage chunk. */
   drainTimeoutMs: number;
+  /** Sees every upstream chunk, relayed or drained (the idempotency recorder keeps them). */
+  onChunk?: (chunk: Uint8Array) => void;
 }
 
 /**
@@ -68,6 +70,7 @@ export function relayStream(
         const { value, done } = await reader.read();
         if (done) break;
         scanner.feed(value);
+        options.onChunk?.(value);
       }
     } catch {
       // The upstream ended badly: meter what we saw.
@@ -91,7 +94,10 @@ export function relayStream(
           }
           const { value, done } = read;
           if (clientGone) {
-            if (value) scanner.feed(value);
+            if (value) {
+              scanner.feed(value);
+              options.onChunk?.(value);
+            }
             return;
           }
           if (stalled) throw new Error("the upstream stalled");
@@ -101,6 +107,7 @@ export function relayStream(
             return;
           }
           scanner.feed(value);
+          options.onChunk?.(value);
           controller.enqueue(value);
         } catch (err) {
           if (clientGone) return;
