@@ -184,7 +184,8 @@ export interface RunningRedis {
   stop(): Promise<void>;
 }
 
-export async function startRedis(core: number): Promise<RunningRedis> {
+/** `core` null: not pinned (the soak shares the machine as it is). */
+export async function startRedis(core: number | null): Promise<RunningRedis> {
   const port = freePort();
   const child = spawnPinned("redis", core, ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], childEnv());
   const deadline = Date.now() + 10_000;

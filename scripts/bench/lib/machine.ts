@@ -52,7 +52,7 @@ export function loadAverage(): number {
 }
 
 /** Other test runs on this machine (they would skew every number). */
-function otherTestRuns(): number {
+export function otherTestRuns(): number {
   const r = Bun.spawnSync(["pgrep", "-f", "bun test"]);
   return r.stdout.toString().split("\n").filter((l) => l.trim() !== "").length;
 }
