@@ -22,7 +22,8 @@ import { checkLedger, readRedisBudgets, type Check } from "./soak/ledger-check";
 import { renderMarkdown, rssVerdict, walCheck, type SoakSummary } from "./soak/report";
 import { formatSample, readHealth, Sampler } from "./soak/sampler";
 import { connectUsers, startSoakStack, type SoakStack } from "./soak/stack";
-import { chatLimitFor, seededRandom, soakUsers } from "./soak/workload";
+import { seededRandom } from "./lib/seeded-random";
+import { chatLimitFor, soakUsers } from "./soak/workload";
 
 const flag = flagReader();
 const has = (name: string) => process.argv.includes(`--${name}`);

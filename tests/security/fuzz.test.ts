@@ -5,22 +5,11 @@
  * 5xx, never a hang. Seeded, so a failure can be replayed.
  */
 import { describe, expect, test } from "bun:test";
+import { seededRandom } from "../../scripts/lib/seeded-random";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const ROUNDS = Number(process.env.FUZZ_ROUNDS ?? 150);
-
-/** mulberry32: a small deterministic PRNG. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const ODD_STRINGS = ["", " ", "\u0000", "\uFEFF", "\uD800", "💸".repeat(50), "a".repeat(5000), "<script>", "../../etc/passwd", "%00", "null", "1e400", "-0", "NaN", "\u202Eevil"];
 
@@ -130,7 +119,7 @@ describe("fuzzing every endpoint", () => {
         }),
       );
       const { token } = (await session.json()) as { token: string };
-      const rand = prng(SEED + TARGETS.indexOf(target));
+      const rand = seededRandom(SEED + TARGETS.indexOf(target));
       const seen: Record<number, number> = {};
       for (let round = 0; round < ROUNDS; round++) {
         const res = await send(t, token, target, rand);

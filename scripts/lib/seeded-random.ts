@@ -1,0 +1,15 @@
+/**
+ * mulberry32, a tiny seeded generator (a public-domain algorithm by Tommy Ettinger): the
+ * fuzz test and the soak draw from it so that a seed replays the same run.
+ * Returns numbers in [0, 1).
+ */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
