@@ -165,7 +165,8 @@ export class ChatService {
       producedNothing: false,
     });
     headers["content-type"] = "application/json";
-    recorder?.finished({ contentType: "application/json", generationId: typeof id === "string" ? id : null, body: new Uint8Array(bytes) });
+    recorder?.chunk(new Uint8Array(bytes));
+    recorder?.finished({ contentType: "application/json", generationId: typeof id === "string" ? id : null });
     return new Response(bytes, { status: 200, headers });
   }
 

@@ -26,10 +26,10 @@ const PURGE_BATCH = 500;
 
 /** What the chat service reports about a keyed call as it runs. */
 export interface AnswerRecorder {
-  /** A chunk of a streamed answer, exactly as relayed (kept by reference, not copied). */
+  /** A piece of the answer (a JSON body whole, a stream chunk by chunk), kept by reference. */
   chunk(bytes: Uint8Array): void;
   /** The call finished and its final cost is charged: keep the answer for retries. */
-  finished(answer: { contentType: string; generationId: string | null; body?: Uint8Array }): void;
+  finished(answer: { contentType: string; generationId: string | null }): void;
   /** The call ended without an answer worth replaying: free the key so a retry runs. */
   abandoned(): void;
 }
@@ -132,10 +132,9 @@ class KeyedCall implements AnswerRecorder {
     else this.chunks.length = 0;
   }
 
-  finished(answer: { contentType: string; generationId: string | null; body?: Uint8Array }): void {
+  finished(answer: { contentType: string; generationId: string | null }): void {
     if (!this.settle()) return;
-    const body = answer.body ?? (this.bytes <= this.maxAnswerBytes ? Buffer.concat(this.chunks) : null);
-    const kept = body !== null && body.byteLength <= this.maxAnswerBytes ? body : null;
+    const kept = this.bytes <= this.maxAnswerBytes ? Buffer.concat(this.chunks) : null;
     this.chunks.length = 0;
     const { appId, key, requestId } = this.claim;
     const stored = { status: 200, contentType: answer.contentType, generationId: answer.generationId, body: kept };
