@@ -17,6 +17,8 @@ import { GrantService } from "./services/grants";
 import { IdempotencyService } from "./services/idempotency";
 import { ApproveConsentRequest, grantRoutes } from "./routes/grants";
 import { Meter } from "./metering/meter";
+import { OverrunMonitor } from "./metering/overrun-monitor";
+import { modelCatalogueRoutes } from "./routes/model-catalogue";
 
 export const API_PREFIX = "/api/v1";
 
@@ -47,7 +49,7 @@ const DOCUMENTED_BODIES: DocumentedBody[] = [
 export function createApp(deps: Deps) {
   const auth = guardsPlugin(deps);
   const connections = new ConnectionService(deps);
-  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, deps.logger);
+  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger));
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
   const grants = new GrantService(deps);
   const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);
@@ -57,14 +59,15 @@ export function createApp(deps: Deps) {
     .use(statusRoutes(connections, auth))
     .use(chatRoutes(deps, chat, grants, idempotency, auth))
     .use(grantRoutes(deps, grants, auth))
-    .use(usageRoutes(deps, auth));
+    .use(usageRoutes(deps, auth))
+    .use(modelCatalogueRoutes(deps, auth));
 
   return new Elysia()
     .use(requestContext(deps.config.maxBodyBytes))
     .use(errorHandler(deps.logger))
     .use(connectionsCors(deps.store))
     .use(apiDocs(API_PREFIX, DOCUMENTED_BODIES, DOCUMENTATION))
-    .use(healthRoutes(deps, chat))
+    .use(healthRoutes(deps, chat, meter.overruns))
     .use(api)
     .decorate("chat", chat);
 }

@@ -4,6 +4,7 @@
  */
 import { Type as t, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
+import { usdToNanoCeil } from "./money";
 
 const Port = t.Integer({ minimum: 1, maximum: 65535 });
 const PositiveInt = t.Integer({ minimum: 1 });
@@ -54,6 +55,12 @@ export const ConfigSchema = t.Object({
   IDEMPOTENCY_TTL_SECONDS: t.Optional(t.Integer({ minimum: 60, maximum: 7 * 86_400 })),
   /** Largest answer kept for replay under an Idempotency-Key (it is held in memory while the call runs). */
   IDEMPOTENCY_MAX_ANSWER_BYTES: t.Optional(t.Integer({ minimum: 0, maximum: 64 * 1024 * 1024 })),
+  /** max_tokens reserved and sent for a call that names none (clamped to the model's limit). */
+  DEFAULT_MAX_TOKENS: t.Optional(t.Integer({ minimum: 16, maximum: 1_000_000 })),
+  /** Prompt tokens reserved per input image. */
+  IMAGE_TOKENS_BOUND: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
+  /** Plugins and server tools allowed at a fixed per-call reservation: `fusion=0.05,openrouter:web_fetch=0.01`. */
+  PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
 const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL"]);
@@ -89,6 +96,10 @@ export interface Config {
   redisCommandTimeoutMs: number;
   idempotencyTtlSeconds: number;
   idempotencyMaxAnswerBytes: number;
+  defaultMaxTokens: number;
+  imageTokensBound: number;
+  /** Nano-dollars reserved per call for each plugin id or server-tool type the operator allows. */
+  pluginReservationsNano: ReadonlyMap<string, number>;
 }
 
 export class ConfigError extends Error {
@@ -158,5 +169,23 @@ function fromRaw(raw: RawConfig): Config {
     idempotencyTtlSeconds: raw.IDEMPOTENCY_TTL_SECONDS ?? 86_400,
     // 8 MiB holds a 32k-token streamed answer (about 200 bytes of SSE per token).
     idempotencyMaxAnswerBytes: raw.IDEMPOTENCY_MAX_ANSWER_BYTES ?? 8 * 1024 * 1024,
+    // A call without max_tokens reserves this, not the model's whole limit (16k-128k), so
+    // one call cannot lock a user's budget away from their concurrent calls while it runs.
+    // 4096 covers a long answer from most chat models; a client can always ask for more.
+    defaultMaxTokens: raw.DEFAULT_MAX_TOKENS ?? 4096,
+    // Above what one image costs on the common vision models (OpenAI high detail about
+    // 1.1k, Anthropic about 1.6k, Gemini 258 per image); the context length caps it anyway.
+    imageTokensBound: raw.IMAGE_TOKENS_BOUND ?? 4096,
+    pluginReservationsNano: parseReservations(raw.PLUGIN_RESERVATIONS_USD),
   };
+}
+
+/** `id=usd,id=usd` → nano-dollars per id (the schema's pattern has checked the form). */
+function parseReservations(text: string | undefined): ReadonlyMap<string, number> {
+  const out = new Map<string, number>();
+  for (const pair of text ? text.split(",") : []) {
+    const eq = pair.lastIndexOf("=");
+    out.set(pair.slice(0, eq), usdToNanoCeil(Number(pair.slice(eq + 1))));
+  }
+  return out;
 }

@@ -54,7 +54,10 @@ export function createDeps(config: Config, overrides: DepsOverrides = {}): Deps 
     overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
   const redis = overrides.redis !== undefined ? overrides.redis : config.redisUrl ? createRedis(config, logger) : null;
   const loadSpent = (account: string) => store.usageTotals.spentNano(account);
-  const budget = overrides.budget ?? (redis ? new RedisBudgetLedger(redis, loadSpent, logger) : new InMemoryBudgetLedger(loadSpent));
+  const loadFrozenCap = (account: string) => store.usageTotals.frozenCapNano(account);
+  const budget =
+    overrides.budget ??
+    (redis ? new RedisBudgetLedger(redis, loadSpent, logger, loadFrozenCap) : new InMemoryBudgetLedger(loadSpent, loadFrozenCap));
   const memoryLimiter = new InMemoryRateLimiter(() => clock.now());
   const rateLimiter =
     overrides.rateLimiter ?? (redis ? new FallbackRateLimiter(new RedisRateLimiter(redis), memoryLimiter, logger) : memoryLimiter);

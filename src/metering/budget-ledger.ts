@@ -8,7 +8,11 @@ export interface BudgetSnapshot {
 
 export type ReserveOutcome =
   | { ok: true; grantedNano: number }
-  | { ok: false; spentNano: number; reservedNano: number };
+  /** `frozen`: an earlier call cost more than its reservation under this cap (see settle). */
+  | { ok: false; spentNano: number; reservedNano: number; frozen?: true };
+
+/** The cap an account was frozen at by an overrun, from the durable store; null when it never was. */
+export type FrozenCapLoader = (account: BudgetAccount) => number | null;
 
 /**
  * Live budget counters (DESIGN.md §3 "The hard cap"). Implementations must make
@@ -27,6 +31,11 @@ export interface BudgetLedger {
    * Replaces the reservation with the actual cost. Idempotent: settling an unknown or
    * already settled request id changes nothing. Called on the same ledger (process) that
    * reserved, which is where the request ran.
+   *
+   * An actual cost above the reservation (a price changed under us) freezes the account at
+   * the cap it was reserved under: every later reserve against a cap that is not higher is
+   * refused, so an overrun can never compound. A new period is a new account; raising the
+   * cap lifts the freeze.
    */
   settle(requestId: string, actualNano: number): Promise<void>;
   snapshot(account: BudgetAccount): Promise<BudgetSnapshot>;
@@ -40,19 +49,24 @@ export interface BudgetLedger {
  * one handler at a time, so each method body is atomic without locks.
  */
 export class InMemoryBudgetLedger implements BudgetLedger {
-  private readonly accounts = new Map<BudgetAccount, BudgetSnapshot>();
-  private readonly reservations = new Map<string, { account: BudgetAccount; amountNano: number }>();
+  private readonly accounts = new Map<BudgetAccount, BudgetSnapshot & { frozenCapNano: number | null }>();
+  private readonly reservations = new Map<string, { account: BudgetAccount; amountNano: number; capNano: number }>();
 
-  constructor(private readonly loadSpentNano: (account: BudgetAccount) => number) {}
+  constructor(
+    private readonly loadSpentNano: (account: BudgetAccount) => number,
+    private readonly loadFrozenCapNano: FrozenCapLoader = () => null,
+  ) {}
 
   async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
     const counters = this.counters(account);
     if (this.reservations.has(requestId)) throw new Error(`request ${requestId} already holds a reservation`);
-    const available = capNano - counters.spentNano - counters.reservedNano;
-    if (available < minNano) return { ok: false, ...counters };
+    const { spentNano, reservedNano } = counters;
+    if (counters.frozenCapNano !== null && capNano <= counters.frozenCapNano) return { ok: false, spentNano, reservedNano, frozen: true };
+    const available = capNano - spentNano - reservedNano;
+    if (available < minNano) return { ok: false, spentNano, reservedNano };
     const grantedNano = Math.min(desiredNano, available);
     counters.reservedNano += grantedNano;
-    this.reservations.set(requestId, { account, amountNano: grantedNano });
+    this.reservations.set(requestId, { account, amountNano: grantedNano, capNano });
     return { ok: true, grantedNano };
   }
 
@@ -63,16 +77,18 @@ export class InMemoryBudgetLedger implements BudgetLedger {
     const counters = this.counters(reservation.account);
     counters.reservedNano -= reservation.amountNano;
     counters.spentNano += actualNano;
+    if (actualNano > reservation.amountNano) counters.frozenCapNano = Math.max(counters.frozenCapNano ?? 0, reservation.capNano);
   }
 
   async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
-    return { ...this.counters(account) };
+    const { spentNano, reservedNano } = this.counters(account);
+    return { spentNano, reservedNano };
   }
 
-  private counters(account: BudgetAccount): BudgetSnapshot {
+  private counters(account: BudgetAccount) {
     let counters = this.accounts.get(account);
     if (!counters) {
-      counters = { spentNano: this.loadSpentNano(account), reservedNano: 0 };
+      counters = { spentNano: this.loadSpentNano(account), reservedNano: 0, frozenCapNano: this.loadFrozenCapNano(account) };
       this.accounts.set(account, counters);
     }
     return counters;

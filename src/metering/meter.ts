@@ -1,20 +1,22 @@
 import type { Clock } from "../clock";
-import type { Logger } from "../logger";
 import type { BudgetTarget } from "../services/budget-target";
 import type { BudgetLedger } from "./budget-ledger";
-import type { ModelPrice } from "./pricing";
-import { chargeFor, estimateCharge, type Charge, type ReservationPlan } from "./reservation";
+import type { OverrunMonitor } from "./overrun-monitor";
+import { chargeFor, estimateCharge, type Charge, type GrantedLimits, type ReservationPlan } from "./reservation";
 import type { UpstreamUsage } from "./usage";
 import type { UsageWriter } from "./usage-writer";
+import type { CostBounds } from "./worst-case";
 
 /** A reservation held by one in-flight request, until `Meter.finish` settles it. */
 export interface MeteringTicket {
   requestId: string;
   target: BudgetTarget;
+  /** The model id as the client asked for it (`model`, or the first of `models`). */
   model: string;
-  price: ModelPrice;
+  bounds: CostBounds;
   plan: ReservationPlan;
-  promptBoundTokens: number;
+  /** The limits sent upstream, sized to what was granted. */
+  limits: GrantedLimits;
   grantedNano: number;
   streamed: boolean;
   startedAt: number;
@@ -36,26 +38,22 @@ export class Meter {
     private readonly budget: BudgetLedger,
     private readonly writer: UsageWriter,
     private readonly clock: Clock,
-    private readonly logger: Logger,
+    readonly overruns: OverrunMonitor,
   ) {}
 
   async finish(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
     const charge: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
-      : chargeFor(ticket.price, outcome.usage, () =>
-          estimateCharge(ticket.plan, ticket.price, ticket.promptBoundTokens, Math.max(1, outcome.completionEvents), ticket.grantedNano),
+      : chargeFor(ticket.bounds, ticket.plan, outcome.usage, () =>
+          estimateCharge(ticket.plan, ticket.bounds, ticket.limits, Math.max(1, outcome.completionEvents), ticket.grantedNano),
         );
     // Settling is idempotent in the ledger and the row's primary key is the request id,
-    // so a second finish for the same ticket changes nothing.
+    // so a second finish for the same ticket changes nothing. An overrun freezes the
+    // account there (BudgetLedger.settle), and here in the row, so a restart keeps it.
     await this.budget.settle(ticket.requestId, charge.costNano);
-    if (charge.costNano > ticket.grantedNano) {
-      // Only possible when the catalogue's price is below the upstream's: worth an alert.
-      this.logger.warn("actual cost exceeded the reservation", {
-        requestId: ticket.requestId,
-        model: ticket.model,
-        reservedNano: ticket.grantedNano,
-        costNano: charge.costNano,
-      });
+    const overrunNano = Math.max(0, charge.costNano - ticket.grantedNano);
+    if (overrunNano > 0) {
+      this.overruns.record(ticket.model, { requestId: ticket.requestId, reservedNano: ticket.grantedNano, costNano: charge.costNano });
     }
     const { target } = ticket;
     this.writer.enqueue({
@@ -75,6 +73,9 @@ export class Meter {
       streamed: ticket.streamed,
       startedAt: ticket.startedAt,
       finishedAt: this.clock.now(),
+      reservedNano: ticket.grantedNano,
+      overrunNano,
+      frozenCapNano: overrunNano > 0 ? target.capNano : null,
     });
     return charge;
   }

@@ -1,17 +1,8 @@
 import type { Logger } from "../logger";
 import type { UpstreamClient } from "../upstream/client";
+import { fallbackPrice, parseModelPrice, type CatalogueEntry, type ModelPrice } from "./model-price";
 
-/** What the proxy needs to know about a model to reserve and charge for it. */
-export interface ModelPrice {
-  /** Nano-dollars per token; may be fractional (e.g. $0.0375/M tokens = 37.5). */
-  promptNanoPerToken: number;
-  completionNanoPerToken: number;
-  contextLength: number;
-  /** The most completion tokens the model (its top provider) will produce. */
-  maxCompletionTokens: number;
-  /** False when the fallback price was used because the catalogue does not list it. */
-  listed: boolean;
-}
+export type { ModelPrice } from "./model-price";
 
 export interface FallbackPricing {
   promptUsdPerToken: number;
@@ -19,20 +10,28 @@ export interface FallbackPricing {
   contextTokens: number;
 }
 
-interface CatalogueModel {
-  id?: unknown;
-  context_length?: unknown;
-  pricing?: { prompt?: unknown; completion?: unknown };
-  top_provider?: { max_completion_tokens?: unknown; context_length?: unknown };
+/**
+ * Model-id suffixes OpenRouter accepts on any model: `:online` adds the web plugin,
+ * `:nitro`/`:floor`/`:exacto` sort providers, `:thinking`/`:extended` are variants.
+ * `:free` models are listed under their own id, so they are found before this applies.
+ */
+const VARIANT_SUFFIXES = new Set(["online", "nitro", "floor", "exacto", "thinking", "extended"]);
+
+/** A model id as the client sent it, resolved to the catalogue entry that prices it. */
+export interface ResolvedModel {
+  price: ModelPrice;
+  /** The `:online` suffix: the web plugin runs with its default results. */
+  online: boolean;
 }
 
 /**
- * Prices per model from the upstream's `GET /models` (OpenRouter: `pricing.prompt` and
- * `pricing.completion` are decimal strings in USD per token). Fetched at start and
- * refreshed periodically; a failed refresh keeps the last good catalogue.
+ * Prices per model from the upstream's `GET /models` (every billed dimension, see
+ * ./model-price.ts), fetched at start and refreshed periodically; a failed refresh keeps
+ * the last good catalogue. The raw entries are kept too, for `GET /api/v1/models`.
  */
 export class PricingCatalogue {
   private models = new Map<string, ModelPrice>();
+  private entries: unknown[] = [];
   private lastRefreshAt: number | null = null;
   private timer: ReturnType<typeof setInterval> | null = null;
 
@@ -42,16 +41,35 @@ export class PricingCatalogue {
     private readonly logger: Logger,
   ) {}
 
-  priceOf(model: string): ModelPrice {
-    return (
-      this.models.get(model) ?? {
-        promptNanoPerToken: this.fallback.promptUsdPerToken * 1e9,
-        completionNanoPerToken: this.fallback.completionUsdPerToken * 1e9,
-        contextLength: this.fallback.contextTokens,
-        maxCompletionTokens: this.fallback.contextTokens,
-        listed: false,
-      }
-    );
+  /**
+   * The price of a model id. With a loaded catalogue an unknown id is null (the caller
+   * answers 400); before the first load, the deliberately high fallback price stands in.
+   */
+  resolve(modelId: string): ResolvedModel | null {
+    const exact = this.models.get(modelId);
+    if (exact) return { price: exact, online: false };
+    const colon = modelId.lastIndexOf(":");
+    if (colon > 0 && VARIANT_SUFFIXES.has(modelId.slice(colon + 1))) {
+      const base = this.models.get(modelId.slice(0, colon));
+      if (base) return { price: base, online: modelId.endsWith(":online") };
+    }
+    if (this.models.size > 0) return null;
+    const f = this.fallback;
+    return { price: fallbackPrice(modelId, f.promptUsdPerToken, f.completionUsdPerToken, f.contextTokens), online: modelId.endsWith(":online") };
+  }
+
+  /** Fixed-priced models whose prompt and completion prices are at or under the given ones (nano per token). */
+  modelsWithin(promptNano: number, completionNano: number): ModelPrice[] {
+    const out: ModelPrice[] = [];
+    for (const price of this.models.values()) {
+      if (!price.variable && price.prompt <= promptNano && price.completion <= completionNano) out.push(price);
+    }
+    return out;
+  }
+
+  /** The catalogue's entries as the upstream listed them (OpenRouter's Model objects). */
+  get listing(): readonly unknown[] {
+    return this.entries;
   }
 
   get size(): number {
@@ -66,14 +84,16 @@ export class PricingCatalogue {
     try {
       const response = await this.upstream.get("/models");
       if (!response.ok) throw new Error(`GET /models answered ${response.status}`);
-      const body = (await response.json()) as { data?: CatalogueModel[] };
+      const body = (await response.json()) as { data?: CatalogueEntry[] };
+      const entries = Array.isArray(body.data) ? body.data : [];
       const next = new Map<string, ModelPrice>();
-      for (const m of body.data ?? []) {
-        const parsed = parseModel(m);
-        if (parsed) next.set(parsed.id, parsed.price);
+      for (const entry of entries) {
+        const price = entry && typeof entry === "object" ? parseModelPrice(entry) : null;
+        if (price) next.set(price.id, price);
       }
       if (next.size === 0) throw new Error("GET /models listed no priced models");
       this.models = next;
+      this.entries = entries;
       this.lastRefreshAt = Date.now();
       this.logger.info("pricing catalogue loaded", { models: next.size });
     } catch (err) {
@@ -93,29 +113,4 @@ export class PricingCatalogue {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
   }
-}
-
-function parseModel(m: CatalogueModel): { id: string; price: ModelPrice } | null {
-  if (typeof m.id !== "string") return null;
-  const prompt = Number(m.pricing?.prompt);
-  const completion = Number(m.pricing?.completion);
-  // OpenRouter marks variable-priced routers with "-1": they cannot be reserved exactly, so
-  // leave them out and let the (high) fallback price apply.
-  if (!Number.isFinite(prompt) || !Number.isFinite(completion) || prompt < 0 || completion < 0) return null;
-  const contextLength = positiveInt(m.context_length) ?? positiveInt(m.top_provider?.context_length) ?? 4096;
-  const maxCompletion = positiveInt(m.top_provider?.max_completion_tokens) ?? contextLength;
-  return {
-    id: m.id,
-    price: {
-      promptNanoPerToken: prompt * 1e9,
-      completionNanoPerToken: completion * 1e9,
-      contextLength,
-      maxCompletionTokens: Math.min(maxCompletion, contextLength),
-      listed: true,
-    },
-  };
-}
-
-function positiveInt(v: unknown): number | null {
-  return typeof v === "number" && Number.isInteger(v) && v > 0 ? v : null;
 }

@@ -2,7 +2,7 @@ import type Redis from "ioredis";
 import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
-import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledger";
+import type { BudgetLedger, BudgetSnapshot, FrozenCapLoader, ReserveOutcome } from "./budget-ledger";
 import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
 
 /**
@@ -25,13 +25,15 @@ if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'stale')
 if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('ERR duplicate reservation') end
 local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
 local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
-local available = tonumber(ARGV[1]) - spent - reserved
 local epoch = redis.call('HGET', KEYS[1], 'epoch') or ''
+local frozen = redis.call('HGET', KEYS[1], 'frozen')
+if frozen and tonumber(ARGV[1]) <= tonumber(frozen) then return {2, spent, reserved, epoch} end
+local available = tonumber(ARGV[1]) - spent - reserved
 if available < tonumber(ARGV[2]) then return {0, spent, reserved, epoch} end
 local granted = math.min(tonumber(ARGV[3]), available)
 local grantedText = string.format('%d', granted)
 redis.call('HINCRBY', KEYS[1], 'reserved', grantedText)
-redis.call('HSET', KEYS[2], 'account', KEYS[1], 'amount', grantedText)
+redis.call('HSET', KEYS[2], 'account', KEYS[1], 'amount', grantedText, 'cap', ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('HSET', KEYS[3], KEYS[2], grantedText .. ' ' .. epoch .. ' ' .. KEYS[1])
@@ -42,6 +44,7 @@ return {1, granted, 0, epoch}
 
 // A stale account (see redis-process-lease.ts) takes the store's spend but keeps its
 // epoch and `reserved`: the holds of live processes in it are still counted and settle as usual.
+// ARGV[4]: the cap an overrun froze the account at, per the store ('' when none).
 const INIT_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', '0', 'epoch', ARGV[3])
@@ -49,12 +52,19 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 elseif redis.call('HEXISTS', KEYS[1], 'stale') == 1 then
   redis.call('HSET', KEYS[1], 'spent', ARGV[1])
   redis.call('HDEL', KEYS[1], 'stale')
+else
+  return 1
+end
+if ARGV[4] ~= '' then
+  local frozen = tonumber(redis.call('HGET', KEYS[1], 'frozen') or '0')
+  redis.call('HSET', KEYS[1], 'frozen', string.format('%d', math.max(frozen, tonumber(ARGV[4]))))
 end
 return 1
 `;
 
 // KEYS: reservation, account, this process's held hash and settled set. ARGV: actual
-// cost, account TTL, the account's epoch when the reservation was made. A missing
+// cost, account TTL, the account's epoch when the reservation was made. A cost above the
+// amount reserved freezes the account at the reservation's cap (see BudgetLedger.settle). A missing
 // reservation under the same epoch was settled already (idempotence). Under another epoch,
 // Redis lost the account and it was rebuilt from the store without this in-flight request:
 // its cost is added now, or it would never count against the cap. A `reclaimed` one was
@@ -66,10 +76,15 @@ redis.call('PEXPIRE', KEYS[4], ARGV[2])
 local amount = redis.call('HGET', KEYS[1], 'amount')
 if amount then
   local reclaimed = redis.call('HGET', KEYS[1], 'reclaimed')
+  local cap = redis.call('HGET', KEYS[1], 'cap')
   redis.call('DEL', KEYS[1])
   if redis.call('EXISTS', KEYS[2]) == 1 then
     if not reclaimed then redis.call('HINCRBY', KEYS[2], 'reserved', '-' .. amount) end
     redis.call('HINCRBY', KEYS[2], 'spent', ARGV[1])
+    if cap and tonumber(ARGV[1]) > tonumber(amount) then
+      local frozen = tonumber(redis.call('HGET', KEYS[2], 'frozen') or '0')
+      redis.call('HSET', KEYS[2], 'frozen', string.format('%d', math.max(frozen, tonumber(cap))))
+    end
     redis.call('PEXPIRE', KEYS[2], ARGV[2])
   end
   return 1
@@ -94,7 +109,7 @@ interface LedgerCommands {
     account: string, reservation: string, held: string, registry: string,
     cap: number, min: number, desired: number, resvTtl: number, accountTtl: number, processId: string,
   ): Promise<[number, number, number, string]>;
-  budgetInit(account: string, spent: number, accountTtl: number, epoch: string): Promise<number>;
+  budgetInit(account: string, spent: number, accountTtl: number, epoch: string, frozenCap: string): Promise<number>;
   budgetSettle(reservation: string, account: string, held: string, settled: string, actual: number, accountTtl: number, epoch: string): Promise<number>;
 }
 
@@ -112,6 +127,7 @@ export class RedisBudgetLedger implements BudgetLedger {
     private readonly redis: Redis,
     private readonly loadSpentNano: (account: BudgetAccount) => number,
     private readonly logger: Logger,
+    private readonly loadFrozenCapNano: FrozenCapLoader = () => null,
   ) {
     redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
@@ -135,6 +151,7 @@ export class RedisBudgetLedger implements BudgetLedger {
         return { ok: true, grantedNano: a };
       }
       if (status === 0) return { ok: false, spentNano: a, reservedNano: b };
+      if (status === 2) return { ok: false, spentNano: a, reservedNano: b, frozen: true };
       await this.load(account);
     }
     throw new ApiError("unavailable", "the budget store could not load this budget; try again");
@@ -175,7 +192,10 @@ export class RedisBudgetLedger implements BudgetLedger {
   }
 
   private async load(account: BudgetAccount): Promise<void> {
-    await this.guard(() => this.commands.budgetInit(accountKeyOf(account), this.loadSpentNano(account), ACCOUNT_TTL_MS, crypto.randomUUID()));
+    const frozenCap = this.loadFrozenCapNano(account);
+    await this.guard(() =>
+      this.commands.budgetInit(accountKeyOf(account), this.loadSpentNano(account), ACCOUNT_TTL_MS, crypto.randomUUID(), frozenCap === null ? "" : String(frozenCap)),
+    );
   }
 
   private scheduleRetry(): void {

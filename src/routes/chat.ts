@@ -16,7 +16,16 @@ const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true 
  */
 export const ChatCompletionRequest = t.Object(
   {
-    model: t.String({ minLength: 1, maxLength: 256, description: "OpenRouter model id, e.g. `openai/gpt-4o-mini`." }),
+    model: t.Optional(
+      t.String({ minLength: 1, maxLength: 256, description: "OpenRouter model id, e.g. `openai/gpt-4o-mini`. Optional when `models` is given." }),
+    ),
+    models: t.Optional(
+      t.Array(t.String({ minLength: 1, maxLength: 256 }), {
+        minItems: 1,
+        maxItems: 32,
+        description: "Fallback model ids, tried in order by the upstream. The reservation is priced at the most expensive of them.",
+      }),
+    ),
     messages: t.Array(
       t.Object(
         {
@@ -38,6 +47,20 @@ const ChatCompletionResponse = t.Object(
   { id: t.String(), object: t.String(), model: t.String(), choices: t.Array(t.Unknown()), usage: t.Optional(t.Unknown()) },
   { additionalProperties: true, description: "OpenAI chat.completion; with `stream: true`, `text/event-stream` of chat.completion.chunk events." },
 );
+
+const CHAT_DESCRIPTION = [
+  "Send `x-service-user: <appUserId>` (or `x-service-grant`). Before the call goes upstream its worst-case cost is reserved against the budget:",
+  "per-request fee + images × image price + web results × web-search price + prompt bound × the highest input rate (prompt or cache write) +",
+  "(max_tokens + reasoning budget) × n × the highest output rate (completion or internal reasoning), at the priciest of `model` and its `models` fallbacks.",
+  "`max_tokens` defaults to DEFAULT_MAX_TOKENS (4096) and is clamped to what the remaining budget affords; on reasoning models `reasoning.max_tokens` is always sent (an `effort` becomes its token budget).",
+  "`provider.max_price` is set to the prices reserved on (the lower of these and the client's own), so the upstream refuses a pricier provider or routed model.",
+  "Response headers `x-metering-max-tokens`, `x-metering-reasoning-max-tokens` and `x-metering-reserved-usd` say what was sent and reserved.",
+  "400 `invalid_request` for an unknown model, a plugin or server tool whose cost cannot be bounded (unless the operator set PLUGIN_RESERVATIONS_USD), image output billed per image, per-page PDF parsing, or a request the upstream refused (its 400/404/413/422).",
+  "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt; also after an overrun until the period resets or the cap is raised) or `funding_invalid`;",
+  "502 `upstream` for any other upstream failure.",
+  "With an `Idempotency-Key` header, a retry of a call that finished replays its answer (`Idempotent-Replayed: true`) and is not charged again;",
+  "409 `idempotency_conflict` while the first call runs, 422 `idempotency_mismatch` when the key was used for another request.",
+].join(" ");
 
 /** POST /chat/completions: the metered, OpenAI-compatible proxy. */
 export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, idempotency: IdempotencyService, auth: Guards) {
@@ -81,12 +104,7 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
       detail: {
         tags: ["chat"],
         summary: "OpenAI-compatible chat completion, metered against the user's budget",
-        description:
-          "Send `x-service-user: <appUserId>`. `max_tokens` is clamped to what the remaining budget affords. " +
-          "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) or `funding_invalid`; " +
-          "502 `upstream` for any upstream failure. " +
-          "With an `Idempotency-Key` header, a retry of a call that finished replays its answer (`Idempotent-Replayed: true`) and is not charged again; " +
-          "409 `idempotency_conflict` while the first call runs, 422 `idempotency_mismatch` when the key was used for another request.",
+        description: CHAT_DESCRIPTION,
         security: [{ secretKey: [] }],
         parameters: [
           { name: "x-service-user", in: "header", required: false, schema: { type: "string" }, description: "The app's id for the user whose budget pays." },

@@ -3,6 +3,7 @@ import { Type } from "@sinclair/typebox";
 import type { Deps } from "../deps";
 import type { ChatService } from "../services/chat";
 import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
+import type { OverrunMonitor } from "../metering/overrun-monitor";
 
 const HealthModel = t.Object({
   status: t.Union([t.Literal("ok"), t.Literal("degraded")]),
@@ -20,10 +21,14 @@ const HealthModel = t.Object({
     lastError: t.Nullable(t.String()),
   }),
   activeStreams: Type.Integer(),
+  overruns: t.Object(
+    { count: Type.Integer(), models: t.Record(t.String(), Type.Integer()) },
+    { description: "Calls since start whose cost passed their reservation (the upstream billed above its catalogue), by model." },
+  ),
 });
 
 /** GET /healthz: liveness plus what an operator needs to know at a glance. */
-export function healthRoutes(deps: Deps, chat: ChatService) {
+export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMonitor) {
   return new Elysia().get(
     "/healthz",
     ({ set }) => {
@@ -42,6 +47,7 @@ export function healthRoutes(deps: Deps, chat: ChatService) {
         pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
         writer: { pending, written, flushes, failedFlushes, lastError },
         activeStreams: chat.activeStreams,
+        overruns: overruns.state,
       };
     },
     { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Health and mode" } },

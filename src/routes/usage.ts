@@ -19,6 +19,10 @@ const UsageRowModel = t.Object({
   streamed: t.Boolean(),
   startedAt: t.String({ format: "date-time" }),
   finishedAt: t.String({ format: "date-time" }),
+  reservedUsd: t.Nullable(t.Number({ description: "What the call reserved before it went upstream (its worst case, clamped to the budget)." })),
+  overrunUsd: t.Number({
+    description: "How much the cost passed the reservation: 0 unless the upstream's price changed under the proxy. After an overrun the budget admits nothing more until the period resets or the cap is raised.",
+  }),
 });
 
 const UsagePage = t.Object({
@@ -39,6 +43,8 @@ const toApiRow = (r: UsageRow) => ({
   streamed: r.streamed,
   startedAt: new Date(r.startedAt).toISOString(),
   finishedAt: new Date(r.finishedAt).toISOString(),
+  reservedUsd: r.reservedNano === null || r.reservedNano === undefined ? null : nanoToUsd(r.reservedNano),
+  overrunUsd: nanoToUsd(r.overrunNano ?? 0),
 });
 
 /** GET /usage: a user's ledger rows for one period, newest first, so an app can explain a charge. */

@@ -44,11 +44,14 @@ export function userBudgetTarget(deps: Deps, appId: string, appUserId: string): 
 }
 
 /** 402 budget_exceeded (grant_invalid for a grant) with what a program needs to act on it. */
-export function budgetExceeded(target: BudgetTarget, counters: BudgetSnapshot): ApiError {
-  const remaining = Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
-  const [code, message] = target.grantId
-    ? (["grant_invalid", "the grant's cap is used up: it does not cover even a minimal completion of this request"] as const)
-    : (["budget_exceeded", "the budget does not cover even a minimal completion of this request"] as const);
+export function budgetExceeded(target: BudgetTarget, counters: BudgetSnapshot & { frozen?: true }): ApiError {
+  const remaining = counters.frozen ? 0 : Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
+  const code = target.grantId ? "grant_invalid" : "budget_exceeded";
+  const message = counters.frozen
+    ? `an earlier call cost more than it reserved (the upstream billed above its listed price), so this ${target.grantId ? "grant admits nothing more" : "budget admits nothing more until the period resets or the cap is raised"}`
+    : target.grantId
+      ? "the grant's cap is used up: it does not cover even a minimal completion of this request"
+      : "the budget does not cover even a minimal completion of this request";
   return new ApiError(code, message, {
     limitUsd: nanoToUsd(target.capNano),
     usedUsd: nanoToUsd(counters.spentNano),

@@ -2,18 +2,21 @@ import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import type { Meter, MeteringTicket } from "../metering/meter";
 import type { PricingCatalogue } from "../metering/pricing";
-import { affordableMaxTokens, planReservation } from "../metering/reservation";
 import { readError, readUsage } from "../metering/usage";
 import { copyUpstreamResponseHeaders } from "../upstream/headers";
 import { UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
 import { relayStream } from "../upstream/stream-relay";
 import { upstreamFailure } from "../upstream/errors";
-import { budgetExceeded, type BudgetTarget } from "./budget-target";
+import type { BudgetTarget } from "./budget-target";
+import { reserveChat } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
+import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
 
 /** The parts of a chat request the proxy relies on; everything else passes through. */
 export interface ChatBody {
-  model: string;
+  model?: string;
+  /** OpenRouter's fallbacks: tried in order when `model` (or the previous one) fails. */
+  models?: string[];
   messages: unknown[];
   stream?: boolean;
   max_tokens?: number;
@@ -50,7 +53,7 @@ export class ChatService {
   ) {}
 
   async complete(request: ChatRequest): Promise<Response> {
-    const ticket = await this.reserve(request);
+    const ticket = await reserveChat(this.deps, this.catalogue, request);
     const stream = request.body.stream === true;
     const upstreamBody = JSON.stringify(upstreamRequestBody(request.body, ticket));
 
@@ -64,6 +67,7 @@ export class ChatService {
     const { response, abort } = call;
     const headers: Record<string, string> = {};
     copyUpstreamResponseHeaders(response.headers, headers);
+    meteringHeaders(ticket, headers);
 
     if (!response.ok) {
       const text = await response.text().catch(() => "");
@@ -170,33 +174,6 @@ export class ChatService {
     return new Response(bytes, { status: 200, headers });
   }
 
-  private async reserve(request: ChatRequest): Promise<MeteringTicket> {
-    const { body, target } = request;
-    const price = this.catalogue.priceOf(body.model);
-    const promptBoundTokens = Math.min(request.bodyBytes, price.contextLength);
-    const requested = body.max_tokens ?? body.max_completion_tokens ?? null;
-    const plan = planReservation(price, promptBoundTokens, requested);
-    const outcome = await this.deps.budget.reserve(target.account, request.requestId, target.capNano, plan.minNano, plan.desiredNano);
-    if (!outcome.ok) throw budgetExceeded(target, outcome);
-    try {
-      target.admit?.();
-    } catch (err) {
-      await this.deps.budget.settle(request.requestId, 0);
-      throw err;
-    }
-    return {
-      requestId: request.requestId,
-      target,
-      model: body.model,
-      price,
-      plan,
-      promptBoundTokens,
-      grantedNano: outcome.grantedNano,
-      streamed: body.stream === true,
-      startedAt: this.deps.clock.now(),
-    };
-  }
-
   /** A request that failed before producing tokens costs nothing; the row says why. */
   private refund(ticket: MeteringTicket, status: string) {
     return this.meter.finish(ticket, { status, usage: null, generationId: null, completionEvents: 0, producedNothing: true });
@@ -206,13 +183,4 @@ export class ChatService {
     this.inFlight.set(promise, abort);
     void promise.finally(() => this.inFlight.delete(promise));
   }
-}
-
-/** The body sent upstream: the client's, with max_tokens clamped and usage always requested. */
-function upstreamRequestBody(body: ChatBody, ticket: MeteringTicket): ChatBody {
-  const maxTokens = affordableMaxTokens(ticket.plan, ticket.price, ticket.grantedNano);
-  const out: ChatBody = { ...body, max_tokens: maxTokens, usage: { ...body.usage, include: true } };
-  if (body.max_completion_tokens !== undefined) out.max_completion_tokens = maxTokens;
-  if (body.stream === true) out.stream_options = { ...body.stream_options, include_usage: true };
-  return out;
 }

@@ -131,6 +131,20 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys(expires_at);
     `,
   },
+  {
+    version: 5,
+    name: "reservations and overruns on ledger rows; frozen accounts",
+    sql: `
+      -- What the request reserved, and by how much its actual cost passed that (a price
+      -- that changed under us): an audit trail for the hard cap.
+      ALTER TABLE usage_ledger ADD COLUMN reserved_nano INTEGER;
+      ALTER TABLE usage_ledger ADD COLUMN overrun_nano INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX usage_ledger_overruns ON usage_ledger(account) WHERE overrun_nano > 0;
+      -- After an overrun the account admits nothing more under a cap at or below this one,
+      -- so an overrun can never compound (kept here so that a restart keeps the freeze).
+      ALTER TABLE usage_totals ADD COLUMN frozen_cap_nano INTEGER;
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {

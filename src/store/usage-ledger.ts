@@ -21,6 +21,12 @@ export interface UsageRow {
   streamed: boolean;
   startedAt: number;
   finishedAt: number;
+  /** What was reserved for it; null on rows written before reservations were recorded. */
+  reservedNano?: number | null;
+  /** How much the cost passed the reservation (0 normally). */
+  overrunNano?: number;
+  /** On an overrun: the cap the account is frozen at (see BudgetLedger.settle). */
+  frozenCapNano?: number | null;
 }
 
 interface LedgerRow {
@@ -40,6 +46,8 @@ interface LedgerRow {
   streamed: number;
   started_at: number;
   finished_at: number;
+  reserved_nano: number | null;
+  overrun_nano: number;
 }
 
 const toUsageRow = (r: LedgerRow): UsageRow => ({
@@ -59,6 +67,8 @@ const toUsageRow = (r: LedgerRow): UsageRow => ({
   streamed: r.streamed === 1,
   startedAt: r.started_at,
   finishedAt: r.finished_at,
+  reservedNano: r.reserved_nano,
+  overrunNano: r.overrun_nano,
 });
 
 /** The usage ledger and its per-account totals, always written together. */
@@ -70,12 +80,14 @@ export class UsageLedgerRepository {
   constructor(private readonly db: Database) {
     this.insertRow = db.query(
       `INSERT OR IGNORE INTO usage_ledger (request_id, account, app_id, app_user_id, grant_id, period, model,
-         generation_id, prompt_tokens, completion_tokens, cost_nano, source, status, streamed, started_at, finished_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         generation_id, prompt_tokens, completion_tokens, cost_nano, source, status, streamed, started_at, finished_at,
+         reserved_nano, overrun_nano)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.addToTotals = db.query(
-      `INSERT INTO usage_totals (account, spent_nano, request_count) VALUES (?1, ?2, 1)
-       ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + ?2, request_count = request_count + 1`,
+      `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano) VALUES (?1, ?2, 1, ?3)
+       ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + ?2, request_count = request_count + 1,
+         frozen_cap_nano = CASE WHEN ?3 IS NULL THEN frozen_cap_nano ELSE MAX(COALESCE(frozen_cap_nano, 0), ?3) END`,
     );
     // One transaction per batch; a row already present (a replay) changes nothing, so
     // the totals are only bumped for rows that were really inserted.
@@ -85,10 +97,11 @@ export class UsageLedgerRepository {
         const result = this.insertRow.run(
           r.requestId, r.account, r.appId, r.appUserId, r.grantId, r.period, r.model, r.generationId,
           r.promptTokens, r.completionTokens, r.costNano, r.source, r.status, r.streamed ? 1 : 0, r.startedAt, r.finishedAt,
+          r.reservedNano ?? null, r.overrunNano ?? 0,
         );
         if (result.changes === 1) {
           inserted++;
-          this.addToTotals.run(r.account, r.costNano);
+          this.addToTotals.run(r.account, r.costNano, r.frozenCapNano ?? null);
         }
       }
       return inserted;

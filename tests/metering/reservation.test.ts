@@ -1,46 +1,100 @@
 import { describe, expect, test } from "bun:test";
-import { MIN_COMPLETION_TOKENS, affordableMaxTokens, chargeFor, estimateCharge, planReservation } from "../../src/metering/reservation";
-import type { ModelPrice } from "../../src/metering/pricing";
+import {
+  MIN_COMPLETION_TOKENS,
+  MIN_REASONING_TOKENS,
+  chargeFor,
+  estimateCharge,
+  grantedLimits,
+  planReservation,
+} from "../../src/metering/reservation";
+import type { CostBounds } from "../../src/metering/worst-case";
 
-const price: ModelPrice = { promptNanoPerToken: 150, completionNanoPerToken: 600, contextLength: 128_000, maxCompletionTokens: 16_384, listed: true };
+/** gpt-4o-mini's rates in nano-dollars per token, a 1000-token prompt bound and no fixed costs. */
+const plain: CostBounds = {
+  fixedNano: 0,
+  promptTokens: 1000,
+  promptPrice: 150,
+  outputPrice: 600,
+  choices: 1,
+  modelLimit: 16_384,
+  reasons: false,
+  pin: { prompt: 150, completion: 600, request: 0, image: 0 },
+};
+const UNSET = { kind: "unset" } as const;
 
 describe("reservation math", () => {
-  test("worst case is prompt bound × prompt price + completion limit × completion price", () => {
-    const plan = planReservation(price, 1000, 100);
+  test("worst case is fixed + prompt bound × input rate + completion limit × output rate", () => {
+    const plan = planReservation({ ...plain, fixedNano: 2_000 }, 100, 4096, UNSET);
     expect(plan.promptCostNano).toBe(150_000);
-    expect(plan.desiredNano).toBe(150_000 + 60_000);
-    expect(plan.minNano).toBe(150_000 + MIN_COMPLETION_TOKENS * 600);
+    expect(plan.desiredNano).toBe(2_000 + 150_000 + 60_000);
+    expect(plan.minNano).toBe(2_000 + 150_000 + MIN_COMPLETION_TOKENS * 600);
     expect(plan.completionLimit).toBe(100);
+    expect(plan.reasoning).toBeNull();
   });
 
-  test("an absent max_tokens becomes the model's completion limit, a larger one is capped by it", () => {
-    expect(planReservation(price, 10, null).completionLimit).toBe(16_384);
-    expect(planReservation(price, 10, 1_000_000).completionLimit).toBe(16_384);
+  test("an absent max_tokens reserves the configured default, not the model's whole limit; a larger one is capped by the model", () => {
+    expect(planReservation(plain, null, 4096, UNSET).completionLimit).toBe(4096);
+    expect(planReservation(plain, 1_000_000, 4096, UNSET).completionLimit).toBe(16_384);
+    expect(planReservation({ ...plain, modelLimit: 1000 }, null, 4096, UNSET).completionLimit).toBe(1000);
   });
 
-  test("max_tokens is clamped to what the grant affords, never above it", () => {
-    const plan = planReservation(price, 1000, null);
-    const granted = 150_000 + 600 * 250 + 599; // room for 250 tokens, not 251
-    const tokens = affordableMaxTokens(plan, price, granted);
-    expect(tokens).toBe(250);
-    expect(plan.promptCostNano + tokens * price.completionNanoPerToken).toBeLessThanOrEqual(granted);
+  test("n multiplies every output token", () => {
+    const plan = planReservation({ ...plain, choices: 3 }, 100, 4096, UNSET);
+    expect(plan.desiredNano).toBe(150_000 + 3 * 60_000);
   });
 
-  test("fractional prices round the cost up", () => {
-    const odd: ModelPrice = { ...price, promptNanoPerToken: 37.5, completionNanoPerToken: 0.1 };
-    expect(planReservation(odd, 3, 1).promptCostNano).toBe(113);
-    expect(chargeFor(odd, { promptTokens: 1, completionTokens: 1, costUsd: null }, () => { throw new Error("unused"); }).costNano).toBe(38 + 1);
+  test("a reasoning model reserves a reasoning budget on top of max_tokens, at least the minimum", () => {
+    const bounds = { ...plain, reasons: true };
+    expect(planReservation(bounds, 100, 4096, UNSET).reasoning).toEqual({ limit: MIN_REASONING_TOKENS, min: MIN_REASONING_TOKENS, sent: true });
+    expect(planReservation(bounds, 4000, 4096, UNSET).reasoning?.limit).toBe(4000);
+    expect(planReservation(bounds, 4000, 4096, { kind: "effort", effort: "medium" }).reasoning?.limit).toBe(2000);
+    expect(planReservation(bounds, 4000, 4096, { kind: "tokens", maxTokens: 3000 }).reasoning?.limit).toBe(3000);
+    // Reasoning turned off: not sent, but a margin stays reserved in case the model reasons anyway.
+    expect(planReservation(bounds, 4000, 4096, { kind: "off" }).reasoning).toEqual({ limit: 4000, min: 0, sent: false });
+    const plan = planReservation(bounds, 4000, 4096, { kind: "tokens", maxTokens: 3000 });
+    expect(plan.desiredNano).toBe(150_000 + 7000 * 600);
+    expect(plan.minNano).toBe(150_000 + (MIN_COMPLETION_TOKENS + MIN_REASONING_TOKENS) * 600);
   });
 
-  test("charge prefers usage.cost, then tokens × price, then the estimate", () => {
-    const estimate = () => estimateCharge(planReservation(price, 100, 50), price, 100, 5, 10_000_000);
-    expect(chargeFor(price, { promptTokens: 10, completionTokens: 5, costUsd: 0.0000123 }, estimate)).toMatchObject({ costNano: 12_300, source: "upstream" });
-    expect(chargeFor(price, { promptTokens: 10, completionTokens: 5, costUsd: null }, estimate)).toMatchObject({ costNano: 1500 + 3000, source: "computed" });
-    expect(chargeFor(price, null, estimate)).toMatchObject({ costNano: 15_000 + 3000, source: "estimated" });
+  test("the granted limits never cost more than the grant, and shrink completion and reasoning together", () => {
+    const bounds = { ...plain, reasons: true };
+    const plan = planReservation(bounds, 4000, 4096, { kind: "tokens", maxTokens: 4000 });
+    expect(grantedLimits(plan, bounds, plan.desiredNano)).toEqual({ maxTokens: 4000, reasoningMaxTokens: 4000, outputTokens: 8000 });
+    for (const granted of [plan.minNano, plan.minNano + 599, 1_000_000, 2_345_678, plan.desiredNano - 1]) {
+      const limits = grantedLimits(plan, bounds, granted);
+      expect(150_000 + Math.ceil(limits.outputTokens * 600)).toBeLessThanOrEqual(granted);
+      expect(limits.maxTokens).toBeGreaterThanOrEqual(MIN_COMPLETION_TOKENS);
+      expect(limits.reasoningMaxTokens!).toBeGreaterThanOrEqual(MIN_REASONING_TOKENS);
+      expect(limits.outputTokens).toBe(limits.maxTokens + limits.reasoningMaxTokens!);
+    }
   });
 
-  test("the estimate never exceeds the reservation", () => {
-    const plan = planReservation(price, 100, 50);
-    expect(estimateCharge(plan, price, 100, 10_000, 20_000).costNano).toBe(20_000);
+  test("a grant below the full plan clamps max_tokens to what it affords", () => {
+    const plan = planReservation(plain, null, 4096, UNSET);
+    const granted = 150_000 + 1000 * 600 + 599;
+    expect(grantedLimits(plan, plain, granted)).toEqual({ maxTokens: 1000, reasoningMaxTokens: null, outputTokens: 1000 });
+  });
+
+  test("fractional rates round the cost up", () => {
+    const odd = { ...plain, promptTokens: 3, promptPrice: 37.5, outputPrice: 0.2 };
+    expect(planReservation(odd, 1, 4096, UNSET).promptCostNano).toBe(113);
+    const plan = planReservation(odd, 1, 4096, UNSET);
+    expect(chargeFor(odd, plan, { promptTokens: 1, completionTokens: 1, costUsd: null }, () => { throw new Error("unused"); }).costNano).toBe(38 + 1);
+  });
+
+  test("the upstream's cost wins; else tokens at the worst-case rates plus fixed costs; else the estimate", () => {
+    const bounds = { ...plain, fixedNano: 1000 };
+    const plan = planReservation(bounds, 50, 4096, UNSET);
+    const limits = grantedLimits(plan, bounds, plan.desiredNano);
+    const estimate = () => estimateCharge(plan, bounds, limits, 5, 10_000_000);
+    expect(chargeFor(bounds, plan, { promptTokens: 10, completionTokens: 5, costUsd: 0.0000123 }, estimate)).toMatchObject({ costNano: 12_300, source: "upstream" });
+    expect(chargeFor(bounds, plan, { promptTokens: 10, completionTokens: 5, costUsd: null }, estimate)).toMatchObject({ costNano: 1000 + 1500 + 3000, source: "computed" });
+    expect(chargeFor(bounds, plan, null, estimate)).toMatchObject({ costNano: 1000 + 150_000 + 3000, source: "estimated" });
+  });
+
+  test("an estimate never exceeds what was reserved", () => {
+    const plan = planReservation(plain, 50, 4096, UNSET);
+    const limits = grantedLimits(plan, plain, plan.desiredNano);
+    expect(estimateCharge(plan, plain, limits, 10_000, 20_000).costNano).toBe(20_000);
   });
 });

@@ -78,8 +78,8 @@ describe("stream relay", () => {
     expect(row.source).toBe("estimated");
     expect(row.status).toBe("client_disconnected");
     expect(row.costNano).toBeGreaterThan(0);
-    const reserved = t.deps.catalogue.priceOf(MODEL);
-    expect(row.costNano).toBeLessThanOrEqual(Math.ceil(500 * reserved.promptNanoPerToken + 50 * reserved.completionNanoPerToken));
+    const reserved = t.deps.catalogue.resolve(MODEL)!.price;
+    expect(row.costNano).toBeLessThanOrEqual(Math.ceil(500 * reserved.prompt + 50 * reserved.completion));
   });
 
   test("an upstream that resets mid-stream errors the client stream and is metered", async () => {

@@ -134,11 +134,15 @@ describe("the hard cap", () => {
     expect(sent.max_tokens).toBeLessThan(170);
   });
 
-  test("an absent max_tokens is filled in with the model's limit when the budget allows", async () => {
+  test("an absent max_tokens reserves and sends the default (4096), not the model's whole limit, and says so in a header", async () => {
     const t = await chatTestApp();
     t.connect("alice", 100);
-    await t.chat(ask("hi"));
+    const res = await t.chat(ask("hi"));
+    expect((t.mock.served.at(-1)!.body as { max_tokens: number }).max_tokens).toBe(4096);
+    expect(res.headers.get("x-metering-max-tokens")).toBe("4096");
+    const big = await t.chat({ ...ask("hi"), max_tokens: 100_000 });
     expect((t.mock.served.at(-1)!.body as { max_tokens: number }).max_tokens).toBe(16_384);
+    expect(big.headers.get("x-metering-max-tokens")).toBe("16384");
   });
 
   test("402 budget_exceeded carries limit, used, remaining and resetsAt", async () => {

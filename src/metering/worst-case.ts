@@ -1,0 +1,111 @@
+/**
+ * The worst-case prices of one request across every model that could serve it: `model`,
+ * its `models` fallbacks, and for a variable-priced router every listed model it could
+ * route to under the price pin. Each dimension takes the highest value any of them bills,
+ * so the reservation covers whichever one actually serves (DESIGN.md §3 "The hard cap").
+ */
+import { ApiError } from "../errors";
+import type { ModelPrice } from "./model-price";
+import type { PricePin } from "./price-pin";
+import type { PricingCatalogue } from "./pricing";
+import { DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
+
+export interface CostBounds {
+  /** Nano-dollars that do not scale with max_tokens: request fees, images, web results, predictions, operator reservations. */
+  fixedNano: number;
+  /** An upper bound on the prompt's tokens. */
+  promptTokens: number;
+  /** Nano-dollars per prompt token: the highest input-side rate (prompt, cache write, ...). */
+  promptPrice: number;
+  /** Nano-dollars per output token: the highest of completion, reasoning and audio output. */
+  outputPrice: number;
+  /** Completions per request (`n`): every output token bound is multiplied by it. */
+  choices: number;
+  /** The most completion tokens any candidate produces. */
+  modelLimit: number;
+  /** Some candidate can produce reasoning tokens. */
+  reasons: boolean;
+  /** What is sent as `provider.max_price`: the lower of the client's pin and the highest listed price. */
+  pin: PricePin;
+}
+
+export interface BoundsInput {
+  shape: RequestShape;
+  /** Size of the client's JSON body: bytes bound the tokens of text (one token is at least one byte). */
+  bodyBytes: number;
+  clientPin: PricePin;
+  /** Tokens one input image may cost; it is below every model's context length. */
+  imageTokenBound: number;
+}
+
+export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): CostBounds {
+  const { shape, clientPin } = input;
+  const models: ModelPrice[] = [];
+  let online = false;
+  for (const id of shape.modelIds) {
+    const resolved = catalogue.resolve(id);
+    if (!resolved) throw new ApiError("invalid_request", `unknown model ${JSON.stringify(id)}: the upstream's catalogue does not list it (see GET /api/v1/models)`);
+    online ||= resolved.online;
+    if (!resolved.price.variable) {
+      models.push(resolved.price);
+      continue;
+    }
+    // A router's price is that of the model it picks: bound it by every model it may pick under the pin.
+    const reachable = catalogue.modelsWithin(clientPin.prompt, clientPin.completion);
+    if (reachable.length === 0) {
+      throw new ApiError("invalid_request", `model ${JSON.stringify(id)} is variable-priced and no listed model fits under provider.max_price, so its cost cannot be bounded`);
+    }
+    models.push(...reachable);
+  }
+
+  const highest = (of: (m: ModelPrice) => number) => models.reduce((max, m) => Math.max(max, of(m)), 0);
+  refuseUnbounded(shape, models);
+  const webResults = shape.webResults + (online ? DEFAULT_WEB_RESULTS : 0);
+  const contextLength = highest((m) => m.contextLength);
+  const promptPrice = highest((m) => Math.max(m.prompt, m.cacheWrite, shape.audioInput ? m.audio : 0, shape.images > 0 ? m.imageToken : 0));
+  const outputPrice = highest((m) => Math.max(m.completion, m.reasons ? m.internalReasoning : 0, shape.audioOutput ? m.audioOutput : 0));
+  // Web results are added to the prompt, and media other than images has no size bound
+  // in bytes: then only the context length bounds the prompt.
+  const promptTokens =
+    webResults > 0 || shape.opaqueMedia
+      ? contextLength
+      : Math.min(contextLength, Math.max(1, input.bodyBytes - shape.imageUrlBytes) + shape.images * input.imageTokenBound);
+  const fixedNano = Math.ceil(
+    highest((m) => m.request) +
+      shape.images * highest((m) => m.image) +
+      webResults * highest((m) => m.webSearch) +
+      shape.predictionBytes * outputPrice * shape.choices +
+      shape.operatorReservedNano,
+  );
+  return {
+    fixedNano,
+    promptTokens,
+    promptPrice,
+    outputPrice,
+    choices: shape.choices,
+    modelLimit: Math.max(1, highest((m) => m.maxCompletionTokens)),
+    reasons: models.some((m) => m.reasons),
+    pin: {
+      prompt: Math.min(clientPin.prompt, highest((m) => m.prompt)),
+      completion: Math.min(clientPin.completion, highest((m) => m.completion)),
+      request: Math.min(clientPin.request, highest((m) => m.request)),
+      image: Math.min(clientPin.image, highest((m) => m.image)),
+    },
+  };
+}
+
+/** Dimensions billed per unit the request cannot bound: refused before anything is reserved. */
+function refuseUnbounded(shape: RequestShape, models: ModelPrice[]): void {
+  const pricedImageOutput = models.find((m) => m.imageOutput > 0);
+  if (shape.imageOutput && pricedImageOutput) {
+    throw new ApiError("invalid_request", `image output is billed per generated image on ${pricedImageOutput.id}, and their number cannot be bounded before the call`);
+  }
+  const parsesFiles = shape.fileParts && shape.pdfEngine === null && models.find((m) => !m.inputModalities.includes("file"));
+  if (parsesFiles) {
+    throw new ApiError(
+      "invalid_request",
+      `${parsesFiles.id} does not read files natively, and the upstream's default PDF engine is billed per page, which cannot be bounded; ` +
+        `send plugins: [{"id":"file-parser","pdf":{"engine":"pdf-text"}}]`,
+    );
+  }
+}

@@ -1,0 +1,56 @@
+import type { Deps } from "../deps";
+import type { MeteringTicket } from "../metering/meter";
+import { clientPin } from "../metering/price-pin";
+import type { PricingCatalogue } from "../metering/pricing";
+import { readRequestShape } from "../metering/request-shape";
+import { grantedLimits, planReservation } from "../metering/reservation";
+import { costBounds } from "../metering/worst-case";
+import { budgetExceeded, type BudgetTarget } from "./budget-target";
+import type { ChatBody } from "./chat";
+
+export interface ReservationRequest {
+  requestId: string;
+  target: BudgetTarget;
+  body: ChatBody;
+  /** Size of the client's JSON body: an upper bound on the tokens of its text. */
+  bodyBytes: number;
+}
+
+/**
+ * Reserves a chat call's worst case against its budget (DESIGN.md §3 "The hard cap"):
+ * read what the body can be billed for (400 for what cannot be bounded), price it at the
+ * highest rate of every model that may serve it, reserve atomically between a minimal and
+ * the full completion, then size max_tokens (and the reasoning budget) to what was granted.
+ */
+export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, request: ReservationRequest): Promise<MeteringTicket> {
+  const { body, target, requestId } = request;
+  const { config } = deps;
+  const shape = readRequestShape(body, config.pluginReservationsNano);
+  const bounds = costBounds(catalogue, { shape, bodyBytes: request.bodyBytes, clientPin: clientPin(body), imageTokenBound: config.imageTokensBound });
+  const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
+  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano);
+  if (!outcome.ok) throw budgetExceeded(target, outcome);
+  try {
+    target.admit?.();
+  } catch (err) {
+    await deps.budget.settle(requestId, 0);
+    throw err;
+  }
+  return {
+    requestId,
+    target,
+    model: shape.modelIds[0]!,
+    bounds,
+    plan,
+    limits: grantedLimits(plan, bounds, outcome.grantedNano),
+    grantedNano: outcome.grantedNano,
+    streamed: body.stream === true,
+    startedAt: deps.clock.now(),
+  };
+}
+
+/** The client's completion limit: the lower of max_tokens and max_completion_tokens when both are sent. */
+function requestedMaxTokens(body: ChatBody): number | null {
+  const limits = [body.max_tokens, body.max_completion_tokens].filter((v): v is number => typeof v === "number");
+  return limits.length > 0 ? Math.min(...limits) : null;
+}
