@@ -16,7 +16,7 @@ type Durable = Map<string, number>;
 
 interface Subject {
   /** A ledger whose loader reads `durable`, and which records every account it loads. */
-  make(durable: Durable, loads: string[]): Promise<BudgetLedger>;
+  make(durable: Durable, loads: string[], frozen?: Durable): Promise<BudgetLedger>;
 }
 
 let redis: TestRedis;
@@ -50,9 +50,14 @@ const loaderOf = (durable: Durable, loads: string[]) => (account: string) => {
   return durable.get(account) ?? 0;
 };
 
+const frozenLoaderOf = (frozen: Durable) => (account: string) => frozen.get(account) ?? null;
+
 const SUBJECTS: Record<string, Subject> = {
-  memory: { make: async (durable, loads) => new InMemoryBudgetLedger(loaderOf(durable, loads)) },
-  redis: { make: async (durable, loads) => new RedisBudgetLedger(await redisClient(), loaderOf(durable, loads), memoryLogger()) },
+  memory: { make: async (durable, loads, frozen = new Map()) => new InMemoryBudgetLedger(loaderOf(durable, loads), frozenLoaderOf(frozen)) },
+  redis: {
+    make: async (durable, loads, frozen = new Map()) =>
+      new RedisBudgetLedger(await redisClient(), loaderOf(durable, loads), memoryLogger(), frozenLoaderOf(frozen)),
+  },
 };
 
 /** Accounts and request ids unique per test, so tests sharing one Redis never meet. */
@@ -158,6 +163,38 @@ for (const [kind, subject] of Object.entries(SUBJECTS)) {
       await Promise.all(results.map((o, i) => ledgerOf(i).settle(`${r}-${i}`, o.ok ? 10 : 0)));
       const admitted = results.filter((o) => o.ok).length;
       expect(await ledgerOf(1).snapshot(account)).toEqual({ spentNano: admitted * 10, reservedNano: 0 });
+    });
+
+    test("a cost above the reservation freezes the account at its cap: nothing more under that cap, a higher cap lifts it", async () => {
+      // Two ledgers on one account: the freeze must be seen by every process sharing it.
+      const ledgers = [await subject.make(new Map(), []), await subject.make(new Map(), [])];
+      const other = kind === "redis" ? ledgers[1]! : ledgers[0]!;
+      const account = fresh("acct");
+      const r = fresh("req");
+      expect(await ledgers[0]!.reserve(account, `${r}-1`, 1000, 10, 100)).toEqual({ ok: true, grantedNano: 100 });
+      expect(await other.reserve(account, `${r}-2`, 1000, 10, 100)).toEqual({ ok: true, grantedNano: 100 });
+      await ledgers[0]!.settle(`${r}-1`, 150);
+      expect(await other.reserve(account, `${r}-3`, 1000, 1, 1)).toEqual({ ok: false, spentNano: 150, reservedNano: 100, frozen: true });
+      // A call already admitted still settles as usual.
+      await other.settle(`${r}-2`, 50);
+      expect(await other.snapshot(account)).toEqual({ spentNano: 200, reservedNano: 0 });
+      expect(await ledgers[0]!.reserve(account, `${r}-4`, 1001, 1, 1)).toEqual({ ok: true, grantedNano: 1 });
+    });
+
+    test("a settle at or below the reservation never freezes", async () => {
+      const ledger = await subject.make(new Map(), []);
+      const account = fresh("acct");
+      const r = fresh("req");
+      await ledger.reserve(account, `${r}-1`, 1000, 10, 100);
+      await ledger.settle(`${r}-1`, 100);
+      expect(await ledger.reserve(account, `${r}-2`, 1000, 10, 100)).toEqual({ ok: true, grantedNano: 100 });
+    });
+
+    test("a freeze recorded in the store is loaded with the account", async () => {
+      const account = fresh("acct");
+      const ledger = await subject.make(new Map([[account, 300]]), [], new Map([[account, 1000]]));
+      expect(await ledger.reserve(account, fresh("req"), 1000, 1, 1)).toEqual({ ok: false, spentNano: 300, reservedNano: 0, frozen: true });
+      expect(await ledger.reserve(account, fresh("req"), 2000, 1, 1)).toEqual({ ok: true, grantedNano: 1 });
     });
   });
 }
