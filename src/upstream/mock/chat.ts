@@ -1,14 +1,17 @@
 /**
  * POST /chat/completions of the mock upstream: request checks in OpenRouter's order
- * (auth, body, model), then the scenario decides between an error, a stall, a JSON
- * completion (components.schemas.ChatResult) and a stream (ChatStreamChunk events).
+ * (auth, body, model), then routing (fallbacks, routers, providers within max_price, see
+ * ./routing.ts), then the scenario decides between an error, a stall and a completion,
+ * billed as OpenRouter documents (./billing.ts) and answered by ./chat-answer.ts.
  */
-import { completionText, contentPieces, costUsd, estimatePromptTokens, messageText, usageObject } from "./completion";
+import { billFor, totalPromptTokens, usageObject } from "./billing";
+import { answerCompletion } from "./chat-answer";
+import { BadRequest, candidateModels, readBillableRequest, webResultsFor } from "./chat-request";
+import { estimatePromptTokens, messageText, plannedReasoningTokens } from "./completion";
 import { errorResponse } from "./errors";
-import { partialJsonBody } from "./json-body";
 import type { MockModel } from "./models";
+import { findModel, routeRequest } from "./routing";
 import { resolveScenario, type ScenarioInput } from "./scenario";
-import { sseBody } from "./sse-stream";
 import type { ServedRequest } from "./types";
 
 export interface ChatContext {
@@ -23,14 +26,6 @@ export interface ChatContext {
   overSocket: boolean;
 }
 
-interface ChatBody {
-  model?: unknown;
-  messages?: unknown;
-  stream?: unknown;
-  max_tokens?: unknown;
-  max_completion_tokens?: unknown;
-}
-
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 export async function handleChat(request: Request, ctx: ChatContext): Promise<Response> {
@@ -39,11 +34,17 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
   const entry: ServedRequest = {
     id: ctx.nextId(created),
     model: "",
+    servedModel: "",
+    provider: "",
     stream: false,
     maxTokens: null,
     promptTokens: 0,
     completionTokens: 0,
+    reasoningTokens: 0,
     deliveredTokens: 0,
+    images: 0,
+    webResults: 0,
+    cacheWriteTokens: 0,
     costUsd: 0,
     scenario: null,
     status: 200,
@@ -65,16 +66,23 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     return fail(401, request.headers.has("authorization") ? "Invalid Authorization header" : undefined);
   }
 
-  let body: ChatBody;
+  let body: Record<string, unknown>;
   try {
-    body = JSON.parse(await request.text()) as ChatBody;
+    body = JSON.parse(await request.text()) as Record<string, unknown>;
     entry.body = body;
   } catch {
     return fail(400, "Invalid JSON in request body");
   }
   if (body === null || typeof body !== "object" || Array.isArray(body)) return fail(400, "Request body must be a JSON object");
-  if (typeof body.model !== "string" || body.model === "") return fail(400, "No models provided");
-  entry.model = body.model;
+  let candidates: string[];
+  try {
+    candidates = candidateModels(body);
+  } catch (err) {
+    if (err instanceof BadRequest) return fail(400, err.message);
+    throw err;
+  }
+  if (candidates.length === 0) return fail(400, "No models provided");
+  entry.model = candidates[0]!;
   entry.stream = body.stream === true;
   const messages = body.messages;
   if (!Array.isArray(messages) || messages.length === 0) return fail(400, 'Input required: specify "prompt" or "messages"');
@@ -85,14 +93,28 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
   const maxTokens = typeof limit === "number" ? limit : null;
   entry.maxTokens = maxTokens;
 
-  const model = ctx.models.find((m) => m.id === body.model);
-  if (!model) return fail(400, `${body.model} is not a valid model ID`);
+  const unknown = candidates.find((id) => !findModel(ctx.models, id));
+  if (unknown !== undefined) return fail(400, `${unknown} is not a valid model ID`);
 
   const { scenario, errors } = resolveScenario(ctx.defaults, messageText(messages[messages.length - 1]));
   if (errors.length > 0) return fail(400, errors.join("; "));
   entry.scenario = scenario;
 
-  const promptTokens = estimatePromptTokens(messages);
+  let billable: ReturnType<typeof readBillableRequest>;
+  try {
+    billable = readBillableRequest(body, messages);
+  } catch (err) {
+    if (err instanceof BadRequest) return fail(400, err.message);
+    throw err;
+  }
+  const routed = routeRequest(ctx.models, candidates, scenario.failOver, billable.maxPrice);
+  if (!("route" in routed)) return fail(routed.status, routed.message);
+  const { model, provider, multiplier, online } = routed.route;
+  entry.servedModel = model.id;
+  entry.provider = provider;
+
+  const webResults = webResultsFor(billable, online);
+  const promptTokens = totalPromptTokens(scenario.promptTokens ?? estimatePromptTokens(messages), billable.images, scenario.imageTokens, webResults, scenario.resultTokens);
   entry.promptTokens = promptTokens;
   if (promptTokens + (maxTokens ?? 0) > model.contextLength) {
     return fail(
@@ -112,66 +134,34 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     return errorResponse(502, headers, { httpStatus: 200 });
   }
 
-  const completionTokens = Math.min(maxTokens ?? Infinity, scenario.tokens);
-  const finishReason = completionTokens < scenario.tokens ? "length" : "stop";
-  entry.completionTokens = completionTokens;
-  entry.costUsd = costUsd(model, promptTokens, completionTokens);
-  const usage = scenario.noUsage ? null : usageObject(model, promptTokens, completionTokens, !scenario.noCost);
-  headers.set("x-generation-id", entry.id);
-
-  if (!entry.stream) {
-    const result: Record<string, unknown> = {
-      id: entry.id,
-      provider: "Mock",
-      model: model.id,
-      object: "chat.completion",
-      created,
-      choices: [
-        {
-          logprobs: null,
-          finish_reason: finishReason,
-          native_finish_reason: finishReason,
-          index: 0,
-          message: { role: "assistant", content: completionText(completionTokens), refusal: null, reasoning: null },
-        },
-      ],
-      system_fingerprint: null,
-    };
-    if (usage) result.usage = usage;
-    headers.set("content-type", "application/json");
-    if (scenario.resetMidStream || scenario.stallMidStream) {
-      // Half the body, then a cut or silence: nothing usable was delivered.
-      const mode = scenario.resetMidStream ? "reset" : "stall";
-      const body = partialJsonBody(JSON.stringify(result), mode, request.signal, { onAbort: () => (entry.aborted = true), overSocket: ctx.overSocket });
-      return new Response(body, { status: 200, headers });
-    }
-    entry.deliveredTokens = completionTokens;
-    entry.completed = true;
-    return new Response(JSON.stringify(result), { status: 200, headers });
-  }
-
-  headers.set("content-type", "text/event-stream");
-  headers.set("cache-control", "no-cache");
-  const plan = {
-    id: entry.id,
-    model: model.id,
-    created,
-    pieces: contentPieces(completionTokens, scenario.chunks),
-    finishReason,
-    usage,
-    scenario,
-  } as const;
-  const stream = sseBody(plan, request.signal, {
-    onContent: (tokens) => {
-      entry.deliveredTokens += tokens;
-    },
-    onEnd: (completed, aborted) => {
-      entry.completed = completed;
-      entry.aborted = aborted;
-    },
-    overSocket: ctx.overSocket,
+  const contentTokens = Math.min(maxTokens ?? Infinity, scenario.tokens);
+  const reasoningTokens = plannedReasoningTokens(model, scenario, billable.reasoning);
+  const bill = billFor(model, multiplier, {
+    promptTokens,
+    images: billable.images,
+    webResults,
+    cacheWrite: billable.cacheWrite,
+    contentTokens,
+    reasoningTokens,
   });
-  return new Response(stream, { status: 200, headers });
+  Object.assign(entry, {
+    completionTokens: bill.completionTokens,
+    reasoningTokens: bill.reasoningTokens,
+    images: bill.images,
+    webResults: bill.webResults,
+    cacheWriteTokens: bill.cacheWriteTokens,
+    costUsd: bill.costUsd,
+  });
+  headers.set("x-generation-id", entry.id);
+  return answerCompletion(request, ctx.overSocket, headers, entry, {
+    created,
+    contentTokens,
+    finishReason: contentTokens < scenario.tokens ? "length" : "stop",
+    reasoningTokens,
+    showReasoning: !billable.reasoning.hidden,
+    usage: scenario.noUsage ? null : usageObject(bill, !scenario.noCost),
+    scenario,
+  });
 }
 
 /** `stall_before_headers`: no answer at all; rejects like fetch when the request is aborted. */

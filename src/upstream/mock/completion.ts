@@ -3,8 +3,10 @@
  * predict to the token and the nano-dollar what a request costs.
  * A token is one word of the completion; the prompt's tokens are an estimate from its length.
  */
+import type { ReasoningRequest } from "./chat-request";
 import type { MockModel } from "./models";
 import { numericPrices } from "./models";
+import type { Scenario } from "./scenario";
 
 /**
  * The completion's vocabulary. Multi-byte words (2-, 3- and 4-byte UTF-8) come early so
@@ -72,7 +74,8 @@ export function contentPieces(tokens: number, chunks: number | null): ContentPie
 }
 
 /**
- * USD cost of a completion. Catalogue prices have at most ~10 decimals, so products of token
+ * USD cost of prompt and completion tokens at a model's listed token prices (the whole bill
+ * of a plain model; fees, images, searches and reasoning are billing.ts's). Catalogue prices have at most ~10 decimals, so products of token
  * counts and prices are exact at 1e-12; rounding there removes binary float noise
  * (1 × 0.00000015 + 4 × 0.0000006 = 0.0000025499999999999997) without moving the value.
  */
@@ -81,30 +84,15 @@ export function costUsd(model: MockModel, promptTokens: number, completionTokens
   return Math.round((promptTokens * price.prompt + completionTokens * price.completion) * 1e12) / 1e12;
 }
 
+/** A reasoning model thinks this long unless the scenario says otherwise. */
+const DEFAULT_REASONING_TOKENS = 256;
+
 /**
- * The `usage` object as OpenRouter sends it (components.schemas.ChatUsage), in its field
- * order. Without cost (`no_cost` scenario), both `cost` and `cost_details` are left out.
+ * Reasoning tokens a generation spends. Only reasoning models reason; max_tokens does NOT
+ * limit them (they run past it, as real reasoning models bill), only `reasoning.max_tokens` does.
  */
-export function usageObject(model: MockModel, promptTokens: number, completionTokens: number, withCost: boolean) {
-  const base = {
-    prompt_tokens: promptTokens,
-    completion_tokens: completionTokens,
-    total_tokens: promptTokens + completionTokens,
-  };
-  if (!withCost) {
-    return { ...base, is_byok: false, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } };
-  }
-  const price = numericPrices(model);
-  return {
-    ...base,
-    cost: costUsd(model, promptTokens, completionTokens),
-    is_byok: false,
-    prompt_tokens_details: { cached_tokens: 0 },
-    cost_details: {
-      upstream_inference_cost: null,
-      upstream_inference_prompt_cost: Math.round(promptTokens * price.prompt * 1e12) / 1e12,
-      upstream_inference_completions_cost: Math.round(completionTokens * price.completion * 1e12) / 1e12,
-    },
-    completion_tokens_details: { reasoning_tokens: 0 },
-  };
+export function plannedReasoningTokens(model: MockModel, scenario: Scenario, request: ReasoningRequest): number {
+  if (!model.reasons || request.off) return 0;
+  const planned = scenario.reasoning ?? DEFAULT_REASONING_TOKENS;
+  return request.cap === null ? planned : Math.min(planned, request.cap);
 }

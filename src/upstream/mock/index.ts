@@ -9,10 +9,11 @@ import { DEFAULT_MODELS, modelsListBody } from "./models";
 import { parseScenarioDefaults } from "./scenario";
 import type { MockUpstream, MockUpstreamOptions } from "./types";
 
-export type { MockModel } from "./models";
+export type { MockModel, MockPricing, MockProvider } from "./models";
 export type { Scenario, ScenarioInput, UsageShape } from "./scenario";
 export type { MockUpstream, MockUpstreamOptions, ServedRequest } from "./types";
-export { DEFAULT_MODELS } from "./models";
+export { DEFAULT_MODELS, DEFAULT_SUPPORTED_PARAMETERS } from "./models";
+export { BILLING_MODELS } from "./billing-models";
 export { DEFAULT_SCENARIO, parseDirectives } from "./scenario";
 export { completionText, costUsd, estimatePromptTokens } from "./completion";
 

@@ -1,19 +1,53 @@
 /**
  * The mock's model catalogue and its GET /models body, in the shape of the spec's
  * `ModelsListResponse` (shared/spec/openrouter-openapi.yaml, components.schemas.Model):
- * prices are decimal strings in USD per token, as OpenRouter publishes them.
+ * prices are decimal strings in USD, as OpenRouter publishes them (components.schemas.PublicPricing).
  */
+
+/** components.schemas.PublicPricing, the part the mock bills. Absent = not charged. */
+export interface MockPricing {
+  /** USD per prompt token; "-1" for a variable-priced router (like openrouter/auto). */
+  prompt: string;
+  /** USD per completion token; "-1" for a variable-priced router. */
+  completion: string;
+  /** USD per request (per served generation). */
+  request?: string;
+  /** USD per input image. */
+  image?: string;
+  /** USD per web search result. */
+  web_search?: string;
+  /** USD per reasoning token; reasoning falls back to `completion` when absent. */
+  internal_reasoning?: string;
+  /** USD per prompt token read from the cache (published; the mock never has a cache hit). */
+  input_cache_read?: string;
+  /** USD per prompt token written to the cache. */
+  input_cache_write?: string;
+}
+
+/** One of several providers serving a model, at the listed prices times `priceMultiplier`. */
+export interface MockProvider {
+  name: string;
+  priceMultiplier: number;
+}
 
 export interface MockModel {
   id: string;
   name: string;
-  /** USD per token, decimal strings (e.g. "0.00000015"). */
-  pricing: { prompt: string; completion: string };
+  /** USD, decimal strings (e.g. "0.00000015"). */
+  pricing: MockPricing;
   contextLength: number;
   /** `top_provider.max_completion_tokens`; null when the provider states none. */
   maxCompletionTokens: number | null;
   /** The spec's tokenizer family (`ModelGroup`). */
   tokenizer?: string;
+  /** Published as `supported_parameters`; default DEFAULT_SUPPORTED_PARAMETERS. */
+  supportedParameters?: string[];
+  /** A reasoning model: it spends reasoning tokens that max_tokens does not limit (see plannedReasoningTokens). */
+  reasons?: boolean;
+  /** Several providers; without it, one implicit provider "Mock" at the listed prices. */
+  providers?: MockProvider[];
+  /** A "-1"-priced router only: the models it routes to, in its order of preference. */
+  routesTo?: string[];
 }
 
 /** Real prices of real models at the time of writing, plus a free one. */
@@ -63,12 +97,29 @@ export const DEFAULT_MODELS: readonly MockModel[] = Object.freeze([
 /** A fixed creation time (2024-07-18T00:00:00Z) keeps the catalogue deterministic. */
 const CREATED = 1721260800;
 
-const SUPPORTED_PARAMETERS = [
+export const DEFAULT_SUPPORTED_PARAMETERS: readonly string[] = [
   "max_tokens", "temperature", "top_p", "stop", "frequency_penalty", "presence_penalty", "seed",
   "response_format", "tools", "tool_choice",
 ];
 
+/** PublicPricing as published: the four extra prices default to "0"; cache prices only when set. */
+function publishedPricing(pricing: MockPricing): Record<string, string> {
+  const published: Record<string, string> = {
+    prompt: pricing.prompt,
+    completion: pricing.completion,
+    request: pricing.request ?? "0",
+    image: pricing.image ?? "0",
+    web_search: pricing.web_search ?? "0",
+    internal_reasoning: pricing.internal_reasoning ?? "0",
+  };
+  if (pricing.input_cache_read !== undefined) published.input_cache_read = pricing.input_cache_read;
+  if (pricing.input_cache_write !== undefined) published.input_cache_write = pricing.input_cache_write;
+  return published;
+}
+
 function modelEntry(model: MockModel) {
+  // A model priced per image takes images: say so, as OpenRouter's listing does.
+  const vision = model.pricing.image !== undefined;
   return {
     id: model.id,
     canonical_slug: model.id,
@@ -78,27 +129,20 @@ function modelEntry(model: MockModel) {
     description: `${model.name}, served by the mock upstream.`,
     context_length: model.contextLength,
     architecture: {
-      modality: "text->text",
-      input_modalities: ["text"],
+      modality: vision ? "text+image->text" : "text->text",
+      input_modalities: vision ? ["text", "image"] : ["text"],
       output_modalities: ["text"],
       tokenizer: model.tokenizer ?? "Other",
       instruct_type: null,
     },
-    pricing: {
-      prompt: model.pricing.prompt,
-      completion: model.pricing.completion,
-      request: "0",
-      image: "0",
-      web_search: "0",
-      internal_reasoning: "0",
-    },
+    pricing: publishedPricing(model.pricing),
     top_provider: {
       context_length: model.contextLength,
       max_completion_tokens: model.maxCompletionTokens,
       is_moderated: false,
     },
     per_request_limits: null,
-    supported_parameters: SUPPORTED_PARAMETERS,
+    supported_parameters: model.supportedParameters ?? DEFAULT_SUPPORTED_PARAMETERS,
     default_parameters: null,
     supported_voices: null,
     knowledge_cutoff: null,
@@ -115,4 +159,9 @@ export function modelsListBody(models: readonly MockModel[]): string {
 /** USD per token as numbers, for costing a completion. */
 export function numericPrices(model: MockModel): { prompt: number; completion: number } {
   return { prompt: Number(model.pricing.prompt), completion: Number(model.pricing.completion) };
+}
+
+/** A variable-priced router (openrouter/auto publishes "-1"): its price is the routed model's. */
+export function isVariableRouter(model: MockModel): boolean {
+  return model.pricing.prompt === "-1" || model.pricing.completion === "-1";
 }

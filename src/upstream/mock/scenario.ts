@@ -52,6 +52,16 @@ export interface Scenario {
   bigLine: number | null;
   /** Every content chunk's `data:` line padded to this many bytes: large streams from few tokens. */
   padLines: number | null;
+  /** Reasoning tokens of a reasoning model (null: its default, 256); not limited by max_tokens. */
+  reasoning: number | null;
+  /** Prompt tokens each input image adds. */
+  imageTokens: number;
+  /** Prompt tokens each web search result adds. */
+  resultTokens: number;
+  /** The first N candidate models (`model`, then `models`) are unavailable: fallbacks serve. */
+  failOver: number;
+  /** The messages' prompt tokens instead of the estimate: a denser tokenizer (images and results still add theirs). */
+  promptTokens: number | null;
 }
 
 export type ScenarioInput = Partial<Scenario>;
@@ -80,13 +90,23 @@ export const DEFAULT_SCENARIO: Readonly<Scenario> = Object.freeze({
   badJson: false,
   bigLine: null,
   padLines: null,
+  reasoning: null,
+  // OpenAI's cost of one 1024×1024 image at high detail (85 + 4 × 170 tokens).
+  imageTokens: 765,
+  resultTokens: 300,
+  failOver: 0,
+  promptTokens: null,
 });
 
 const MAX_BIG_LINE_BYTES = 64 * 1024 * 1024;
 
 type Setter = (value: string | undefined, into: ScenarioInput) => string | null;
 
-function count(field: "tokens" | "chunks" | "pauseMs" | "keepaliveMs" | "retryAfter" | "after"): Setter {
+type CountField =
+  | "tokens" | "chunks" | "pauseMs" | "keepaliveMs" | "retryAfter" | "after"
+  | "reasoning" | "imageTokens" | "resultTokens" | "failOver" | "promptTokens";
+
+function count(field: CountField): Setter {
   return (value, into) => {
     const n = Number(value);
     if (value === undefined || !Number.isSafeInteger(n) || n < 0) return "needs a non-negative integer";
@@ -153,6 +173,11 @@ const SETTERS: Record<string, Setter> = {
   bad_json: flag("badJson"),
   big_line: lineBytes("bigLine"),
   pad_lines: lineBytes("padLines"),
+  reasoning: count("reasoning"),
+  image_tokens: count("imageTokens"),
+  result_tokens: count("resultTokens"),
+  fail_over: count("failOver"),
+  prompt_tokens: count("promptTokens"),
 };
 
 const DIRECTIVE = /\[\[mock(?:\s+([^\]]*))?\]\]/g;

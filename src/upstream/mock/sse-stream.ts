@@ -12,8 +12,13 @@ import { badJsonPayload, commentLine, multilineDataLines, paddingText } from "./
 
 export interface StreamPlan {
   id: string;
+  /** The model that served: every chunk's `model`. */
   model: string;
+  /** The provider that served: every chunk's `provider`. */
+  provider: string;
   created: number;
+  /** `delta.reasoning` chunks sent before the content (ChatStreamDelta.reasoning); empty for most models. */
+  reasoningPieces: ContentPiece[];
   pieces: ContentPiece[];
   finishReason: "stop" | "length";
   /** The usage object, or null when the scenario sends none. */
@@ -54,7 +59,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
   const keepalive = ": OPENROUTER PROCESSING" + end;
   // Every chunk starts the same way; build that once (OpenRouter's field order).
   const head =
-    `{"id":${JSON.stringify(plan.id)},"provider":"Mock","model":${JSON.stringify(plan.model)},` +
+    `{"id":${JSON.stringify(plan.id)},"provider":${JSON.stringify(plan.provider)},"model":${JSON.stringify(plan.model)},` +
     `"object":"chat.completion.chunk","created":${plan.created},"choices":[`;
   const choice = (delta: string, finish: string | null) =>
     `{"index":0,"delta":${delta},"finish_reason":${finish},"native_finish_reason":${finish},"logprobs":null}`;
@@ -118,6 +123,11 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
   if (gate.closed) return "failed";
   yield event(head + choice(emptyDelta, "null") + "]}");
   if (s.badJson) yield event(badJsonPayload(plan.id));
+  for (const piece of plan.reasoningPieces) {
+    yield* wait(s.pauseMs);
+    if (gate.closed) return "failed";
+    yield event(head + choice(`{"content":"","reasoning":${JSON.stringify(piece.text)}}`, "null") + "]}");
+  }
 
   for (let k = 0; k <= plan.pieces.length; k++) {
     if (k === failAt) {

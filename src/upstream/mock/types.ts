@@ -5,16 +5,33 @@ import type { Scenario, ScenarioInput } from "./scenario";
 export interface ServedRequest {
   /** The generation id (`gen-…`): the body's `id` and the `X-Generation-Id` header. */
   id: string;
+  /** The model asked for: `model`, or the first of `models` when `model` is absent. */
   model: string;
+  /** The model that served, after fallbacks and routing (a router's routed model); "" if none did. */
+  servedModel: string;
+  /** The provider that served: a `providers` name, or "Mock"; "" if none did. */
+  provider: string;
   stream: boolean;
   /** `max_tokens` (or `max_completion_tokens`) as sent; null when absent. */
   maxTokens: number | null;
+  /** All prompt tokens: the text's plus those images and web search results add. */
   promptTokens: number;
-  /** Completion tokens the usage reports (or would report): the whole planned completion. */
+  /** Completion tokens the usage reports (or would report): the whole planned completion, reasoning included. */
   completionTokens: number;
-  /** Content tokens actually handed to the response so far (less when a stream was cut). */
+  /** Reasoning tokens inside completionTokens (they are not limited by max_tokens). */
+  reasoningTokens: number;
+  /** Content tokens actually handed to the response so far (less when a stream was cut); reasoning not included. */
   deliveredTokens: number;
-  /** USD cost of promptTokens + completionTokens at the model's prices (also when `no_cost` hides it). */
+  /** Input images billed. */
+  images: number;
+  /** Web search results billed. */
+  webResults: number;
+  /** Prompt tokens billed at the cache-write price. */
+  cacheWriteTokens: number;
+  /**
+   * USD the generation costs, as usage.cost reports it (also when `no_cost` hides it): tokens,
+   * request fee, images, web results, reasoning and cache writes, at the serving provider's prices.
+   */
   costUsd: number;
   /** The resolved scenario; null when the request failed before it was read. */
   scenario: Scenario | null;
