@@ -6,6 +6,8 @@ import { ConfigError, loadConfig, type Config } from "./config";
 import { connectDependencies, createDeps } from "./deps";
 import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
+import { createLogger } from "./logger";
+import { acquireStoreLock, StoreLockedError, type StoreLock } from "./store/process-lock";
 
 function readConfig(): Config {
   try {
@@ -19,6 +21,33 @@ function readConfig(): Config {
   }
 }
 
+/** Exit code when another process already serves this embedded store (2 is a configuration error). */
+const EXIT_STORE_LOCKED = 3;
+
+/**
+ * Embedded mode (no REDIS_URL, a database file) keeps budgets in this process's memory, so
+ * it must be the only process serving the file: a second one would double every cap.
+ * Taken before the store is opened, so a refused process runs no migration and creates no
+ * default app. With REDIS_URL the counters are shared and any number of processes may run.
+ */
+function lockEmbeddedStore(config: Config): StoreLock | null {
+  if (config.redisUrl || config.databasePath === ":memory:") return null;
+  try {
+    return acquireStoreLock(config.databasePath);
+  } catch (err) {
+    if (err instanceof StoreLockedError) {
+      console.error(err.message);
+      createLogger(config.logLevel).error("store is locked by another process; exiting", {
+        lockFile: err.lockPath,
+        database: err.databasePath,
+        exitCode: EXIT_STORE_LOCKED,
+      });
+      process.exit(EXIT_STORE_LOCKED);
+    }
+    throw err;
+  }
+}
+
 /**
  * After the grace, how long cut streams may take to settle: local work (the scanner's tally,
  * one budget-ledger call), not upstream time, so a short bound.
@@ -27,6 +56,7 @@ const SETTLE_AFTER_CUT_MS = 2000;
 
 async function main(): Promise<void> {
   const config = readConfig();
+  const storeLock = lockEmbeddedStore(config);
   const deps = createDeps(config);
   ensureDefaultApp(deps, (line) => console.log(line));
   if (config.demoMode) {
@@ -48,6 +78,10 @@ async function main(): Promise<void> {
     // body-limit.ts, declared or chunked). Bun's own limit is only the outer bound: it
     // answers a bare 413 without our envelope, so it must sit above ours.
     maxRequestBodySize: config.maxBodyBytes * 4,
+    // Elysia's listen() turns SO_REUSEPORT on by default: a second process on the same
+    // port would then bind beside this one and take half the connections, with its own
+    // in-memory budgets. Off, it fails with EADDRINUSE and exits non-zero instead.
+    reusePort: false,
   });
   deps.logger.info("listening", { url: `http://${config.host}:${app.server?.port}`, mode: config.demoMode ? "demo" : "upstream" });
 
@@ -76,6 +110,7 @@ async function main(): Promise<void> {
     deps.usageWriter.close();
     await deps.budget.close?.();
     deps.store.close();
+    storeLock?.release();
     deps.redis?.disconnect();
     deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });
     process.exit(0);
