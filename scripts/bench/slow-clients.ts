@@ -14,8 +14,9 @@ import { memoryMb } from "./lib/proc";
 const flag = flagReader();
 const requests = Number(flag("requests", "300"));
 const slowCount = Number(flag("slow", "100"));
+// max_tokens explicit: a call without it is sent DEFAULT_MAX_TOKENS (4096), fewer than the slow streams ask for.
 const body = (directive: string) =>
-  JSON.stringify({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: `Hi ${directive}` }], stream: true });
+  JSON.stringify({ model: "openai/gpt-4o-mini", max_tokens: 16000, messages: [{ role: "user", content: `Hi ${directive}` }], stream: true });
 
 const stack = await startProxyStack({ env: { RL_CHAT_LIMIT: "1000000", DISCONNECT_DRAIN_MS: "1000" } });
 try {

@@ -2,7 +2,7 @@ import { usdToNanoCeil } from "../money";
 import type { UsageSource } from "../store/usage-ledger";
 import type { ReasoningAsk } from "./request-shape";
 import type { UpstreamUsage } from "./usage";
-import type { CostBounds } from "./worst-case";
+import { costAtWorstRates, worstCaseNano, type CostBounds } from "./worst-case";
 
 /**
  * The smallest completion worth sending upstream. Below this a request is refused with
@@ -25,13 +25,11 @@ export const MIN_REASONING_TOKENS = 1024;
 const EFFORT_SHARE: Record<string, number> = { max: 1, xhigh: 0.95, high: 0.8, medium: 0.5, low: 0.2, minimal: 0.1 };
 
 export interface ReservationPlan {
-  fixedNano: number;
-  promptCostNano: number;
   /** Reserve at least this, or refuse: fixed costs, the prompt and a minimal completion (and reasoning). */
   minNano: number;
   /** Reserve this much if the budget allows: the full completion and reasoning limits. */
   desiredNano: number;
-  /** max_tokens before budget clamping: the request's (or the default), capped by the model's. */
+  /** max_tokens before budget clamping: the request's (or the default), capped by the models' limit. */
   completionLimit: number;
   /**
    * Reasoning tokens reserved on top of max_tokens (reasoning models can run past it).
@@ -51,37 +49,29 @@ export interface GrantedLimits {
 }
 
 /**
- * Worst-case cost of a request (DESIGN.md §3 "The hard cap"): fixed costs, plus the prompt
- * bound at the highest input rate, plus (max_tokens + reasoning) × choices at the highest
- * output rate, rounded up. A request without max_tokens reserves `defaultMaxTokens`, not
- * the model's whole limit, so that one call does not lock the budget away from the others.
+ * Worst-case cost of a request (DESIGN.md §3 "The hard cap"), at the priciest model that
+ * may serve it: fixed costs, plus the prompt bound at the highest input rate, plus
+ * (max_tokens + reasoning) × choices at the highest output rate, rounded up. A request
+ * without max_tokens reserves `defaultMaxTokens`, not the model's whole limit, so that
+ * one call does not lock the budget away from the user's other calls.
  */
 export function planReservation(bounds: CostBounds, requestedMaxTokens: number | null, defaultMaxTokens: number, ask: ReasoningAsk): ReservationPlan {
-  const completionLimit = Math.min(requestedMaxTokens ?? defaultMaxTokens, bounds.modelLimit);
-  const reasoning = reasoningPlan(bounds, ask, completionLimit);
-  const promptCostNano = Math.ceil(bounds.promptTokens * bounds.promptPrice);
-  const base = bounds.fixedNano + promptCostNano;
+  const modelLimit = Math.max(...bounds.models.map((m) => m.modelLimit));
+  const completionLimit = Math.min(requestedMaxTokens ?? defaultMaxTokens, modelLimit);
+  const reasoning = bounds.models.some((m) => m.reasons) ? reasoningPlan(ask, completionLimit) : null;
   return {
-    fixedNano: bounds.fixedNano,
-    promptCostNano,
-    minNano: base + outputCost(bounds, Math.min(MIN_COMPLETION_TOKENS, completionLimit) + (reasoning?.min ?? 0)),
-    desiredNano: base + outputCost(bounds, completionLimit + (reasoning?.limit ?? 0)),
+    minNano: worstCaseNano(bounds, Math.min(MIN_COMPLETION_TOKENS, completionLimit), reasoning?.min ?? 0),
+    desiredNano: worstCaseNano(bounds, completionLimit, reasoning?.limit ?? 0),
     completionLimit,
     reasoning,
   };
 }
 
-function reasoningPlan(bounds: CostBounds, ask: ReasoningAsk, completionLimit: number): ReservationPlan["reasoning"] {
-  if (!bounds.reasons) return null;
+function reasoningPlan(ask: ReasoningAsk, completionLimit: number): NonNullable<ReservationPlan["reasoning"]> {
   if (ask.kind === "off") return { limit: completionLimit, min: 0, sent: false };
   const wanted =
     ask.kind === "tokens" ? ask.maxTokens : ask.kind === "effort" ? Math.ceil((EFFORT_SHARE[ask.effort] ?? 1) * completionLimit) : completionLimit;
-  const limit = Math.max(MIN_REASONING_TOKENS, wanted);
-  return { limit, min: MIN_REASONING_TOKENS, sent: true };
-}
-
-function outputCost(bounds: CostBounds, tokensPerChoice: number): number {
-  return Math.ceil(tokensPerChoice * bounds.choices * bounds.outputPrice);
+  return { limit: Math.max(MIN_REASONING_TOKENS, wanted), min: MIN_REASONING_TOKENS, sent: true };
 }
 
 /**
@@ -89,26 +79,33 @@ function outputCost(bounds: CostBounds, tokensPerChoice: number): number {
  * of the plan, completion and reasoning shrink in proportion, each above its minimum.
  */
 export function grantedLimits(plan: ReservationPlan, bounds: CostBounds, grantedNano: number): GrantedLimits {
+  const limitsAt = (total: number) => splitOutput(plan, total);
+  const fits = (total: number) => {
+    const { maxTokens, reasoning } = limitsAt(total);
+    return worstCaseNano(bounds, maxTokens, reasoning) <= grantedNano;
+  };
+  // The worst case grows with the total, so the largest total that fits is found by bisection.
+  let low = Math.min(MIN_COMPLETION_TOKENS, plan.completionLimit) + (plan.reasoning?.min ?? 0);
+  let high = plan.completionLimit + (plan.reasoning?.limit ?? 0);
+  if (fits(high)) low = high;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (fits(mid)) low = mid;
+    else high = mid - 1;
+  }
+  const { maxTokens, reasoning } = limitsAt(low);
+  return { maxTokens, reasoningMaxTokens: plan.reasoning?.sent ? reasoning : null, outputTokens: maxTokens + reasoning };
+}
+
+/** Splits `total` output tokens between completion and reasoning in the plan's proportion, each at least its minimum. */
+function splitOutput(plan: ReservationPlan, total: number): { maxTokens: number; reasoning: number } {
   const wantedReasoning = plan.reasoning?.limit ?? 0;
   const wanted = plan.completionLimit + wantedReasoning;
-  let tokens = wanted;
-  const perToken = bounds.choices * bounds.outputPrice;
-  if (perToken > 0) {
-    const base = plan.fixedNano + plan.promptCostNano;
-    tokens = Math.min(wanted, Math.max(0, Math.floor((grantedNano - base) / perToken)));
-    // Never above what the grant covers once rounded up (float edge cases).
-    while (tokens > 0 && base + Math.ceil(tokens * perToken) > grantedNano) tokens--;
-  }
-  let maxTokens = plan.completionLimit;
-  let reasoning = wantedReasoning;
-  if (tokens < wanted) {
-    const reasoningMin = plan.reasoning?.min ?? 0;
-    maxTokens = Math.max(Math.min(MIN_COMPLETION_TOKENS, plan.completionLimit), Math.floor((tokens * plan.completionLimit) / wanted));
-    reasoning = Math.max(reasoningMin, tokens - maxTokens);
-    maxTokens = Math.max(1, Math.min(maxTokens, tokens - reasoning));
-    if (!plan.reasoning) reasoning = 0;
-  }
-  return { maxTokens, reasoningMaxTokens: plan.reasoning?.sent ? reasoning : null, outputTokens: maxTokens + reasoning };
+  if (total >= wanted) return { maxTokens: plan.completionLimit, reasoning: wantedReasoning };
+  if (!plan.reasoning) return { maxTokens: total, reasoning: 0 };
+  const minCompletion = Math.min(MIN_COMPLETION_TOKENS, plan.completionLimit);
+  const reasoning = Math.max(plan.reasoning.min, total - Math.max(minCompletion, Math.floor((total * plan.completionLimit) / wanted)));
+  return { maxTokens: Math.max(1, total - reasoning), reasoning };
 }
 
 export interface Charge {
@@ -123,13 +120,12 @@ export interface Charge {
  * every billed dimension), else its token counts at the worst-case rates plus the fixed
  * costs. Without usage, an estimate bounded by the reservation.
  */
-export function chargeFor(bounds: CostBounds, plan: ReservationPlan, usage: UpstreamUsage | null, estimate: () => Charge): Charge {
+export function chargeFor(bounds: CostBounds, usage: UpstreamUsage | null, estimate: () => Charge): Charge {
   if (usage && usage.costUsd !== null) {
     return { costNano: usdToNanoCeil(usage.costUsd), source: "upstream", promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
   }
   if (usage) {
-    const costNano =
-      plan.fixedNano + Math.ceil(usage.promptTokens * bounds.promptPrice) + Math.ceil(usage.completionTokens * bounds.outputPrice);
+    const costNano = costAtWorstRates(bounds, usage.promptTokens, usage.completionTokens);
     return { costNano, source: "computed", promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
   }
   return estimate();
@@ -139,8 +135,9 @@ export function chargeFor(bounds: CostBounds, plan: ReservationPlan, usage: Upst
  * The estimate when the usage never came: fixed costs and the prompt bound, plus one token
  * per relayed event at the output rate, never more than was reserved.
  */
-export function estimateCharge(plan: ReservationPlan, bounds: CostBounds, limits: GrantedLimits, completionEvents: number, grantedNano: number): Charge {
+export function estimateCharge(bounds: CostBounds, limits: GrantedLimits, completionEvents: number, grantedNano: number): Charge {
   const completionTokens = Math.min(completionEvents, limits.outputTokens);
-  const costNano = Math.min(grantedNano, plan.fixedNano + plan.promptCostNano + Math.ceil(completionTokens * bounds.outputPrice));
-  return { costNano, source: "estimated", promptTokens: bounds.promptTokens, completionTokens };
+  const promptTokens = Math.max(...bounds.models.map((m) => m.promptTokens));
+  const costNano = Math.min(grantedNano, costAtWorstRates(bounds, promptTokens, completionTokens));
+  return { costNano, source: "estimated", promptTokens, completionTokens };
 }

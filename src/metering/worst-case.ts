@@ -10,8 +10,10 @@ import type { PricePin } from "./price-pin";
 import type { PricingCatalogue } from "./pricing";
 import { DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
 
-export interface CostBounds {
-  /** Nano-dollars that do not scale with max_tokens: request fees, images, web results, predictions, operator reservations. */
+/** One model's worst case for the request, apart from the output limits sent. */
+export interface ModelBound {
+  id: string;
+  /** Nano-dollars that do not scale with max_tokens: the request fee, images, web results, operator reservations. */
   fixedNano: number;
   /** An upper bound on the prompt's tokens. */
   promptTokens: number;
@@ -19,12 +21,18 @@ export interface CostBounds {
   promptPrice: number;
   /** Nano-dollars per output token: the highest of completion, reasoning and audio output. */
   outputPrice: number;
-  /** Completions per request (`n`): every output token bound is multiplied by it. */
-  choices: number;
-  /** The most completion tokens any candidate produces. */
-  modelLimit: number;
-  /** Some candidate can produce reasoning tokens. */
   reasons: boolean;
+  /** The most completion tokens the model produces. */
+  modelLimit: number;
+}
+
+export interface CostBounds {
+  /** Every model that may serve the request; the reservation covers the priciest of them. */
+  models: ModelBound[];
+  /** Completions per request (`n`): every output token is multiplied by it. */
+  choices: number;
+  /** Output tokens billed whatever the limits: a rejected prediction's. */
+  predictionTokens: number;
   /** What is sent as `provider.max_price`: the lower of the client's pin and the highest listed price. */
   pin: PricePin;
 }
@@ -57,34 +65,13 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
     }
     models.push(...reachable);
   }
-
-  const highest = (of: (m: ModelPrice) => number) => models.reduce((max, m) => Math.max(max, of(m)), 0);
   refuseUnbounded(shape, models);
   const webResults = shape.webResults + (online ? DEFAULT_WEB_RESULTS : 0);
-  const contextLength = highest((m) => m.contextLength);
-  const promptPrice = highest((m) => Math.max(m.prompt, m.cacheWrite, shape.audioInput ? m.audio : 0, shape.images > 0 ? m.imageToken : 0));
-  const outputPrice = highest((m) => Math.max(m.completion, m.reasons ? m.internalReasoning : 0, shape.audioOutput ? m.audioOutput : 0));
-  // Web results are added to the prompt, and media other than images has no size bound
-  // in bytes: then only the context length bounds the prompt.
-  const promptTokens =
-    webResults > 0 || shape.opaqueMedia
-      ? contextLength
-      : Math.min(contextLength, Math.max(1, input.bodyBytes - shape.imageUrlBytes) + shape.images * input.imageTokenBound);
-  const fixedNano = Math.ceil(
-    highest((m) => m.request) +
-      shape.images * highest((m) => m.image) +
-      webResults * highest((m) => m.webSearch) +
-      shape.predictionBytes * outputPrice * shape.choices +
-      shape.operatorReservedNano,
-  );
+  const highest = (of: (m: ModelPrice) => number) => models.reduce((max, m) => Math.max(max, of(m)), 0);
   return {
-    fixedNano,
-    promptTokens,
-    promptPrice,
-    outputPrice,
+    models: models.map((m) => modelBound(m, shape, webResults, input)),
     choices: shape.choices,
-    modelLimit: Math.max(1, highest((m) => m.maxCompletionTokens)),
-    reasons: models.some((m) => m.reasons),
+    predictionTokens: shape.predictionBytes,
     pin: {
       prompt: Math.min(clientPin.prompt, highest((m) => m.prompt)),
       completion: Math.min(clientPin.completion, highest((m) => m.completion)),
@@ -92,6 +79,46 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
       image: Math.min(clientPin.image, highest((m) => m.image)),
     },
   };
+}
+
+function modelBound(m: ModelPrice, shape: RequestShape, webResults: number, input: BoundsInput): ModelBound {
+  // Web results are added to the prompt, and media other than images has no size bound
+  // in bytes: then only the context length bounds the prompt.
+  const promptTokens =
+    webResults > 0 || shape.opaqueMedia
+      ? m.contextLength
+      : Math.min(m.contextLength, Math.max(1, input.bodyBytes - shape.imageUrlBytes) + shape.images * input.imageTokenBound);
+  return {
+    id: m.id,
+    fixedNano: Math.ceil(m.request + shape.images * m.image + webResults * m.webSearch + shape.operatorReservedNano),
+    promptTokens,
+    promptPrice: Math.max(m.prompt, m.cacheWrite, shape.audioInput ? m.audio : 0, shape.images > 0 ? m.imageToken : 0),
+    outputPrice: Math.max(m.completion, m.reasons ? m.internalReasoning : 0, shape.audioOutput ? m.audioOutput : 0),
+    reasons: m.reasons,
+    modelLimit: Math.max(1, m.maxCompletionTokens),
+  };
+}
+
+/**
+ * Worst-case nano-dollars of the request sent with these limits: the priciest model that
+ * may serve it, rounded up. Reasoning tokens count only on models that reason.
+ */
+export function worstCaseNano(bounds: CostBounds, maxTokens: number, reasoningTokens: number): number {
+  let worst = 0;
+  for (const m of bounds.models) {
+    const output = maxTokens + (m.reasons ? reasoningTokens : 0) + bounds.predictionTokens;
+    worst = Math.max(worst, m.fixedNano + Math.ceil(m.promptTokens * m.promptPrice) + Math.ceil(bounds.choices * m.outputPrice * output));
+  }
+  return worst;
+}
+
+/** What a finished call costs at the worst-case rates, from the tokens it reports (an upstream without `usage.cost`). */
+export function costAtWorstRates(bounds: CostBounds, promptTokens: number, outputTokens: number): number {
+  let worst = 0;
+  for (const m of bounds.models) {
+    worst = Math.max(worst, m.fixedNano + Math.ceil(promptTokens * m.promptPrice) + Math.ceil(outputTokens * m.outputPrice));
+  }
+  return worst;
 }
 
 /** Dimensions billed per unit the request cannot bound: refused before anything is reserved. */

@@ -9,7 +9,7 @@ import { openStore } from "../../src/store";
 import { ManualClock } from "../../src/clock";
 import { usdToNanoFloor } from "../../src/money";
 import { memoryLogger } from "../../src/logger";
-import { createMockUpstream, type MockUpstream } from "../../src/upstream/mock";
+import { createMockUpstream, type MockUpstream, type MockUpstreamOptions } from "../../src/upstream/mock";
 import { UpstreamClient, type FetchUpstream } from "../../src/upstream/client";
 import { PricingCatalogue } from "../../src/metering/pricing";
 
@@ -31,10 +31,19 @@ export interface ChatTestApp {
   flush(): void;
 }
 
-export async function chatTestApp(options: { env?: Record<string, string>; fetchUpstream?: FetchUpstream; clock?: ManualClock; storePath?: string } = {}): Promise<ChatTestApp> {
+export interface ChatTestAppOptions {
+  env?: Record<string, string>;
+  fetchUpstream?: FetchUpstream;
+  clock?: ManualClock;
+  storePath?: string;
+  /** The mock upstream's catalogue and defaults (e.g. BILLING_MODELS). */
+  mock?: MockUpstreamOptions;
+}
+
+export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<ChatTestApp> {
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 0, 15, 12));
   const logger = memoryLogger();
-  const mock = createMockUpstream();
+  const mock = createMockUpstream(options.mock);
   const fetchUpstream: FetchUpstream = options.fetchUpstream ?? ((url, init) => mock.fetch(new Request(url, init)));
   const config = loadConfig({
     UPSTREAM_API_KEY: UPSTREAM_KEY,

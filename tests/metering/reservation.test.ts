@@ -7,25 +7,23 @@ import {
   grantedLimits,
   planReservation,
 } from "../../src/metering/reservation";
-import type { CostBounds } from "../../src/metering/worst-case";
+import type { CostBounds, ModelBound } from "../../src/metering/worst-case";
 
 /** gpt-4o-mini's rates in nano-dollars per token, a 1000-token prompt bound and no fixed costs. */
-const plain: CostBounds = {
-  fixedNano: 0,
-  promptTokens: 1000,
-  promptPrice: 150,
-  outputPrice: 600,
+const mini: ModelBound = { id: "mini", fixedNano: 0, promptTokens: 1000, promptPrice: 150, outputPrice: 600, reasons: false, modelLimit: 16_384 };
+const bounded = (model: Partial<ModelBound>, extra: Partial<CostBounds> = {}): CostBounds => ({
+  models: [{ ...mini, ...model }],
   choices: 1,
-  modelLimit: 16_384,
-  reasons: false,
+  predictionTokens: 0,
   pin: { prompt: 150, completion: 600, request: 0, image: 0 },
-};
+  ...extra,
+});
+const plain = bounded({});
 const UNSET = { kind: "unset" } as const;
 
 describe("reservation math", () => {
   test("worst case is fixed + prompt bound × input rate + completion limit × output rate", () => {
-    const plan = planReservation({ ...plain, fixedNano: 2_000 }, 100, 4096, UNSET);
-    expect(plan.promptCostNano).toBe(150_000);
+    const plan = planReservation(bounded({ fixedNano: 2_000 }), 100, 4096, UNSET);
     expect(plan.desiredNano).toBe(2_000 + 150_000 + 60_000);
     expect(plan.minNano).toBe(2_000 + 150_000 + MIN_COMPLETION_TOKENS * 600);
     expect(plan.completionLimit).toBe(100);
@@ -35,16 +33,26 @@ describe("reservation math", () => {
   test("an absent max_tokens reserves the configured default, not the model's whole limit; a larger one is capped by the model", () => {
     expect(planReservation(plain, null, 4096, UNSET).completionLimit).toBe(4096);
     expect(planReservation(plain, 1_000_000, 4096, UNSET).completionLimit).toBe(16_384);
-    expect(planReservation({ ...plain, modelLimit: 1000 }, null, 4096, UNSET).completionLimit).toBe(1000);
+    expect(planReservation(bounded({ modelLimit: 1000 }), null, 4096, UNSET).completionLimit).toBe(1000);
   });
 
   test("n multiplies every output token", () => {
-    const plan = planReservation({ ...plain, choices: 3 }, 100, 4096, UNSET);
+    const plan = planReservation(bounded({}, { choices: 3 }), 100, 4096, UNSET);
     expect(plan.desiredNano).toBe(150_000 + 3 * 60_000);
   });
 
+  test("with several models, the worst case is the priciest model's, reasoning counted only where a model reasons", () => {
+    const reasoner = { ...mini, id: "r", outputPrice: 100, reasons: true };
+    const pricey = { ...mini, id: "p", promptPrice: 1000, outputPrice: 6000 };
+    const bounds: CostBounds = { ...plain, models: [mini, reasoner, pricey] };
+    const plan = planReservation(bounds, 100, 4096, UNSET);
+    // pricey: 1,000,000 + 100 × 6000; reasoner: 150,000 + (100 + 1024) × 100: pricey is the worst.
+    expect(plan.desiredNano).toBe(1_000_000 + 600_000);
+    expect(plan.reasoning?.limit).toBe(MIN_REASONING_TOKENS);
+  });
+
   test("a reasoning model reserves a reasoning budget on top of max_tokens, at least the minimum", () => {
-    const bounds = { ...plain, reasons: true };
+    const bounds = bounded({ reasons: true });
     expect(planReservation(bounds, 100, 4096, UNSET).reasoning).toEqual({ limit: MIN_REASONING_TOKENS, min: MIN_REASONING_TOKENS, sent: true });
     expect(planReservation(bounds, 4000, 4096, UNSET).reasoning?.limit).toBe(4000);
     expect(planReservation(bounds, 4000, 4096, { kind: "effort", effort: "medium" }).reasoning?.limit).toBe(2000);
@@ -57,7 +65,7 @@ describe("reservation math", () => {
   });
 
   test("the granted limits never cost more than the grant, and shrink completion and reasoning together", () => {
-    const bounds = { ...plain, reasons: true };
+    const bounds = bounded({ reasons: true });
     const plan = planReservation(bounds, 4000, 4096, { kind: "tokens", maxTokens: 4000 });
     expect(grantedLimits(plan, bounds, plan.desiredNano)).toEqual({ maxTokens: 4000, reasoningMaxTokens: 4000, outputTokens: 8000 });
     for (const granted of [plan.minNano, plan.minNano + 599, 1_000_000, 2_345_678, plan.desiredNano - 1]) {
@@ -76,25 +84,24 @@ describe("reservation math", () => {
   });
 
   test("fractional rates round the cost up", () => {
-    const odd = { ...plain, promptTokens: 3, promptPrice: 37.5, outputPrice: 0.2 };
-    expect(planReservation(odd, 1, 4096, UNSET).promptCostNano).toBe(113);
-    const plan = planReservation(odd, 1, 4096, UNSET);
-    expect(chargeFor(odd, plan, { promptTokens: 1, completionTokens: 1, costUsd: null }, () => { throw new Error("unused"); }).costNano).toBe(38 + 1);
+    const odd = bounded({ promptTokens: 3, promptPrice: 37.5, outputPrice: 0.2 });
+    expect(planReservation(odd, 1, 4096, UNSET).desiredNano).toBe(113 + 1);
+    expect(chargeFor(odd, { promptTokens: 1, completionTokens: 1, costUsd: null }, () => { throw new Error("unused"); }).costNano).toBe(38 + 1);
   });
 
   test("the upstream's cost wins; else tokens at the worst-case rates plus fixed costs; else the estimate", () => {
-    const bounds = { ...plain, fixedNano: 1000 };
+    const bounds = bounded({ fixedNano: 1000 });
     const plan = planReservation(bounds, 50, 4096, UNSET);
     const limits = grantedLimits(plan, bounds, plan.desiredNano);
-    const estimate = () => estimateCharge(plan, bounds, limits, 5, 10_000_000);
-    expect(chargeFor(bounds, plan, { promptTokens: 10, completionTokens: 5, costUsd: 0.0000123 }, estimate)).toMatchObject({ costNano: 12_300, source: "upstream" });
-    expect(chargeFor(bounds, plan, { promptTokens: 10, completionTokens: 5, costUsd: null }, estimate)).toMatchObject({ costNano: 1000 + 1500 + 3000, source: "computed" });
-    expect(chargeFor(bounds, plan, null, estimate)).toMatchObject({ costNano: 1000 + 150_000 + 3000, source: "estimated" });
+    const estimate = () => estimateCharge(bounds, limits, 5, 10_000_000);
+    expect(chargeFor(bounds, { promptTokens: 10, completionTokens: 5, costUsd: 0.0000123 }, estimate)).toMatchObject({ costNano: 12_300, source: "upstream" });
+    expect(chargeFor(bounds, { promptTokens: 10, completionTokens: 5, costUsd: null }, estimate)).toMatchObject({ costNano: 1000 + 1500 + 3000, source: "computed" });
+    expect(chargeFor(bounds, null, estimate)).toMatchObject({ costNano: 1000 + 150_000 + 3000, source: "estimated" });
   });
 
   test("an estimate never exceeds what was reserved", () => {
     const plan = planReservation(plain, 50, 4096, UNSET);
     const limits = grantedLimits(plan, plain, plan.desiredNano);
-    expect(estimateCharge(plan, plain, limits, 10_000, 20_000).costNano).toBe(20_000);
+    expect(estimateCharge(plain, limits, 10_000, 20_000).costNano).toBe(20_000);
   });
 });

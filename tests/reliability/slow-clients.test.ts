@@ -64,7 +64,8 @@ test(`${SLOW_CLIENTS} clients reading 1 byte/s: bounded memory, no buffering, he
     port: stack.server.port,
     path: "/api/v1/chat/completions",
     headers: { authorization: `Bearer ${stack.secretKey}`, "content-type": "application/json", "x-service-user": "slow" },
-    body: JSON.stringify(chatBody(SLOW_DIRECTIVE, true)),
+    // max_tokens explicit: without it the proxy reserves and sends DEFAULT_MAX_TOKENS (4096).
+    body: JSON.stringify(chatBody(SLOW_DIRECTIVE, true, { max_tokens: SLOW_TOKENS })),
     count: SLOW_CLIENTS,
     bytesPerTick: 1,
     tickMs: 1000,

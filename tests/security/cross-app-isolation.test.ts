@@ -159,6 +159,17 @@ const ROUTES: RouteEntry[] = [
     },
   },
   {
+    method: "GET",
+    path: `${API}/models`,
+    credential: "secretKey",
+    async attack() {
+      // The upstream's catalogue, the same for every app: nothing of A's is in it.
+      const res = await call(`${API}/models`, { bearer: B.key });
+      expect(((await expectOk(copy(res))) as { data: unknown[] }).data.length).toBeGreaterThan(0);
+      return [res];
+    },
+  },
+  {
     method: "POST",
     path: `${API}/chat/completions`,
     credential: "secretKey",
