@@ -181,4 +181,21 @@ describe("openai SDK through the proxy", () => {
     // openai retries 429 twice by default, after waiting what Retry-After says.
     expect(await expectRateLimitedWithoutCharge(stack, before, recorder.since(from))).toBe(3);
   });
+
+  test("models.list(): the upstream's catalogue, the ids a chat call may name", async () => {
+    const ids: string[] = [];
+    for await (const model of clientFor("json").models.list()) ids.push(model.id);
+    expect(ids).toContain(MODEL);
+    expect(ids).toEqual(stack.mock.models.map((m) => m.id));
+  });
+
+  test("an unknown model: APIError 400 invalid_request, not retried, nothing sent upstream", async () => {
+    const from = recorder.attempts.length;
+    const servedBefore = stack.mock.served.length;
+    const err = await caught(clientFor("json").chat.completions.create({ model: "nobody/nothing", messages: [{ role: "user", content: "hi" }] }));
+    expect(err.status).toBe(400);
+    expect(err.code).toBe("invalid_request");
+    expect(recorder.since(from)).toHaveLength(1);
+    expect(stack.mock.served.length).toBe(servedBefore);
+  });
 });
