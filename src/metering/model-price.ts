@@ -29,8 +29,10 @@ export interface ModelPrice {
   imageToken: number;
   /** Per generated image; else 0. */
   imageOutput: number;
-  /** True when any price is "-1": the cost depends on where the router sends it. */
+  /** True when the prompt or completion price is "-1": a router, priced by where it sends the call. */
   variable: boolean;
+  /** Other `pricing` keys priced "-1" (variable): a request that uses one cannot be bounded. */
+  variableKeys: string[];
   contextLength: number;
   /** The most completion tokens the model (its top provider) will produce. */
   maxCompletionTokens: number;
@@ -80,7 +82,7 @@ export function parseModelPrice(entry: CatalogueEntry): ModelPrice | null {
     prompt: 0, completion: 0, request: 0, image: 0, webSearch: 0, internalReasoning: 0,
     cacheWrite: 0, audio: 0, audioOutput: 0, imageToken: 0, imageOutput: 0,
   };
-  let variable = false;
+  const variableKeys = new Set<string>();
   const sheets = [entry.pricing, ...(Array.isArray(entry.pricing.overrides) ? entry.pricing.overrides : [])];
   for (const sheet of sheets) {
     if (!sheet || typeof sheet !== "object") continue;
@@ -89,7 +91,7 @@ export function parseModelPrice(entry: CatalogueEntry): ModelPrice | null {
       if (raw === undefined || raw === null) continue;
       const usd = Number(raw);
       if (!Number.isFinite(usd)) return null;
-      if (usd < 0) variable = true;
+      if (usd < 0) variableKeys.add(key);
       else prices[field] = Math.max(prices[field], usd * 1e9);
     }
   }
@@ -98,10 +100,12 @@ export function parseModelPrice(entry: CatalogueEntry): ModelPrice | null {
   const maxCompletion = positiveInt(entry.top_provider?.max_completion_tokens) ?? contextLength;
   const parameters = Array.isArray(entry.supported_parameters) ? entry.supported_parameters : [];
   const modalities = entry.architecture?.input_modalities;
+  const variable = variableKeys.has("prompt") || variableKeys.has("completion");
   return {
     id: entry.id,
     ...prices,
     variable,
+    variableKeys: [...variableKeys].filter((key) => key !== "prompt" && key !== "completion"),
     contextLength,
     maxCompletionTokens: Math.min(maxCompletion, contextLength),
     reasons: parameters.includes("reasoning") || parameters.includes("include_reasoning") || prices.internalReasoning > 0,
@@ -118,6 +122,7 @@ export function fallbackPrice(id: string, promptUsdPerToken: number, completionU
     completion: completionUsdPerToken * 1e9,
     request: 0, image: 0, webSearch: 0, internalReasoning: 0, cacheWrite: 0, audio: 0, audioOutput: 0, imageToken: 0, imageOutput: 0,
     variable: false,
+    variableKeys: [],
     contextLength: contextTokens,
     maxCompletionTokens: contextTokens,
     reasons: false,

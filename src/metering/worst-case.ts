@@ -65,8 +65,8 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
     }
     models.push(...reachable);
   }
-  refuseUnbounded(shape, models);
   const webResults = shape.webResults + (online ? DEFAULT_WEB_RESULTS : 0);
+  refuseUnbounded(shape, models, webResults);
   const highest = (of: (m: ModelPrice) => number) => models.reduce((max, m) => Math.max(max, of(m)), 0);
   return {
     models: models.map((m) => modelBound(m, shape, webResults, input)),
@@ -122,7 +122,13 @@ export function costAtWorstRates(bounds: CostBounds, promptTokens: number, outpu
 }
 
 /** Dimensions billed per unit the request cannot bound: refused before anything is reserved. */
-function refuseUnbounded(shape: RequestShape, models: ModelPrice[]): void {
+function refuseUnbounded(shape: RequestShape, models: ModelPrice[], webResults: number): void {
+  for (const m of models) {
+    const used = m.variableKeys.filter((key) => usesPricedKey(key, shape, webResults, m));
+    if (used.length > 0) {
+      throw new ApiError("invalid_request", `${m.id} has a variable (-1) ${used.join(", ")} price that this request would be billed, so its cost cannot be bounded`);
+    }
+  }
   const pricedImageOutput = models.find((m) => m.imageOutput > 0);
   if (shape.imageOutput && pricedImageOutput) {
     throw new ApiError("invalid_request", `image output is billed per generated image on ${pricedImageOutput.id}, and their number cannot be bounded before the call`);
@@ -134,5 +140,26 @@ function refuseUnbounded(shape: RequestShape, models: ModelPrice[]): void {
       `${parsesFiles.id} does not read files natively, and the upstream's default PDF engine is billed per page, which cannot be bounded; ` +
         `send plugins: [{"id":"file-parser","pdf":{"engine":"pdf-text"}}]`,
     );
+  }
+}
+
+/** Whether a request is billed on a `pricing` key (the spec's PublicPricing names). */
+function usesPricedKey(key: string, shape: RequestShape, webResults: number, m: ModelPrice): boolean {
+  switch (key) {
+    case "image":
+    case "image_token":
+      return shape.images > 0;
+    case "web_search":
+      return webResults > 0;
+    case "internal_reasoning":
+      return m.reasons;
+    case "audio":
+      return shape.audioInput;
+    case "audio_output":
+      return shape.audioOutput;
+    case "image_output":
+      return shape.imageOutput;
+    default:
+      return true; // request, cache writes, and keys added later: assume billed
   }
 }

@@ -59,6 +59,17 @@ describe("refused before anything is reserved", () => {
     expect(Number(res.headers.get("x-metering-reserved-usd"))).toBeGreaterThanOrEqual(0.75);
   });
 
+  test("a variable (-1) price on a dimension the request uses is refused; requests that do not use it pass", async () => {
+    const search = BILLING_MODELS.find((m) => m.id === "bill/search")!;
+    const variableSearch = { ...search, id: "bill/variable-search", pricing: { ...search.pricing, web_search: "-1" } };
+    const t = await chatTestApp({ mock: { models: [...models(), variableSearch] } });
+    t.connect("alice", 5);
+    const refused = await json(await t.chat(hi({ model: "bill/variable-search", plugins: [{ id: "web" }] })));
+    expect(refused.error.code).toBe("invalid_request");
+    expect(refused.error.message).toContain("variable (-1) web_search price");
+    expect((await t.chat(hi({ model: "bill/variable-search" }))).status).toBe(200);
+  });
+
   test("image output billed per image and per-page PDF parsing are refused", async () => {
     const t = await app();
     t.connect("alice", 5);
