@@ -121,8 +121,8 @@ function readPlugins(plugins: unknown, shape: RequestShape, allowed: OperatorRes
       const results = positiveIntOr(plugin.max_results, DEFAULT_WEB_RESULTS, "plugins[web].max_results");
       const uses = positiveIntOr(plugin.max_uses, 1, "plugins[web].max_uses");
       shape.webResults += results * uses;
-    } else if (id === "file-parser" && TOKEN_BILLED_PDF_ENGINES.has(String((plugin.pdf as { engine?: unknown })?.engine))) {
-      shape.pdfEngine = String((plugin.pdf as { engine: unknown }).engine);
+    } else if (id === "file-parser" && TOKEN_BILLED_PDF_ENGINES.has(pdfEngineOf(plugin))) {
+      shape.pdfEngine = pdfEngineOf(plugin);
     } else if (allowed.has(id)) {
       shape.operatorReservedNano += allowed.get(id)!;
       if (id === "file-parser") shape.pdfEngine = "operator";
@@ -152,6 +152,10 @@ function readServerTools(tools: unknown, shape: RequestShape, allowed: OperatorR
       );
     }
   }
+}
+
+function pdfEngineOf(plugin: Record<string, unknown>): string {
+  return String((plugin.pdf as { engine?: unknown } | undefined)?.engine);
 }
 
 function reasoningAsk(body: Record<string, unknown>): ReasoningAsk {

@@ -1,8 +1,9 @@
 /**
- * The worst-case prices of one request across every model that could serve it: `model`,
- * its `models` fallbacks, and for a variable-priced router every listed model it could
- * route to under the price pin. Each dimension takes the highest value any of them bills,
- * so the reservation covers whichever one actually serves (DESIGN.md §3 "The hard cap").
+ * The worst case of one request for every model that could serve it: `model`, its
+ * `models` fallbacks, and for a variable-priced router every listed model it could route
+ * to under the price pin. Each model is bounded on its own (its fees, its prompt and output
+ * rates, whether it reasons) and the request costs at most the priciest of them, so the
+ * reservation covers whichever one actually serves (DESIGN.md §3 "The hard cap").
  */
 import { ApiError } from "../errors";
 import type { ModelPrice } from "./model-price";
@@ -99,15 +100,20 @@ function modelBound(m: ModelPrice, shape: RequestShape, webResults: number, inpu
   };
 }
 
+/** One model's cost, rounded up: its fixed costs, the prompt at its input rate, the output at its output rate. */
+function modelCostNano(m: ModelBound, promptTokens: number, outputTokens: number): number {
+  return m.fixedNano + Math.ceil(promptTokens * m.promptPrice) + Math.ceil(outputTokens * m.outputPrice);
+}
+
 /**
  * Worst-case nano-dollars of the request sent with these limits: the priciest model that
- * may serve it, rounded up. Reasoning tokens count only on models that reason.
+ * may serve it. Reasoning tokens count only on models that reason.
  */
 export function worstCaseNano(bounds: CostBounds, maxTokens: number, reasoningTokens: number): number {
   let worst = 0;
   for (const m of bounds.models) {
     const output = maxTokens + (m.reasons ? reasoningTokens : 0) + bounds.predictionTokens;
-    worst = Math.max(worst, m.fixedNano + Math.ceil(m.promptTokens * m.promptPrice) + Math.ceil(bounds.choices * m.outputPrice * output));
+    worst = Math.max(worst, modelCostNano(m, m.promptTokens, bounds.choices * output));
   }
   return worst;
 }
@@ -115,9 +121,7 @@ export function worstCaseNano(bounds: CostBounds, maxTokens: number, reasoningTo
 /** What a finished call costs at the worst-case rates, from the tokens it reports (an upstream without `usage.cost`). */
 export function costAtWorstRates(bounds: CostBounds, promptTokens: number, outputTokens: number): number {
   let worst = 0;
-  for (const m of bounds.models) {
-    worst = Math.max(worst, m.fixedNano + Math.ceil(promptTokens * m.promptPrice) + Math.ceil(outputTokens * m.outputPrice));
-  }
+  for (const m of bounds.models) worst = Math.max(worst, modelCostNano(m, promptTokens, outputTokens));
   return worst;
 }
 

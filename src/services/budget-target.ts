@@ -47,15 +47,21 @@ export function userBudgetTarget(deps: Deps, appId: string, appUserId: string): 
 export function budgetExceeded(target: BudgetTarget, counters: BudgetSnapshot & { frozen?: true }): ApiError {
   const remaining = counters.frozen ? 0 : Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
   const code = target.grantId ? "grant_invalid" : "budget_exceeded";
-  const message = counters.frozen
-    ? `an earlier call cost more than it reserved (the upstream billed above its listed price), so this ${target.grantId ? "grant admits nothing more" : "budget admits nothing more until the period resets or the cap is raised"}`
-    : target.grantId
-      ? "the grant's cap is used up: it does not cover even a minimal completion of this request"
-      : "the budget does not cover even a minimal completion of this request";
-  return new ApiError(code, message, {
+  return new ApiError(code, refusalMessage(target, counters.frozen === true), {
     limitUsd: nanoToUsd(target.capNano),
     usedUsd: nanoToUsd(counters.spentNano),
     remainingUsd: nanoToUsd(remaining),
     resetsAt: target.resetsAt,
   });
+}
+
+function refusalMessage(target: BudgetTarget, frozen: boolean): string {
+  const budget = target.grantId ? "grant" : "budget";
+  if (frozen) {
+    const until = target.grantId ? "" : " until the period resets or the cap is raised";
+    return `an earlier call cost more than it reserved (the upstream billed above its listed price), so this ${budget} admits nothing more${until}`;
+  }
+  return target.grantId
+    ? "the grant's cap is used up: it does not cover even a minimal completion of this request"
+    : "the budget does not cover even a minimal completion of this request";
 }

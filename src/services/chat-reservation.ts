@@ -19,8 +19,8 @@ export interface ReservationRequest {
 /**
  * Reserves a chat call's worst case against its budget (DESIGN.md §3 "The hard cap"):
  * read what the body can be billed for (400 for what cannot be bounded), price it at the
- * highest rate of every model that may serve it, reserve atomically between a minimal and
- * the full completion, then size max_tokens (and the reasoning budget) to what was granted.
+ * priciest model that may serve it, reserve atomically between a minimal and the full
+ * completion, then size max_tokens (and the reasoning budget) to what was granted.
  */
 export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, request: ReservationRequest): Promise<MeteringTicket> {
   const { body, target, requestId } = request;

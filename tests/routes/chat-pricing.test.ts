@@ -70,7 +70,7 @@ describe("refused before anything is reserved", () => {
     expect((await t.chat(hi({ model: "bill/variable-search" }))).status).toBe(200);
   });
 
-  test("image output billed per image and per-page PDF parsing are refused", async () => {
+  test("per-page PDF parsing is refused; a file-parser plugin with a token-billed engine passes", async () => {
     const t = await app();
     t.connect("alice", 5);
     const file = { type: "file", file: { filename: "a.pdf", file_data: "data:application/pdf;base64,AAAA" } };
@@ -164,8 +164,6 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
     first.deps.store.close();
 
     const second = await chatTestApp({ mock: { models: models() }, storePath: path, clock: first.clock });
-    const ids = { appId: first.appId };
-    second.deps.store.connections.approve(ids.appId, "alice", 5e9, second.clock.now());
     const auth = { authorization: `Bearer ${first.secretKey}`, "content-type": "application/json", "x-service-user": "alice" };
     const call = () => second.app.handle(new Request("http://localhost/api/v1/chat/completions", { method: "POST", headers: auth, body: JSON.stringify(hi()) }));
     expect((await call()).status).toBe(402);
@@ -175,6 +173,13 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
 });
 
 describe("GET /api/v1/models", () => {
+  test("before the catalogue has loaded: 503 unavailable in the error envelope", async () => {
+    const t = await chatTestApp({ mock: { models: [] } });
+    const res = await t.get("/api/v1/models");
+    expect(res.status).toBe(503);
+    expect((await json(res)).error).toEqual({ code: "unavailable", message: expect.stringContaining("not been loaded") });
+  });
+
   test("lists the catalogue as the upstream lists it, behind the secret key", async () => {
     const t = await app();
     const res = await t.get("/api/v1/models");

@@ -38,7 +38,7 @@ export interface Bill {
 
 /**
  * Catalogue prices have at most ~10 decimals, so every product here is exact at 1e-12;
- * rounding there removes binary float noise without moving the value (as costUsd() does).
+ * rounding there removes binary float noise without moving the value.
  */
 function roundUsd(usd: number): number {
   return Math.round(usd * 1e12) / 1e12;

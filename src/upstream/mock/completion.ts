@@ -5,7 +5,6 @@
  */
 import type { ReasoningRequest } from "./chat-request";
 import type { MockModel } from "./models";
-import { numericPrices } from "./models";
 import type { Scenario } from "./scenario";
 
 /**
@@ -71,17 +70,6 @@ export function contentPieces(tokens: number, chunks: number | null): ContentPie
     pieces[k] = { text: textOfWords(from, to), tokens: to - from };
   }
   return pieces;
-}
-
-/**
- * USD cost of prompt and completion tokens at a model's listed token prices (the whole bill
- * of a plain model; fees, images, searches and reasoning are billing.ts's). Catalogue prices have at most ~10 decimals, so products of token
- * counts and prices are exact at 1e-12; rounding there removes binary float noise
- * (1 × 0.00000015 + 4 × 0.0000006 = 0.0000025499999999999997) without moving the value.
- */
-export function costUsd(model: MockModel, promptTokens: number, completionTokens: number): number {
-  const price = numericPrices(model);
-  return Math.round((promptTokens * price.prompt + completionTokens * price.completion) * 1e12) / 1e12;
 }
 
 /** A reasoning model thinks this long unless the scenario says otherwise. */

@@ -15,7 +15,7 @@ export type { MockUpstream, MockUpstreamOptions, ServedRequest } from "./types";
 export { DEFAULT_MODELS, DEFAULT_SUPPORTED_PARAMETERS } from "./models";
 export { BILLING_MODELS } from "./billing-models";
 export { DEFAULT_SCENARIO, parseDirectives } from "./scenario";
-export { completionText, costUsd, estimatePromptTokens } from "./completion";
+export { completionText, estimatePromptTokens } from "./completion";
 
 const BASE_PATH = "/api/v1";
 const ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";

@@ -156,11 +156,6 @@ export function modelsListBody(models: readonly MockModel[]): string {
   return JSON.stringify({ data: models.map(modelEntry), total_count: models.length, links: { next: null } });
 }
 
-/** USD per token as numbers, for costing a completion. */
-export function numericPrices(model: MockModel): { prompt: number; completion: number } {
-  return { prompt: Number(model.pricing.prompt), completion: Number(model.pricing.completion) };
-}
-
 /** A variable-priced router (openrouter/auto publishes "-1"): its price is the routed model's. */
 export function isVariableRouter(model: MockModel): boolean {
   return model.pricing.prompt === "-1" || model.pricing.completion === "-1";
