@@ -18,7 +18,7 @@ const USAGE = `usage:
   cli key rotate --app APP_ID
   cli key revoke --app APP_ID --key KEY_ID`;
 
-function run(argv: string[], store: Store): number {
+async function run(argv: string[], store: Store): Promise<number> {
   const { command, flags } = parseArgs(argv);
   const now = Date.now();
   switch (command) {
@@ -28,13 +28,13 @@ function run(argv: string[], store: Store): number {
       const maxGrant = flags.optional("max-grant-usd");
       const maxGrantUsd = maxGrant === undefined ? null : Number(maxGrant);
       if (maxGrantUsd !== null && !(Number.isFinite(maxGrantUsd) && maxGrantUsd > 0)) throw new UsageError("--max-grant-usd must be a number > 0");
-      const { app, key } = store.apps.create(name, origins, now, maxGrantUsd === null ? null : usdToNanoFloor(maxGrantUsd));
+      const { app, key } = await store.apps.create(name, origins, now, maxGrantUsd === null ? null : usdToNanoFloor(maxGrantUsd));
       print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...(maxGrantUsd === null ? {} : { maxGrantUsd }) });
       return 0;
     }
     case "app list":
-      for (const app of store.apps.list()) {
-        const keys = store.apps.keysOf(app.id).map((k) => ({
+      for (const app of await store.apps.list()) {
+        const keys = (await store.apps.keysOf(app.id)).map((k) => ({
           keyId: k.id,
           createdAt: new Date(k.createdAt).toISOString(),
           revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
@@ -44,15 +44,15 @@ function run(argv: string[], store: Store): number {
       return 0;
     case "key rotate": {
       const appId = flags.single("app");
-      if (!store.apps.find(appId)) return refuse(`no app ${appId}`);
-      const key = store.apps.issueKey(appId, now);
+      if (!(await store.apps.find(appId))) return refuse(`no app ${appId}`);
+      const key = await store.apps.issueKey(appId, now);
       print({ appId, keyId: key.keyId, secretKey: key.secretKey });
       return 0;
     }
     case "key revoke": {
       const appId = flags.single("app");
       const keyId = flags.single("key");
-      if (!store.apps.revokeKey(appId, keyId, now)) return refuse(`no active key ${keyId} for app ${appId}`);
+      if (!(await store.apps.revokeKey(appId, keyId, now))) return refuse(`no active key ${keyId} for app ${appId}`);
       print({ appId, keyId, revoked: true });
       return 0;
     }
@@ -84,14 +84,14 @@ function refuse(message: string): number {
 }
 
 /** Runs one operator command; also reachable as `metered-proxy cli ...` in the single binary. */
-export function runCli(argv: string[]): number {
+export async function runCli(argv: string[]): Promise<number> {
   try {
     const config = loadConfig(process.env);
-    const store = openStore(config.databasePath);
+    const store = await openStore(config.database, { poolSize: 1 });
     try {
-      return run(argv, store);
+      return await run(argv, store);
     } finally {
-      store.close();
+      await store.close();
     }
   } catch (err) {
     if (err instanceof UsageError) {
@@ -106,4 +106,4 @@ export function runCli(argv: string[]): number {
   }
 }
 
-if (import.meta.main) process.exit(runCli(process.argv.slice(2)));
+if (import.meta.main) process.exit(await runCli(process.argv.slice(2)));

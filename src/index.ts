@@ -1,9 +1,9 @@
 /**
- * The only entry point: loadConfig(env) → createDeps(config) → createApp(deps).listen().
+ * The only entry point: loadConfig(env) → openDeps(config) → createApp(deps).listen().
  * Also the only module (with src/cli.ts) that reads the environment.
  */
 import { ConfigError, loadConfig, type Config } from "./config";
-import { connectDependencies, createDeps } from "./deps";
+import { connectDependencies, openDeps } from "./deps";
 import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 import { createLogger } from "./logger";
@@ -31,9 +31,10 @@ const EXIT_STORE_LOCKED = 3;
  * default app. With REDIS_URL the counters are shared and any number of processes may run.
  */
 function lockEmbeddedStore(config: Config): StoreLock | null {
-  if (config.redisUrl || config.databasePath === ":memory:") return null;
+  const { database } = config;
+  if (config.redisUrl || database.engine !== "sqlite" || database.path === ":memory:") return null;
   try {
-    return acquireStoreLock(config.databasePath);
+    return acquireStoreLock(database.path);
   } catch (err) {
     if (err instanceof StoreLockedError) {
       console.error(err.message);
@@ -57,8 +58,8 @@ const SETTLE_AFTER_CUT_MS = 2000;
 async function main(): Promise<void> {
   const config = readConfig();
   const storeLock = lockEmbeddedStore(config);
-  const deps = createDeps(config);
-  ensureDefaultApp(deps, (line) => console.log(line));
+  const deps = await openDeps(config);
+  await ensureDefaultApp(deps, (line) => console.log(line));
   if (config.demoMode) {
     deps.logger.warn("DEMO MODE: no UPSTREAM_API_KEY is set; chat completions are served by the built-in mock upstream");
   }
@@ -107,9 +108,9 @@ async function main(): Promise<void> {
       await app.decorator.chat.idle(SETTLE_AFTER_CUT_MS);
     }
     deps.catalogue.stop();
-    deps.usageWriter.close();
+    await deps.usageWriter.close();
     await deps.budget.close?.();
-    deps.store.close();
+    await deps.store.close();
     storeLock?.release();
     deps.redis?.disconnect();
     deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });
@@ -135,7 +136,7 @@ async function healthcheck(): Promise<number> {
 const command = process.argv[2];
 if (command === "cli") {
   const { runCli } = await import("./cli");
-  process.exit(runCli(process.argv.slice(3)));
+  process.exit(await runCli(process.argv.slice(3)));
 } else if (command === "healthcheck") {
   process.exit(await healthcheck());
 } else {

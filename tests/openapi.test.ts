@@ -164,7 +164,7 @@ describe("openapi.json documents every core endpoint", () => {
 
 describe("real responses validate against openapi.json", () => {
   test("POST /api/v1/sessions: 200, 400, 401, 413, 429", async () => {
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     const p = "/api/v1/sessions";
     const calls = [
       t.call(p, { bearer: a.secretKey, json: { appUserId: "u", requestLimit: { monthlyUsd: 5 } } }),
@@ -183,14 +183,14 @@ describe("real responses validate against openapi.json", () => {
     expect(statuses).toEqual([200, 200, 400, 400, 400, 401, 413]);
 
     const limitedApp = makeTestApp({ env: { RL_SESSIONS_LIMIT: "1" } });
-    const c = limitedApp.createClientApp();
+    const c = await limitedApp.createClientApp();
     expect((await limitedApp.call(p, { bearer: c.secretKey, json: { appUserId: "u" } })).status).toBe(200);
     const limited = await limitedApp.call(p, { bearer: c.secretKey, json: { appUserId: "u" } });
     expect({ status: limited.status, errors: await conformance("post", p, limited) }).toEqual({ status: 429, errors: [] });
   });
 
   test("POST, GET and DELETE /api/v1/connections: 200 (connected and not), 204, 400, 401, 413", async () => {
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     const p = "/api/v1/connections";
     const token = await mintSession(t, a.secretKey, "conformance-user", 10);
     const run = async (method: string, init: Parameters<TestApp["call"]>[1], expected: number) => {
@@ -212,7 +212,7 @@ describe("real responses validate against openapi.json", () => {
   });
 
   test("GET /api/v1/status: 200 (connected and not), 400, 401", async () => {
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     const token = await mintSession(t, a.secretKey, "s", 3);
     await t.call("/api/v1/connections", { method: "POST", bearer: token });
     const cases: Array<[string, Record<string, string>, number]> = [
@@ -231,7 +231,7 @@ describe("real responses validate against openapi.json", () => {
   test("GET /healthz: 200 and 503", async () => {
     expect(await conformance("get", "/healthz", await t.call("/healthz"))).toEqual([]);
     const down = makeTestApp();
-    down.deps.store.close();
+    await down.deps.store.close();
     const res = await down.call("/healthz");
     expect(res.status).toBe(503);
     expect(await conformance("get", "/healthz", res)).toEqual([]);

@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import { createApp } from "../../src/app";
-import { createDeps, type DepsOverrides } from "../../src/deps";
+import { openDeps, type DepsOverrides } from "../../src/deps";
 import { loadConfig } from "../../src/config";
 import { openStore, type Store } from "../../src/store";
 import { memoryLogger } from "../../src/logger";
@@ -101,20 +101,21 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
     DATABASE_URL: opts.memoryDb ? "sqlite::memory:" : `sqlite:${join(dir, `${rows.length}.sqlite`)}`,
   });
   const logger = memoryLogger();
-  let store: Store = openStore(config.databasePath);
-  const { app: created, key } = store.apps.create("bench", [], Date.now());
-  store.connections.approve(created.id, "bench-user", 1e15, Date.now());
+  let store: Store = await openStore(config.database);
+  const { app: created, key } = await store.apps.create("bench", [], Date.now());
+  await store.connections.approve(created.id, "bench-user", 1e15, Date.now());
   if (opts.cachedReads) store = withCachedReads(store);
   const overrides: DepsOverrides = { store, logger, fetchUpstream: (url) => cannedUpstream(url) };
-  if (opts.noWriter) overrides.usageWriter = new UsageWriter({ insertBatch: (r: unknown[]) => r.length } as unknown as UsageLedgerRepository, logger, 100);
+  if (opts.noWriter) overrides.usageWriter = new UsageWriter({ insertBatch: async (r: unknown[]) => r.length } as unknown as UsageLedgerRepository, logger, 100);
   if (opts.noRateLimit) overrides.rateLimiter = { kind: "none", check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: 1 }) } satisfies RateLimiter;
-  const deps = createDeps(config, overrides);
+  // openDeps reads (or creates) the stored session secret, as the server does.
+  const deps = await openDeps(config, overrides);
   await deps.catalogue.refresh();
   const app = createApp(deps);
   const r = await measure((req) => app.handle(req), { authorization: `Bearer ${key.secretKey}`, "x-service-user": "bench-user" });
-  deps.usageWriter.close();
+  await deps.usageWriter.close();
   rows.push({ label, ...r });
-  store.close();
+  await store.close();
 }
 
 

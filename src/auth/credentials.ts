@@ -13,7 +13,7 @@ export function bearerCredential(header: string | null): string {
 }
 
 /** Resolves a secret key to its active app, or throws 401 `auth`. */
-export function authenticateSecretKey(store: Store, header: string | null): App {
+export async function authenticateSecretKey(store: Store, header: string | null): Promise<App> {
   const credential = bearerCredential(header);
   const parsed = parseSecretKey(credential);
   if (!parsed) {
@@ -23,10 +23,10 @@ export function authenticateSecretKey(store: Store, header: string | null): App 
   // Compare against every active key of the app (rotation keeps several) in constant
   // time each; never short-circuit on a prefix.
   let matched = false;
-  for (const key of store.apps.activeKeysOf(parsed.appId)) {
+  for (const key of await store.apps.activeKeysOf(parsed.appId)) {
     if (secretMatches(parsed.secret, key.secretHash)) matched = true;
   }
-  const app = matched ? store.apps.find(parsed.appId) : null;
+  const app = matched ? await store.apps.find(parsed.appId) : null;
   if (!app || app.disabledAt !== null) throw new ApiError("auth", "invalid secret key");
   return app;
 }
@@ -42,7 +42,7 @@ export async function authenticateSession(
     throw new ApiError("auth", "this endpoint takes a session token, not a secret key");
   }
   const session = await tokens.verify(credential);
-  const app = store.apps.find(session.appId);
+  const app = await store.apps.find(session.appId);
   if (!app || app.disabledAt !== null) throw new ApiError("auth", "invalid session token");
   return { app, session };
 }

@@ -18,13 +18,13 @@ type SessionAuth = { app: App; session: SessionClaims };
  * handler. An ApiError thrown in `parse` reaches onError as the ParseError's cause.
  */
 export function authPlugin(deps: Deps) {
-  const secretKeyAuth = new WeakMap<Request, SecretKeyAuth>();
+  const secretKeyAuth = new WeakMap<Request, Promise<SecretKeyAuth>>();
   const sessionAuth = new WeakMap<Request, Promise<SessionAuth>>();
 
-  const bySecretKey = (request: Request): SecretKeyAuth => {
+  const bySecretKey = (request: Request): Promise<SecretKeyAuth> => {
     let found = secretKeyAuth.get(request);
     if (!found) {
-      found = { app: authenticateSecretKey(deps.store, request.headers.get("authorization")) };
+      found = authenticateSecretKey(deps.store, request.headers.get("authorization")).then((app) => ({ app }));
       secretKeyAuth.set(request, found);
     }
     return found;
@@ -42,11 +42,11 @@ export function authPlugin(deps: Deps) {
   // Unnamed on purpose: each createApp gets its own instance bound to its own deps.
   return new Elysia().macro({
     secretKey: {
-      parse({ request }) {
-        bySecretKey(request);
+      async parse({ request }) {
+        await bySecretKey(request);
       },
-      transform({ request }) {
-        bySecretKey(request);
+      async transform({ request }) {
+        await bySecretKey(request);
       },
       resolve: ({ request }) => bySecretKey(request),
     },

@@ -1,4 +1,5 @@
 import type { BudgetAccount } from "./accounts";
+import type { UsageRow } from "../store/usage-ledger";
 
 /** What the live counters say about one account, in nano-dollars. */
 export interface BudgetSnapshot {
@@ -11,8 +12,10 @@ export type ReserveOutcome =
   /** `frozen`: an earlier call cost more than its reservation under this cap (see settle). */
   | { ok: false; spentNano: number; reservedNano: number; frozen?: true };
 
+/** The settled spend of an account, from the durable store. */
+export type SpentLoader = (account: BudgetAccount) => Promise<number>;
 /** The cap an account was frozen at by an overrun, from the durable store; null when it never was. */
-export type FrozenCapLoader = (account: BudgetAccount) => number | null;
+export type FrozenCapLoader = (account: BudgetAccount) => Promise<number | null>;
 
 /**
  * Live budget counters (DESIGN.md §3 "The hard cap"). Implementations must make
@@ -37,7 +40,12 @@ export interface BudgetLedger {
    * refused, so an overrun can never compound. A new period is a new account; raising the
    * cap lifts the freeze.
    */
-  settle(requestId: string, actualNano: number): Promise<void>;
+  settle(requestId: string, actualNano: number, row?: UsageRow): Promise<void>;
+  /**
+   * True when `settle` also writes the ledger row it is given, in the same transaction
+   * (the PostgreSQL ledger); otherwise the caller queues the row in the usage writer.
+   */
+  readonly recordsRows?: boolean;
   snapshot(account: BudgetAccount): Promise<BudgetSnapshot>;
   /** At a clean shutdown, after every settle and the usage writer's last flush. */
   close?(): Promise<void>;
@@ -46,19 +54,21 @@ export interface BudgetLedger {
 /**
  * The embedded ledger: counters in this process, loaded per account from the durable
  * totals on first use (which is the "rebuild from the store at start"). JavaScript runs
- * one handler at a time, so each method body is atomic without locks.
+ * one handler at a time, so each method body is atomic without locks once the account is
+ * loaded: the only await comes before any counter is read.
  */
 export class InMemoryBudgetLedger implements BudgetLedger {
   private readonly accounts = new Map<BudgetAccount, BudgetSnapshot & { frozenCapNano: number | null }>();
+  private readonly loading = new Map<BudgetAccount, Promise<void>>();
   private readonly reservations = new Map<string, { account: BudgetAccount; amountNano: number; capNano: number }>();
 
   constructor(
-    private readonly loadSpentNano: (account: BudgetAccount) => number,
-    private readonly loadFrozenCapNano: FrozenCapLoader = () => null,
+    private readonly loadSpentNano: SpentLoader,
+    private readonly loadFrozenCapNano: FrozenCapLoader = async () => null,
   ) {}
 
   async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
-    const counters = this.counters(account);
+    const counters = await this.counters(account);
     if (this.reservations.has(requestId)) throw new Error(`request ${requestId} already holds a reservation`);
     const { spentNano, reservedNano } = counters;
     if (counters.frozenCapNano !== null && capNano <= counters.frozenCapNano) return { ok: false, spentNano, reservedNano, frozen: true };
@@ -74,23 +84,31 @@ export class InMemoryBudgetLedger implements BudgetLedger {
     const reservation = this.reservations.get(requestId);
     if (!reservation) return;
     this.reservations.delete(requestId);
-    const counters = this.counters(reservation.account);
+    // Loaded: the reservation was made against it, and accounts are never evicted.
+    const counters = this.accounts.get(reservation.account)!;
     counters.reservedNano -= reservation.amountNano;
     counters.spentNano += actualNano;
     if (actualNano > reservation.amountNano) counters.frozenCapNano = Math.max(counters.frozenCapNano ?? 0, reservation.capNano);
   }
 
   async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
-    const { spentNano, reservedNano } = this.counters(account);
+    const { spentNano, reservedNano } = await this.counters(account);
     return { spentNano, reservedNano };
   }
 
-  private counters(account: BudgetAccount) {
-    let counters = this.accounts.get(account);
-    if (!counters) {
-      counters = { spentNano: this.loadSpentNano(account), reservedNano: 0, frozenCapNano: this.loadFrozenCapNano(account) };
-      this.accounts.set(account, counters);
+  /** The account's counters, loaded once: concurrent first uses share one load. */
+  private async counters(account: BudgetAccount) {
+    const loaded = this.accounts.get(account);
+    if (loaded) return loaded;
+    let loading = this.loading.get(account);
+    if (!loading) {
+      loading = (async () => {
+        const [spentNano, frozenCapNano] = await Promise.all([this.loadSpentNano(account), this.loadFrozenCapNano(account)]);
+        this.accounts.set(account, { spentNano, reservedNano: 0, frozenCapNano });
+      })().finally(() => this.loading.delete(account));
+      this.loading.set(account, loading);
     }
-    return counters;
+    await loading;
+    return this.accounts.get(account)!;
   }
 }

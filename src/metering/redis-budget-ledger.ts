@@ -2,7 +2,7 @@ import type Redis from "ioredis";
 import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
-import type { BudgetLedger, BudgetSnapshot, FrozenCapLoader, ReserveOutcome } from "./budget-ledger";
+import type { BudgetLedger, BudgetSnapshot, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
 import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
 
 /**
@@ -125,9 +125,9 @@ export class RedisBudgetLedger implements BudgetLedger {
 
   constructor(
     private readonly redis: Redis,
-    private readonly loadSpentNano: (account: BudgetAccount) => number,
+    private readonly loadSpentNano: SpentLoader,
     private readonly logger: Logger,
-    private readonly loadFrozenCapNano: FrozenCapLoader = () => null,
+    private readonly loadFrozenCapNano: FrozenCapLoader = async () => null,
   ) {
     redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
@@ -192,9 +192,9 @@ export class RedisBudgetLedger implements BudgetLedger {
   }
 
   private async load(account: BudgetAccount): Promise<void> {
-    const frozenCap = this.loadFrozenCapNano(account);
+    const [spent, frozenCap] = await this.guard(() => Promise.all([this.loadSpentNano(account), this.loadFrozenCapNano(account)]));
     await this.guard(() =>
-      this.commands.budgetInit(accountKeyOf(account), this.loadSpentNano(account), ACCOUNT_TTL_MS, crypto.randomUUID(), frozenCap === null ? "" : String(frozenCap)),
+      this.commands.budgetInit(accountKeyOf(account), spent, ACCOUNT_TTL_MS, crypto.randomUUID(), frozenCap === null ? "" : String(frozenCap)),
     );
   }
 

@@ -3,6 +3,8 @@ import type { UsageLedgerRepository, UsageRow } from "../store/usage-ledger";
 
 export interface UsageWriterState {
   pending: number;
+  /** Internal: whether the last attempt failed (slows the retry). */
+  lastFailed?: boolean;
   written: number;
   flushes: number;
   failedFlushes: number;
@@ -12,13 +14,15 @@ export interface UsageWriterState {
 
 /**
  * Batches ledger rows off the request path: rows queue in memory and are written in one
- * SQLite transaction per batch, when the batch is full or the interval passes, whichever
- * comes first (the pattern of TensorZero's batch writer). `close()` drains the queue.
- * A failed flush keeps its rows for the next attempt: rows are never dropped.
+ * transaction per batch (one multi-row statement on PostgreSQL), when the batch is full or
+ * the interval passes, whichever comes first (the pattern of TensorZero's batch writer).
+ * One flush runs at a time; rows queued meanwhile go in its next batch. `close()` drains
+ * the queue. A failed flush keeps its rows for the next attempt: rows are never dropped.
  */
 export class UsageWriter {
-  private queue: UsageRow[] = [];
+  private readonly queue: UsageRow[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
+  private flushing: Promise<void> | null = null;
   private readonly state: UsageWriterState = { pending: 0, written: 0, flushes: 0, failedFlushes: 0, lastError: null, closed: false };
 
   constructor(
@@ -30,37 +34,65 @@ export class UsageWriter {
 
   enqueue(row: UsageRow): void {
     this.queue.push(row);
-    if (this.queue.length >= this.maxBatch) this.flush();
-    else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.flushIntervalMs);
+    if (this.queue.length >= this.maxBatch) void this.flush();
+    else if (this.timer === null && this.flushing === null) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs);
   }
 
-  /** Writes everything queued now. Synchronous: bun:sqlite is, and so a flush is atomic. */
-  flush(): void {
+  /** Writes everything queued now; resolves when written, or when a failure left rows for the retry. */
+  flush(): Promise<void> {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    this.flushing ??= this.drain().finally(() => {
+      this.flushing = null;
+      // Rows that arrived during the last batch's write, or a failure's retry.
+      if (this.queue.length > 0 && this.timer === null) {
+        this.timer = setTimeout(() => void this.flush(), this.state.lastFailed ? this.flushIntervalMs * 10 : this.flushIntervalMs);
+      }
+    });
+    return this.flushing;
+  }
+
+  private async drain(): Promise<void> {
     while (this.queue.length > 0) {
-      const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
+      const batch = this.queue.slice(0, this.maxBatch);
       try {
-        this.ledger.insertBatch(batch);
+        await this.ledger.insertBatch(batch);
       } catch (err) {
         this.state.failedFlushes++;
+        this.state.lastFailed = true;
         this.state.lastError = err instanceof Error ? err.message : String(err);
         this.logger.error("usage flush failed; rows kept for retry", { rows: this.queue.length, error: this.state.lastError });
-        if (!this.state.closed) this.timer = setTimeout(() => this.flush(), this.flushIntervalMs * 10);
         return;
       }
-      this.queue = batch === this.queue ? [] : this.queue.slice(batch.length);
+      this.queue.splice(0, batch.length);
+      this.state.lastFailed = false;
       this.state.written += batch.length;
       this.state.flushes++;
     }
   }
 
-  close(): void {
+  /**
+   * Drains the queue. While the store refuses, retries until `deadlineMs` has passed, then
+   * gives up and says how many rows were not written (the caller is exiting).
+   */
+  async close(deadlineMs = 5000): Promise<void> {
     this.state.closed = true;
-    this.flush();
+    const deadline = Date.now() + deadlineMs;
+    for (;;) {
+      await this.flush();
+      if (this.queue.length === 0) break;
+      if (Date.now() >= deadline) {
+        this.logger.error("usage rows not written at shutdown: the store refused until the deadline", { rows: this.queue.length });
+        break;
+      }
+      await Bun.sleep(Math.min(250, Math.max(0, deadline - Date.now())));
+    }
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
   }
 
   get stats(): UsageWriterState {
-    return { ...this.state, pending: this.queue.length };
+    const { lastFailed: _, ...visible } = this.state;
+    return { ...visible, pending: this.queue.length };
   }
 }

@@ -81,10 +81,10 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
       const declared = Number(request.headers.get("content-length"));
       // The key is looked up before the budget: a retry of a paid call gets its answer
       // even when that call used up the budget or the grant.
-      const response = await idempotency.run(app.id, requestId, request.headers, body, (recorder) =>
+      const response = await idempotency.run(app.id, requestId, request.headers, body, async (recorder) =>
         chat.complete({
           requestId,
-          target: budgetTargetOf(request, app.id),
+          target: await budgetTargetOf(request, app.id),
           body: body as ChatBody,
           bodyBytes: declared > 0 ? declared : Buffer.byteLength(JSON.stringify(body)),
           clientHeaders: request.headers,

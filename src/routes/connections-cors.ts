@@ -13,11 +13,11 @@ const ALLOWED_HEADERS = "authorization, content-type";
  */
 export function connectionsCors(store: Store) {
   return new Elysia()
-    .onRequest(({ request, set }) => {
+    .onRequest(async ({ request, set }) => {
       const origin = request.headers.get("origin");
       if (!origin || !isConnectionsPath(request.url)) return;
       set.headers["vary"] = "Origin";
-      if (store.apps.isRegisteredOrigin(origin)) set.headers["access-control-allow-origin"] = origin;
+      if (await store.apps.isRegisteredOrigin(origin)) set.headers["access-control-allow-origin"] = origin;
     })
     .options(CONNECTIONS_PATH, ({ set }) => {
       set.status = 204;

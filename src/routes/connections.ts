@@ -50,8 +50,8 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
     })
     .delete(
       "/connections",
-      ({ session, set }) => {
-        connections.revoke(session.appId, session.appUserId);
+      async ({ session, set }) => {
+        await connections.revoke(session.appId, session.appUserId);
         set.status = 204;
       },
       {

@@ -50,11 +50,11 @@ export function grantRoutes(deps: Deps, grants: GrantService, auth: Guards) {
     .use(auth)
     .get(
       "/consent",
-      ({ query, set }) => {
+      async ({ query, set }) => {
         const nonce = randomString(24);
         Object.assign(set.headers, consentHeaders(nonce));
         try {
-          return renderConsentPage(grants.offer(query), nonce);
+          return renderConsentPage(await grants.offer(query), nonce);
         } catch (err) {
           if (!(err instanceof ConsentError)) throw err;
           set.status = 400;
@@ -89,7 +89,7 @@ export function grantRoutes(deps: Deps, grants: GrantService, auth: Guards) {
         // Same-origin only: the consent page posts here; other sites' pages may not.
         const site = request.headers.get("sec-fetch-site");
         if (site !== null && site !== "same-origin") throw new ApiError("invalid_request", "grants are approved from the consent page only");
-        const appId = grants.appOfConsent(body.consentToken);
+        const appId = await grants.appOfConsent(body.consentToken);
         if (!appId) throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
         const address = server?.requestIP(request)?.address ?? "unknown";
         await enforceRateLimit(deps.rateLimiter, { name: "grants-app", ...rateLimits.grantsPerApp }, appId, set.headers);
@@ -132,8 +132,8 @@ export function grantRoutes(deps: Deps, grants: GrantService, auth: Guards) {
     })
     .delete(
       "/current",
-      ({ app, request, set }) => {
-        grants.revoke(app.id, grantHeader(request));
+      async ({ app, request, set }) => {
+        await grants.revoke(app.id, grantHeader(request));
         set.status = 204;
       },
       {

@@ -9,7 +9,7 @@ const HealthModel = t.Object({
   status: t.Union([t.Literal("ok"), t.Literal("degraded")]),
   mode: t.Union([t.Literal("demo"), t.Literal("upstream")]),
   upstream: t.String(),
-  store: t.Object({ kind: t.Literal("sqlite"), ok: t.Boolean() }),
+  store: t.Object({ kind: t.Union([t.Literal("sqlite"), t.Literal("postgres")]), ok: t.Boolean() }),
   limiter: t.Object({ kind: t.String(), degraded: t.Boolean(), since: t.Nullable(t.String()), lastError: t.Nullable(t.String()) }),
   budget: t.Object({ kind: t.String(), ok: t.Boolean({ description: "False while Redis is unreachable: chat calls answer 503 (budgets fail closed)." }) }),
   pricing: t.Object({ models: Type.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
@@ -31,19 +31,21 @@ const HealthModel = t.Object({
 export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMonitor) {
   return new Elysia().get(
     "/healthz",
-    ({ set }) => {
-      const storeOk = pingStore(deps);
+    async ({ set }) => {
+      const storeOk = await pingStore(deps);
       if (!storeOk) set.status = 503;
-      const budgetOk = deps.redis === null || deps.redis.status === "ready";
+      // Budgets live in Redis when it is set, in PostgreSQL when the store is, else here.
+      const budgetKind = deps.redis ? "redis" : deps.store.engine === "postgres" ? "postgres" : "memory";
+      const budgetOk = deps.redis ? deps.redis.status === "ready" : storeOk;
       const { pending, written, flushes, failedFlushes, lastError } = deps.usageWriter.stats;
       const refreshedAt = deps.catalogue.refreshedAt;
       return {
         status: storeOk && budgetOk ? ("ok" as const) : ("degraded" as const),
         mode: deps.config.demoMode ? ("demo" as const) : ("upstream" as const),
         upstream: deps.config.demoMode ? "built-in mock upstream (demo mode: no UPSTREAM_API_KEY set)" : deps.config.upstreamBaseUrl,
-        store: { kind: "sqlite" as const, ok: storeOk },
+        store: { kind: deps.store.engine, ok: storeOk },
         limiter: limiterState(deps),
-        budget: { kind: deps.redis ? "redis" : "memory", ok: budgetOk },
+        budget: { kind: budgetKind, ok: budgetOk },
         pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
         writer: { pending, written, flushes, failedFlushes, lastError },
         activeStreams: chat.activeStreams,
@@ -60,9 +62,9 @@ function limiterState(deps: Deps) {
   return { kind: limiter.kind, degraded: false, since: null, lastError: null };
 }
 
-function pingStore(deps: Deps): boolean {
+async function pingStore(deps: Deps): Promise<boolean> {
   try {
-    deps.store.db.query("SELECT 1").get();
+    await deps.store.ping();
     return true;
   } catch {
     return false;

@@ -51,12 +51,12 @@ const toApiRow = (r: UsageRow) => ({
 export function usageRoutes(deps: Deps, auth: Guards) {
   return new Elysia().use(auth).get(
     "/usage",
-    ({ app, query }) => {
+    async ({ app, query }) => {
       const period = query.period ? parsePeriod(query.period) : periodAt(deps.clock.now());
       if (!period) throw new ApiError("invalid_request", "query.period must be YYYY-MM");
       const limit = query.limit ?? 50;
       const before = query.cursor ? decodeCursor(query.cursor) : undefined;
-      const rows = deps.store.usageLedger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
+      const rows = await deps.store.usageLedger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
       return {

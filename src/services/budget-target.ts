@@ -15,17 +15,17 @@ export interface BudgetTarget {
   /** When the budget renews: the period's end for monthly caps. */
   resetsAt: string;
   /** Called when the upstream refuses payment; the user must re-approve. */
-  markFundingInvalid(): void;
+  markFundingInvalid(): Promise<void>;
   /**
    * Called once the reservation is held, before going upstream; may refuse (throw), in
    * which case the reservation is released. Grants count their uses here.
    */
-  admit?(): void;
+  admit?(): Promise<void>;
 }
 
 /** The user's monthly budget, or 402 when the user is not connected or funding is invalid. */
-export function userBudgetTarget(deps: Deps, appId: string, appUserId: string): BudgetTarget {
-  const connection = deps.store.connections.findActive(appId, appUserId);
+export async function userBudgetTarget(deps: Deps, appId: string, appUserId: string): Promise<BudgetTarget> {
+  const connection = await deps.store.connections.findActive(appId, appUserId);
   if (!connection) throw new ApiError("not_connected", `user ${JSON.stringify(appUserId)} has not approved a budget for this app`);
   if (connection.fundingStatus === "invalid") {
     throw new ApiError("funding_invalid", "the upstream refused payment for this user's requests; the user must approve again");

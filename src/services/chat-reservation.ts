@@ -31,7 +31,7 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano);
   if (!outcome.ok) throw budgetExceeded(target, outcome);
   try {
-    target.admit?.();
+    await target.admit?.();
   } catch (err) {
     await deps.budget.settle(requestId, 0);
     throw err;

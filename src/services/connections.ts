@@ -48,7 +48,7 @@ export class ConnectionService {
    */
   async approve(session: SessionClaims, monthlyUsd: number | undefined): Promise<ConnectionStatusView> {
     const { appId, appUserId, requestLimitUsd } = session;
-    const current = this.deps.store.connections.findActive(appId, appUserId);
+    const current = await this.deps.store.connections.findActive(appId, appUserId);
     const capUsd = monthlyUsd ?? requestLimitUsd ?? (current ? nanoToUsd(current.monthlyCapNano) : undefined);
     if (capUsd === undefined) {
       throw new ApiError("invalid_request", "monthlyUsd is required: neither the body nor the session token names a limit");
@@ -63,17 +63,17 @@ export class ConnectionService {
     if (capUsd > max) throw new ApiError("invalid_request", `monthlyUsd may not exceed ${max}`);
     const capNano = usdToNanoFloor(capUsd);
     if (capNano < 1) throw new ApiError("invalid_request", "monthlyUsd is too small");
-    this.deps.store.connections.approve(appId, appUserId, capNano, this.deps.clock.now());
+    await this.deps.store.connections.approve(appId, appUserId, capNano, this.deps.clock.now());
     return this.connectionStatus(appId, appUserId);
   }
 
-  revoke(appId: string, appUserId: string): void {
-    this.deps.store.connections.revoke(appId, appUserId, this.deps.clock.now());
+  async revoke(appId: string, appUserId: string): Promise<void> {
+    await this.deps.store.connections.revoke(appId, appUserId, this.deps.clock.now());
   }
 
   private async describe(appId: string, appUserId: string): Promise<{ view: StatusView; connection: Connection | null }> {
     const period = periodAt(this.deps.clock.now());
-    const connection = this.deps.store.connections.findActive(appId, appUserId);
+    const connection = await this.deps.store.connections.findActive(appId, appUserId);
     const { spentNano, reservedNano } = await this.deps.budget.snapshot(userAccount(appId, period.id, appUserId));
     const capNano = connection?.monthlyCapNano ?? 0;
     return { view: budgetView(connection !== null, capNano, spentNano, reservedNano, period), connection };

@@ -50,8 +50,8 @@ export class GrantService {
   constructor(private readonly deps: Deps) {}
 
   /** Validates a consent page's parameters and pins them behind a one-time token. */
-  offer(params: ConsentParams): ConsentOffer {
-    const app = params.appId ? this.deps.store.apps.find(params.appId) : null;
+  async offer(params: ConsentParams): Promise<ConsentOffer> {
+    const app = params.appId ? await this.deps.store.apps.find(params.appId) : null;
     if (!app || app.disabledAt !== null) throw new ConsentError("This app is unknown or no longer active.");
     if (!params.origin || !app.origins.includes(params.origin)) {
       throw new ConsentError("The page asking for this grant is not one of the app's registered origins.");
@@ -69,7 +69,7 @@ export class GrantService {
     const state = params.state ?? "";
     if (state.length > 512) throw new ConsentError("state is too long (512 characters at most).");
     const now = this.deps.clock.now();
-    const consentToken = this.deps.store.grants.createConsentRequest(
+    const consentToken = await this.deps.store.grants.createConsentRequest(
       { appId: app.id, usdCapNano: usdToNanoFloor(usd), maxUses, ttlSeconds, origin: params.origin, state },
       now,
       CONSENT_LIFETIME_MS,
@@ -78,8 +78,8 @@ export class GrantService {
   }
 
   /** The user approved: consume the consent token and create the grant. */
-  approve(consentToken: string) {
-    const approved = this.deps.store.grants.approveConsent(consentToken, this.deps.clock.now());
+  async approve(consentToken: string) {
+    const approved = await this.deps.store.grants.approveConsent(consentToken, this.deps.clock.now());
     if (!approved) throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
     const { grant, grantToken, state } = approved;
     return {
@@ -95,21 +95,21 @@ export class GrantService {
   }
 
   /** The app id a consent token belongs to, for per-app rate limiting before approval. */
-  appOfConsent(consentToken: string): string | null {
+  appOfConsent(consentToken: string): Promise<string | null> {
     return this.deps.store.grants.consentAppId(consentToken);
   }
 
   /** The grant behind a token, or 402 grant_invalid saying why it cannot be used. */
-  usableGrant(appId: string, token: string): Grant {
-    const grant = this.known(appId, token);
+  async usableGrant(appId: string, token: string): Promise<Grant> {
+    const grant = await this.known(appId, token);
     const reason = unusableReason(grant, this.deps.clock.now());
     if (reason) throw new ApiError("grant_invalid", reason);
     return grant;
   }
 
   /** The budget a chat call with this grant draws on; counts one use on admission. */
-  budgetTarget(appId: string, token: string): BudgetTarget {
-    const grant = this.usableGrant(appId, token);
+  async budgetTarget(appId: string, token: string): Promise<BudgetTarget> {
+    const grant = await this.usableGrant(appId, token);
     const now = this.deps.clock.now();
     return {
       account: grantAccount(grant.id),
@@ -119,17 +119,18 @@ export class GrantService {
       grantId: grant.id,
       period: periodAt(now),
       resetsAt: new Date(grant.expiresAt).toISOString(),
-      markFundingInvalid: () => {},
-      admit: () => {
-        if (!this.deps.store.grants.consumeUse(grant.id, this.deps.clock.now())) {
-          throw new ApiError("grant_invalid", unusableReason(this.deps.store.grants.find(grant.id)!, this.deps.clock.now()) ?? "the grant cannot be used");
+      markFundingInvalid: async () => {},
+      admit: async () => {
+        if (!(await this.deps.store.grants.consumeUse(grant.id, this.deps.clock.now()))) {
+          const current = await this.deps.store.grants.find(grant.id);
+          throw new ApiError("grant_invalid", (current && unusableReason(current, this.deps.clock.now())) ?? "the grant cannot be used");
         }
       },
     };
   }
 
   async view(appId: string, token: string): Promise<GrantView> {
-    const grant = this.known(appId, token);
+    const grant = await this.known(appId, token);
     const { spentNano, reservedNano } = await this.deps.budget.snapshot(grantAccount(grant.id));
     const now = this.deps.clock.now();
     const status =
@@ -146,13 +147,13 @@ export class GrantService {
     };
   }
 
-  revoke(appId: string, token: string): void {
-    this.deps.store.grants.revoke(this.known(appId, token).id, this.deps.clock.now());
+  async revoke(appId: string, token: string): Promise<void> {
+    await this.deps.store.grants.revoke((await this.known(appId, token)).id, this.deps.clock.now());
   }
 
   /** Unknown tokens and other apps' tokens are both 402, with messages that say which. */
-  private known(appId: string, token: string): Grant {
-    const grant = /^gt_[0-9A-Za-z]{32,128}$/.test(token) ? this.deps.store.grants.findByToken(token) : null;
+  private async known(appId: string, token: string): Promise<Grant> {
+    const grant = /^gt_[0-9A-Za-z]{32,128}$/.test(token) ? await this.deps.store.grants.findByToken(token) : null;
     // Another app's token gets the same answer as an unknown one: it must not confirm that a token exists.
     if (!grant || grant.appId !== appId) throw new ApiError("grant_invalid", "unknown grant token");
     return grant;

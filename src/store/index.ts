@@ -1,20 +1,21 @@
-import type { Database } from "bun:sqlite";
-import { openDatabase } from "./database";
-import { AppRepository } from "./apps";
-import { ConnectionRepository } from "./connections";
-import { SettingsRepository } from "./settings";
-import { UsageTotalsRepository } from "./usage-totals";
-import { UsageLedgerRepository } from "./usage-ledger";
-import { GrantRepository } from "./grants";
-import { IdempotencyKeyRepository } from "./idempotency-keys";
+import type { AppRepository } from "./apps";
+import type { ConnectionRepository } from "./connections";
+import type { SettingsRepository } from "./settings";
+import type { UsageTotalsRepository } from "./usage-totals";
+import type { UsageLedgerRepository } from "./usage-ledger";
+import type { GrantRepository } from "./grants";
+import type { IdempotencyKeyRepository } from "./idempotency-keys";
+
+export type StoreEngine = "sqlite" | "postgres";
 
 /**
- * The store: one SQLite database, one repository per table family. `sqlite::memory:`
- * gives the in-memory implementation with the same code, which is what tests use
- * unless the feature is about files.
+ * The store: one repository per table family, the same contract on two engines. SQLite is
+ * the embedded default (`sqlite::memory:` is what most tests use); PostgreSQL is the shared
+ * store of a scale-out deployment (`DATABASE_URL=postgres://…`). Every method is
+ * asynchronous because Postgres is; SQLite answers at once.
  */
 export interface Store {
-  readonly db: Database;
+  readonly engine: StoreEngine;
   readonly apps: AppRepository;
   readonly connections: ConnectionRepository;
   readonly settings: SettingsRepository;
@@ -22,20 +23,9 @@ export interface Store {
   readonly usageLedger: UsageLedgerRepository;
   readonly grants: GrantRepository;
   readonly idempotencyKeys: IdempotencyKeyRepository;
-  close(): void;
+  /** One round trip to the database; throws when it is unreachable. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
 }
 
-export function openStore(path: string): Store {
-  const db = openDatabase(path);
-  return {
-    db,
-    apps: new AppRepository(db),
-    connections: new ConnectionRepository(db),
-    settings: new SettingsRepository(db),
-    usageTotals: new UsageTotalsRepository(db),
-    usageLedger: new UsageLedgerRepository(db),
-    grants: new GrantRepository(db),
-    idempotencyKeys: new IdempotencyKeyRepository(db),
-    close: () => db.close(),
-  };
-}
+export { openStore, storeLocation } from "./open";

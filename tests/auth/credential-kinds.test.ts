@@ -34,7 +34,7 @@ describe("authentication runs before parsing and validation", () => {
 
   test("with a valid credential the same bad inputs are 400", async () => {
     const t = makeTestApp();
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     const token = await mintSession(t, a.secretKey, "u", 5);
     await expectError(await t.call("/api/v1/sessions", { bearer: a.secretKey, json: "{" }), 400, "invalid_request");
     await expectError(await t.call("/api/v1/connections", { bearer: token, json: "{" }), 400, "invalid_request");

@@ -15,7 +15,7 @@ describe("isolation between users of one app", () => {
   // Across apps, every route: tests/security/cross-app-isolation.test.ts. Within one app:
   test("a token only acts on its own user within its app", async () => {
     const t = makeTestApp();
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     await connect(t, a.secretKey, "alice", 5);
     const malloryToken = await mintSession(t, a.secretKey, "mallory", 50);
     await t.call("/api/v1/connections", { method: "DELETE", bearer: malloryToken });

@@ -7,10 +7,10 @@ import { formatSecretKey, parseSecretKey, secretMatches, hashSecret } from "../.
 const statusOf = (user = "u") => `/api/v1/status?appUserId=${user}`;
 
 describe("secret keys: format and storage", () => {
-  test("keys look like sk_live_{appId}_{secret}, app ids have no underscore", () => {
+  test("keys look like sk_live_{appId}_{secret}, app ids have no underscore", async () => {
     const t = makeTestApp();
     for (let i = 0; i < 20; i++) {
-      const { appId, secretKey } = t.createClientApp();
+      const { appId, secretKey } = await t.createClientApp();
       expect(appId).not.toContain("_");
       expect(secretKey).toMatch(new RegExp(`^sk_live_${appId}_[0-9A-Za-z]{32}$`));
       expect(parseSecretKey(secretKey)).toEqual({ appId, secret: secretKey.slice(`sk_live_${appId}_`.length) });
@@ -35,14 +35,14 @@ describe("secret keys: format and storage", () => {
     }
   });
 
-  test("only SHA-256 of the secret part is stored, never the key", () => {
+  test("only SHA-256 of the secret part is stored, never the key", async () => {
     const t = makeTestApp();
-    const { appId, secretKey } = t.createClientApp();
+    const { appId, secretKey } = await t.createClientApp();
     const secretPart = secretKey.slice(`sk_live_${appId}_`.length);
-    const rows = t.deps.store.db.query<{ secret_hash: Uint8Array }, [string]>("SELECT secret_hash FROM app_keys WHERE app_id = ?").all(appId);
+    const rows = t.db.query<{ secret_hash: Uint8Array }, [string]>("SELECT secret_hash FROM app_keys WHERE app_id = ?").all(appId);
     expect(rows).toHaveLength(1);
     expect(Buffer.from(rows[0]!.secret_hash).toString("hex")).toBe(createHash("sha256").update(secretPart).digest("hex"));
-    const dump = JSON.stringify(t.deps.store.db.query("SELECT * FROM app_keys").all(), (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString("latin1") : v));
+    const dump = JSON.stringify(t.db.query("SELECT * FROM app_keys").all(), (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString("latin1") : v));
     expect(dump).not.toContain(secretPart);
   });
 
@@ -56,7 +56,7 @@ describe("secret keys: format and storage", () => {
 describe("secret keys on /sessions and /status", () => {
   test("a valid key works on both, and the Bearer scheme is case-insensitive (RFC 6750, RFC 9110 §11.1)", async () => {
     const t = makeTestApp();
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     await expectOk(await t.call(statusOf(), { bearer: a.secretKey }));
     await expectOk(await t.call(statusOf(), { headers: { authorization: `bearer ${a.secretKey}` } }));
     await expectOk(await t.call("/api/v1/sessions", { bearer: a.secretKey, json: { appUserId: "u" } }));
@@ -65,14 +65,14 @@ describe("secret keys on /sessions and /status", () => {
   // Every malformed, tampered, foreign, revoked and disabled key against every secret-key
   // endpoint, rotation over HTTP, and bodies that never echo a key: tests/security/auth-matrix.test.ts.
 
-  test("revoking a key twice, or through another app, is refused", () => {
+  test("revoking a key twice, or through another app, is refused", async () => {
     const t = makeTestApp();
-    const a = t.createClientApp();
-    const b = t.createClientApp();
-    const rotated = t.deps.store.apps.issueKey(a.appId, t.clock.now());
-    expect(t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(true);
-    expect(t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(false);
-    expect(t.deps.store.apps.revokeKey(b.appId, rotated.keyId, t.clock.now())).toBe(false);
-    expect(t.deps.store.apps.activeKeysOf(a.appId).map((k) => k.id)).toEqual([rotated.keyId]);
+    const a = await t.createClientApp();
+    const b = await t.createClientApp();
+    const rotated = await t.deps.store.apps.issueKey(a.appId, t.clock.now());
+    expect(await t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(true);
+    expect(await t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(false);
+    expect(await t.deps.store.apps.revokeKey(b.appId, rotated.keyId, t.clock.now())).toBe(false);
+    expect((await t.deps.store.apps.activeKeysOf(a.appId)).map((k) => k.id)).toEqual([rotated.keyId]);
   });
 });

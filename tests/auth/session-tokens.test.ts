@@ -12,7 +12,7 @@ const CONNECTIONS = "/api/v1/connections";
 describe("session token verification", () => {
   test("expiry is enforced by the injected clock: valid until exp, refused from exp on", async () => {
     const t = makeTestApp({ env: { SESSION_TTL_SECONDS: "60" } });
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     const token = await mintSession(t, a.secretKey, "u", 5);
     t.clock.advance(59_999);
     await expectOk(await t.call(CONNECTIONS, { bearer: token }));

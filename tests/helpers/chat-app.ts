@@ -3,9 +3,10 @@
  * memory store and a manual clock, for chat and metering tests through app.handle.
  */
 import { createApp } from "../../src/app";
-import { connectDependencies, createDeps, type Deps } from "../../src/deps";
+import { connectDependencies, openDeps, type Deps } from "../../src/deps";
 import { loadConfig } from "../../src/config";
-import { openStore } from "../../src/store";
+import { openSqliteStore } from "../../src/store/sqlite";
+import type { Database } from "bun:sqlite";
 import { ManualClock } from "../../src/clock";
 import { usdToNanoFloor } from "../../src/money";
 import { memoryLogger } from "../../src/logger";
@@ -18,17 +19,19 @@ export const UPSTREAM_KEY = "sk-or-test-upstream-key";
 export interface ChatTestApp {
   app: ReturnType<typeof createApp>;
   deps: Deps;
+  /** The SQLite database behind deps.store, for direct reads. */
+  db: Database;
   clock: ManualClock;
   mock: MockUpstream;
   logs: string[];
   appId: string;
   secretKey: string;
   /** Approves a cap for a user directly in the store. */
-  connect(appUserId: string, monthlyUsd: number): void;
+  connect(appUserId: string, monthlyUsd: number): Promise<void>;
   chat(body: Record<string, unknown>, headers?: Record<string, string>): Promise<Response>;
   get(path: string): Promise<Response>;
   /** Writes queued usage rows now. */
-  flush(): void;
+  flush(): Promise<void>;
 }
 
 export interface ChatTestAppOptions {
@@ -60,20 +63,23 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
     logger,
   );
   await catalogue.refresh();
-  const deps = createDeps(config, { store: openStore(options.storePath ?? ":memory:"), clock, logger, fetchUpstream, catalogue });
+  const store = openSqliteStore(options.storePath ?? ":memory:");
+  // As the server does: JWT_SECRET when the test sets it, else the secret kept in the store.
+  const deps = await openDeps(config, { store, clock, logger, fetchUpstream, catalogue });
   await connectDependencies(deps);
   const app = createApp(deps);
-  const { app: created, key } = deps.store.apps.create("chat-test", ["http://localhost:3000"], clock.now());
+  const { app: created, key } = await deps.store.apps.create("chat-test", ["http://localhost:3000"], clock.now());
   const auth = { authorization: `Bearer ${key.secretKey}` };
   return {
     app,
     deps,
+    db: store.db,
     clock,
     mock,
     logs: logger.lines,
     appId: created.id,
     secretKey: key.secretKey,
-    connect: (appUserId, monthlyUsd) => void deps.store.connections.approve(created.id, appUserId, usdToNanoFloor(monthlyUsd), clock.now()),
+    connect: async (appUserId, monthlyUsd) => void (await deps.store.connections.approve(created.id, appUserId, usdToNanoFloor(monthlyUsd), clock.now())),
     chat: (body, headers = {}) =>
       app.handle(
         new Request("http://localhost/api/v1/chat/completions", {

@@ -6,7 +6,8 @@
 import { createApp } from "../../src/app";
 import { createDeps, type Deps } from "../../src/deps";
 import { loadConfig } from "../../src/config";
-import { openStore } from "../../src/store";
+import { openSqliteStore } from "../../src/store/sqlite";
+import type { Database } from "bun:sqlite";
 import { ManualClock } from "../../src/clock";
 import { memoryLogger } from "../../src/logger";
 
@@ -18,12 +19,14 @@ export const T0 = Date.UTC(2026, 0, 15);
 export interface TestApp {
   app: ReturnType<typeof createApp>;
   deps: Deps;
+  /** The in-memory SQLite database behind deps.store, for direct reads and edits. */
+  db: Database;
   clock: ManualClock;
   logger: ReturnType<typeof memoryLogger>;
   /** Sends one request to the app; `path` starts with `/`. */
   call(path: string, init?: CallInit): Promise<Response>;
   /** Creates an app in the store and returns its id and first key. */
-  createClientApp(opts?: { name?: string; origins?: string[] }): ClientApp;
+  createClientApp(opts?: { name?: string; origins?: string[] }): Promise<ClientApp>;
 }
 
 export interface ClientApp {
@@ -46,16 +49,18 @@ export function makeTestApp(opts: { env?: Record<string, string>; now?: number }
   const config = loadConfig({ JWT_SECRET: TEST_JWT_SECRET, ...opts.env });
   const clock = new ManualClock(opts.now ?? T0);
   const logger = memoryLogger();
-  const deps = createDeps(config, { store: openStore(":memory:"), clock, logger });
+  const store = openSqliteStore(":memory:");
+  const deps = createDeps(config, { store, clock, logger });
   const app = createApp(deps);
   return {
     app,
     deps,
+    db: store.db,
     clock,
     logger,
     call: (path, init = {}) => app.handle(buildRequest(path, init)),
-    createClientApp({ name = "test app", origins = [] } = {}) {
-      const { app: created, key } = deps.store.apps.create(name, origins, clock.now());
+    async createClientApp({ name = "test app", origins = [] } = {}) {
+      const { app: created, key } = await deps.store.apps.create(name, origins, clock.now());
       return { appId: created.id, keyId: key.keyId, secretKey: key.secretKey };
     },
   };

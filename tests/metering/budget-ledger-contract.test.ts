@@ -45,12 +45,12 @@ afterAll(async () => {
   await redis.stop();
 });
 
-const loaderOf = (durable: Durable, loads: string[]) => (account: string) => {
+const loaderOf = (durable: Durable, loads: string[]) => async (account: string) => {
   loads.push(account);
   return durable.get(account) ?? 0;
 };
 
-const frozenLoaderOf = (frozen: Durable) => (account: string) => frozen.get(account) ?? null;
+const frozenLoaderOf = (frozen: Durable) => async (account: string) => frozen.get(account) ?? null;
 
 const SUBJECTS: Record<string, Subject> = {
   memory: { make: async (durable, loads, frozen = new Map()) => new InMemoryBudgetLedger(loaderOf(durable, loads), frozenLoaderOf(frozen)) },

@@ -37,9 +37,9 @@ async function spend(t: ChatTestApp, user: string, body: () => Record<string, un
 }
 
 /** The upstream's bill per user: every generation it charged for, matched to the proxy's row by generation id. */
-function billsByUser(t: ChatTestApp): Map<string, number> {
-  t.flush();
-  const rows = t.deps.store.db
+async function billsByUser(t: ChatTestApp): Promise<Map<string, number>> {
+  await t.flush();
+  const rows = t.db
     .query<{ generation_id: string | null; app_user_id: string }, []>("SELECT generation_id, app_user_id FROM usage_ledger")
     .all();
   const userOf = new Map(rows.map((r) => [r.generation_id, r.app_user_id]));
@@ -57,26 +57,26 @@ async function expectWithinCap(t: ChatTestApp, user: string, capUsd: number, run
   expect(run.statuses.filter((s) => s === 200).length, `statuses ${run.statuses}`).toBeGreaterThan(0);
   expect(run.statuses.every((s) => s === 200 || s === 402), `statuses ${run.statuses}`).toBe(true);
   expect(run.statuses).toContain(402);
-  const bill = billsByUser(t).get(user) ?? 0;
+  const bill = (await billsByUser(t)).get(user) ?? 0;
   expect(bill).toBeLessThanOrEqual(capUsd);
   const status = await json(await t.get(`/api/v1/status?appUserId=${user}`));
   expect(status.usage.monthlyUsd).toBeLessThanOrEqual(status.limits.monthlyUsd);
   expect(status.usage.monthlyUsd).toBeCloseTo(bill, 8);
-  const overruns = t.deps.store.db.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger WHERE overrun_nano > 0").get()!.n;
+  const overruns = t.db.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger WHERE overrun_nano > 0").get()!.n;
   expect(overruns, "calls that cost more than they reserved").toBe(0);
 }
 
 describe("the hard cap holds against OpenRouter's billing", () => {
   test("per-request fee: reserved on every call", async () => {
     const t = await billingApp();
-    t.connect("u", 0.005);
+    await t.connect("u", 0.005);
     const run = await spend(t, "u", () => ({ model: "bill/fee", max_tokens: 16, messages: say("hi", FULL) }));
     await expectWithinCap(t, "u", 0.005, run);
   });
 
   test("images: the per-image price and each image's tokens", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const image = { type: "image_url", image_url: { url: "https://example.com/cat.png" } };
     const messages = [{ role: "user", content: [{ type: "text", text: `two cats [[mock ${FULL} image_tokens=4000]]` }, image, image] }];
     const run = await spend(t, "u", () => ({ model: "bill/vision", max_tokens: 16, messages }));
@@ -86,7 +86,7 @@ describe("the hard cap holds against OpenRouter's billing", () => {
 
   test("web search: max_results × the web_search price, and the results' prompt tokens", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const run = await spend(t, "u", () => ({
       model: "bill/search",
       max_tokens: 16,
@@ -99,14 +99,14 @@ describe("the hard cap holds against OpenRouter's billing", () => {
 
   test("web search through an :online model id", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const run = await spend(t, "u", () => ({ model: "bill/search:online", max_tokens: 16, messages: say("news", `${FULL} result_tokens=2000`) }));
     await expectWithinCap(t, "u", 0.05, run);
   });
 
   test("cache writes: prompt tokens at the higher cache-write price", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const long = "a".repeat(4000);
     // The mock bills as many prompt tokens as the body has bytes, less a little: a dense tokenizer.
     const messages = [{ role: "user", content: [{ type: "text", text: `${long} [[mock ${FULL} prompt_tokens=4000]]`, cache_control: { type: "ephemeral" } }] }];
@@ -117,7 +117,7 @@ describe("the hard cap holds against OpenRouter's billing", () => {
 
   test("reasoning: priced apart, and bounded although the model reasons past max_tokens", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const run = await spend(t, "u", () => ({ model: "bill/reasoner", max_tokens: 16, messages: say("think", `${FULL} reasoning=20000`) }));
     await expectWithinCap(t, "u", 0.05, run);
     const sent = t.mock.served.find((s) => s.costUsd > 0)!.body as { reasoning: { max_tokens: number } };
@@ -126,14 +126,14 @@ describe("the hard cap holds against OpenRouter's billing", () => {
 
   test("reasoning asked for by effort is bounded the same way", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const run = await spend(t, "u", () => ({ model: "bill/reasoner", max_tokens: 2000, reasoning_effort: "high", messages: say("think", `${FULL} reasoning=20000`) }));
     await expectWithinCap(t, "u", 0.05, run);
   });
 
   test("models fallbacks: priced at the most expensive model in the list", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const run = await spend(t, "u", () => ({ models: ["bill/cheap", "bill/pricey"], max_tokens: 300, messages: say("hi", `${FULL} fail_over=1`) }));
     await expectWithinCap(t, "u", 0.05, run);
     expect(t.mock.served.filter((s) => s.costUsd > 0).every((s) => s.servedModel === "bill/pricey")).toBe(true);
@@ -141,7 +141,7 @@ describe("the hard cap holds against OpenRouter's billing", () => {
 
   test("a provider at 3× the listing is refused by the price pin", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const run = await spend(t, "u", () => ({ model: "bill/multi", max_tokens: 2000, messages: say("hi", FULL) }));
     await expectWithinCap(t, "u", 0.05, run);
     expect(t.mock.served.filter((s) => s.costUsd > 0).every((s) => s.provider === "Listed")).toBe(true);
@@ -149,7 +149,7 @@ describe("the hard cap holds against OpenRouter's billing", () => {
 
   test("a variable-priced router that picks a $150/$600 per M model", async () => {
     const t = await billingApp();
-    t.connect("u", 0.05);
+    await t.connect("u", 0.05);
     const run = await spend(t, "u", () => ({ model: "bill/auto", max_tokens: 100, messages: say("hi", FULL) }));
     await expectWithinCap(t, "u", 0.05, run);
     expect(t.mock.served.filter((s) => s.costUsd > 0).every((s) => s.servedModel === "bill/o1-pro")).toBe(true);
@@ -158,7 +158,7 @@ describe("the hard cap holds against OpenRouter's billing", () => {
   test("50 concurrent calls mixing every shape, five users on $0.05 caps", async () => {
     const t = await billingApp();
     const users = ["mix-a", "mix-b", "mix-c", "mix-d", "mix-e"];
-    for (const user of users) t.connect(user, 0.05);
+    for (const user of users) await t.connect(user, 0.05);
     const image = { type: "image_url", image_url: { url: "https://example.com/cat.png" } };
     const shapes: Array<() => Record<string, unknown>> = [
       () => ({ model: "bill/fee", max_tokens: 64, messages: say("hi", FULL) }),
@@ -180,7 +180,7 @@ describe("the hard cap holds against OpenRouter's billing", () => {
     expect(statuses.every((s) => s === 200 || s === 402), `statuses ${statuses}`).toBe(true);
     expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(5);
     await t.app.decorator.chat.idle(5000); // streams settle after their last byte is read
-    const bills = billsByUser(t);
+    const bills = await billsByUser(t);
     for (const user of users) {
       const bill = bills.get(user) ?? 0;
       expect(bill, user).toBeLessThanOrEqual(0.05);
@@ -188,7 +188,7 @@ describe("the hard cap holds against OpenRouter's billing", () => {
       expect(status.usage.monthlyUsd).toBeLessThanOrEqual(0.05);
       expect(status.usage.monthlyUsd).toBeCloseTo(bill, 8);
     }
-    const overruns = t.deps.store.db.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger WHERE overrun_nano > 0").get()!.n;
+    const overruns = t.db.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger WHERE overrun_nano > 0").get()!.n;
     expect(overruns).toBe(0);
   });
 });

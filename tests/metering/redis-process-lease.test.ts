@@ -29,7 +29,7 @@ async function processLedger(durable: Map<string, number>): Promise<RedisBudgetL
   client.on("error", () => {});
   clients.push(client);
   if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
-  const ledger = new RedisBudgetLedger(client, (account) => durable.get(account) ?? 0, memoryLogger());
+  const ledger = new RedisBudgetLedger(client, async (account) => durable.get(account) ?? 0, memoryLogger());
   ledger.lease.stop();
   await ledger.lease.renew();
   return ledger;

@@ -2,13 +2,13 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openStore, type Store } from "../../src/store";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { memoryLogger } from "../../src/logger";
 import type { UsageRow } from "../../src/store/usage-ledger";
 
 let dir: string;
-let store: Store;
+let store: SqliteStore | undefined;
 
 function row(i: number, account = "u/app1/2026-01/alice"): UsageRow {
   return {
@@ -18,24 +18,36 @@ function row(i: number, account = "u/app1/2026-01/alice"): UsageRow {
   };
 }
 
-function freshStore(): Store {
+function freshStore(): SqliteStore {
   dir = mkdtempSync(join(tmpdir(), "usage-writer-"));
-  store = openStore(join(dir, "proxy.sqlite"));
+  store = openSqliteStore(join(dir, "proxy.sqlite"));
   return store;
 }
 
-afterEach(() => {
-  store?.close();
+/** Polls until `done` holds; fails after `withinMs`. */
+async function until(done: () => boolean, withinMs: number): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${withinMs} ms`);
+    await Bun.sleep(1);
+  }
+}
+
+afterEach(async () => {
+  await store?.close();
+  store = undefined;
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe("UsageWriter on a real SQLite file", () => {
-  test("a full batch is written at once, rows and totals in the same transaction", () => {
+  test("a full batch is written at once, rows and totals in the same transaction", async () => {
     const s = freshStore();
     const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 100);
     for (let i = 0; i < 100; i++) writer.enqueue(row(i));
+    // The write is under way without waiting for the 10 s interval: no flush() call here.
+    await until(() => writer.stats.written > 0, 1000);
     expect(writer.stats).toMatchObject({ pending: 0, written: 100, flushes: 1 });
-    expect(s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(Array.from({ length: 100 }, (_, i) => 1000 + i).reduce((a, b) => a + b));
+    expect(await s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(Array.from({ length: 100 }, (_, i) => 1000 + i).reduce((a, b) => a + b));
   });
 
   test("a partial batch is written when the interval passes", async () => {
@@ -44,40 +56,40 @@ describe("UsageWriter on a real SQLite file", () => {
     writer.enqueue(row(1));
     expect(writer.stats.pending).toBe(1);
     while (writer.stats.pending > 0) await Bun.sleep(5);
-    expect(s.usageLedger.find("req-1")?.costNano).toBe(1001);
+    expect((await s.usageLedger.find("req-1"))?.costNano).toBe(1001);
   });
 
-  test("a replayed request id is not counted twice", () => {
+  test("a replayed request id is not counted twice", async () => {
     const s = freshStore();
     const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 1000);
     writer.enqueue(row(7));
     writer.enqueue(row(7));
-    writer.close();
+    await writer.close();
     writer.enqueue(row(7));
-    writer.close();
-    expect(s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(1007);
+    await writer.close();
+    expect(await s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(1007);
     expect(s.db.query("SELECT count(*) AS n FROM usage_ledger").get()).toEqual({ n: 1 });
   });
 
-  test("close() drains what is queued", () => {
+  test("close() drains what is queued", async () => {
     const s = freshStore();
     const writer = new UsageWriter(s.usageLedger, memoryLogger(), 60_000, 1000);
     for (let i = 0; i < 10; i++) writer.enqueue(row(i));
-    writer.close();
+    await writer.close();
     expect(s.db.query("SELECT count(*) AS n FROM usage_ledger").get()).toEqual({ n: 10 });
   });
 
-  test("a failed flush keeps its rows and they are written later", () => {
+  test("a failed flush keeps its rows and they are written later", async () => {
     const s = freshStore();
     const logger = memoryLogger();
     const writer = new UsageWriter(s.usageLedger, logger, 60_000, 1000);
     s.db.exec("ALTER TABLE usage_totals RENAME TO usage_totals_away");
     writer.enqueue(row(1));
-    writer.flush();
+    await writer.flush();
     expect(writer.stats).toMatchObject({ pending: 1, failedFlushes: 1 });
     s.db.exec("ALTER TABLE usage_totals_away RENAME TO usage_totals");
-    writer.close();
+    await writer.close();
     expect(writer.stats).toMatchObject({ pending: 0, written: 1 });
-    expect(s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(1001);
+    expect(await s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(1001);
   });
 });

@@ -38,8 +38,8 @@ for (const mode of ["memory", "redis"] as const) {
 
     test("RL_CHAT: 31 requests → exactly 30 admitted and one 429 with Retry-After; others unaffected", async () => {
       const t = await chatTestApp({ env: env() });
-      t.connect("alice", 5);
-      t.connect("bob", 5);
+      await t.connect("alice", 5);
+      await t.connect("bob", 5);
       const responses: Response[] = [];
       for (let i = 0; i < 31; i++) responses.push(await t.chat(ask));
       expect(await countStatuses(responses.slice(0, 30))).toEqual({ 200: 30 });
@@ -54,7 +54,7 @@ for (const mode of ["memory", "redis"] as const) {
       // Another user of the same app, and another app, are unaffected.
       expect((await t.chat(ask, { "x-service-user": "bob" })).status).toBe(200);
       const other = await chatTestApp({ env: env() });
-      other.connect("alice", 5);
+      await other.connect("alice", 5);
       expect((await other.chat(ask)).status).toBe(200);
     });
 
@@ -71,7 +71,7 @@ for (const mode of ["memory", "redis"] as const) {
 
 test("memory: admitted again once the window has passed (manual clock)", async () => {
   const t = await chatTestApp();
-  t.connect("alice", 5);
+  await t.connect("alice", 5);
   for (let i = 0; i < 30; i++) await (await t.chat(ask)).arrayBuffer();
   const limited = await t.chat(ask);
   expect(limited.status).toBe(429);
@@ -81,7 +81,7 @@ test("memory: admitted again once the window has passed (manual clock)", async (
 
 test("redis: admitted again once the window has passed (Redis clock, bounded polling)", async () => {
   const t = await chatTestApp({ env: { REDIS_URL: redis.url, RL_CHAT_LIMIT: "2", RL_CHAT_WINDOW_SECONDS: "1" } });
-  t.connect("carol", 5);
+  await t.connect("carol", 5);
   const as = { "x-service-user": "carol" };
   expect((await t.chat(ask, as)).status).toBe(200);
   expect((await t.chat(ask, as)).status).toBe(200);
@@ -96,7 +96,7 @@ test("redis: admitted again once the window has passed (Redis clock, bounded pol
 
 test("redis: the script is re-loaded after SCRIPT FLUSH (NOSCRIPT)", async () => {
   const t = await chatTestApp({ env: { REDIS_URL: redis.url } });
-  t.connect("dave", 5);
+  await t.connect("dave", 5);
   expect((await t.chat(ask, { "x-service-user": "dave" })).status).toBe(200);
   const admin = new Redis(redis.url);
   await admin.script("FLUSH");

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { openStore } from "../../src/store";
+import { openSqliteStore } from "../../src/store/sqlite";
 import { chatTestApp, handDrivenUpstream, type ChatTestApp } from "../helpers/chat-app";
 import { tempDatabase } from "../helpers/server";
 
@@ -20,14 +20,14 @@ const json = async (r: Response): Promise<any> => r.json();
 /** Ledger rows and charged nano-dollars, after every stream settled and the writer flushed. */
 async function ledger(t: ChatTestApp) {
   await t.app.decorator.chat.idle(10_000);
-  t.flush();
-  return t.deps.store.db.query<{ rows: number; spent: number | null }, []>("SELECT count(*) AS rows, sum(cost_nano) AS spent FROM usage_ledger").get()!;
+  await t.flush();
+  return t.db.query<{ rows: number; spent: number | null }, []>("SELECT count(*) AS rows, sum(cost_nano) AS spent FROM usage_ledger").get()!;
 }
 
 describe("a retry with the same Idempotency-Key", () => {
   test("of a JSON call replays the same bytes, marked as a replay, with one upstream call and one charge", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const first = await t.chat(ask(), keyed("k-json"));
     const firstBytes = await first.text();
     const retry = await t.chat(ask(), keyed("k-json"));
@@ -39,12 +39,12 @@ describe("a retry with the same Idempotency-Key", () => {
     expect(t.mock.served).toHaveLength(1);
     const { rows, spent } = await ledger(t);
     expect(rows).toBe(1);
-    expect(spent).toBe(t.deps.store.usageLedger.find(first.headers.get("x-request-id")!)!.costNano);
+    expect(spent).toBe((await t.deps.store.usageLedger.find(first.headers.get("x-request-id")!))!.costNano);
   });
 
   test("of a streamed call replays the whole event stream", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const first = await t.chat(ask("hi [[mock tokens=5]]", { stream: true }), keyed("k-sse"));
     const firstText = await first.text();
     expect(firstText).toContain("data: [DONE]");
@@ -59,7 +59,7 @@ describe("a retry with the same Idempotency-Key", () => {
   test("while the first call still runs is 409 idempotency_conflict with Retry-After, then a replay once it ends", async () => {
     const upstream = handDrivenUpstream();
     const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const first = await t.chat(ask("hi", { stream: true }), keyed("k-running"));
     const reader = first.body!.getReader();
     upstream.send(`data: ${JSON.stringify(chunk({ content: "Hel" }))}\n\n`);
@@ -84,7 +84,7 @@ describe("a retry with the same Idempotency-Key", () => {
   test("after the client dropped mid-stream replays the answer the proxy drained to its end", async () => {
     const upstream = handDrivenUpstream();
     const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const first = await t.chat(ask("hi", { stream: true }), keyed("k-dropped"));
     const reader = first.body!.getReader();
     upstream.send(`data: ${JSON.stringify(chunk({ content: "partial" }))}\n\n`);
@@ -105,12 +105,12 @@ describe("a retry with the same Idempotency-Key", () => {
 
   test("is replayed even when the first call used up the grant that paid for it", async () => {
     const t = await chatTestApp();
-    const consent = t.deps.store.grants.createConsentRequest(
+    const consent = await t.deps.store.grants.createConsentRequest(
       { appId: t.appId, usdCapNano: 1_000_000_000, maxUses: 1, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" },
       t.clock.now(),
       600_000,
     );
-    const { grantToken } = t.deps.store.grants.approveConsent(consent, t.clock.now())!;
+    const { grantToken } = (await t.deps.store.grants.approveConsent(consent, t.clock.now()))!;
     const withGrant = keyed("k-grant", { "x-service-user": "", "x-service-grant": grantToken });
     const first = await t.chat(ask(), withGrant);
     expect(first.status).toBe(200);
@@ -125,8 +125,8 @@ describe("a retry with the same Idempotency-Key", () => {
 describe("what an Idempotency-Key does not allow", () => {
   test("the same key with another body, or for another user, is 422 idempotency_mismatch and reaches no upstream", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
-    t.connect("bob", 5);
+    await t.connect("alice", 5);
+    await t.connect("bob", 5);
     expect((await t.chat(ask("one"), keyed("k-mismatch"))).status).toBe(200);
     for (const res of [await t.chat(ask("two"), keyed("k-mismatch")), await t.chat(ask("one"), keyed("k-mismatch", { "x-service-user": "bob" }))]) {
       expect(res.status).toBe(422);
@@ -137,9 +137,9 @@ describe("what an Idempotency-Key does not allow", () => {
 
   test("keys are per app: another app's call with the same key runs and is charged to that app", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
-    const { app: other, key } = t.deps.store.apps.create("other", [], t.clock.now());
-    t.deps.store.connections.approve(other.id, "alice", 5_000_000_000, t.clock.now());
+    await t.connect("alice", 5);
+    const { app: other, key } = await t.deps.store.apps.create("other", [], t.clock.now());
+    await t.deps.store.connections.approve(other.id, "alice", 5_000_000_000, t.clock.now());
     expect((await t.chat(ask(), keyed("shared-key"))).status).toBe(200);
     const res = await t.chat(ask(), keyed("shared-key", { authorization: `Bearer ${key.secretKey}` }));
     expect(res.status).toBe(200);
@@ -149,7 +149,7 @@ describe("what an Idempotency-Key does not allow", () => {
 
   test("a malformed key is 400 invalid_request; a quoted key (RFC 8941 sf-string) is the same key unquoted", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     for (const bad of ["x".repeat(256), "has space", "tab\there"]) {
       const res = await t.chat(ask(), keyed(bad));
       expect(res.status).toBe(400);
@@ -169,21 +169,21 @@ describe("when the key is freed and a retry runs again", () => {
       // The first attempt meets an upstream 500; the retry reaches the mock.
       fetchUpstream: (url, init) => (++calls === 1 ? Promise.resolve(new Response("{}", { status: 500 })) : t.mock.fetch(new Request(url, init))),
     });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     expect((await t.chat(ask(), keyed("k-fail"))).status).toBe(502);
     const retry = await t.chat(ask(), keyed("k-fail"));
     expect(retry.status).toBe(200);
     expect(retry.headers.get("idempotent-replayed")).toBeNull();
     const { rows, spent } = await ledger(t);
     expect(rows).toBe(2);
-    expect(spent).toBe(t.deps.store.usageLedger.find(retry.headers.get("x-request-id")!)!.costNano);
+    expect(spent).toBe((await t.deps.store.usageLedger.find(retry.headers.get("x-request-id")!))!.costNano);
   });
 
   test("after a 402 the key is free: once the user raised the cap, the retry runs", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 0.000001);
+    await t.connect("alice", 0.000001);
     expect((await t.chat(ask(), keyed("k-402"))).status).toBe(402);
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const retry = await t.chat(ask(), keyed("k-402"));
     expect(retry.status).toBe(200);
     expect(retry.headers.get("idempotent-replayed")).toBeNull();
@@ -192,7 +192,7 @@ describe("when the key is freed and a retry runs again", () => {
   test("a running claim nobody renews (its process died) is taken over once its 60 s lease lapses", async () => {
     const upstream = handDrivenUpstream();
     const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     // The first call stays open; on the manual clock its lease is never renewed, as after a SIGKILL.
     const first = await t.chat(ask("hi", { stream: true }), keyed("k-dead"));
     expect(first.status).toBe(200);
@@ -207,7 +207,7 @@ describe("when the key is freed and a retry runs again", () => {
 
   test("a key is kept for IDEMPOTENCY_TTL_SECONDS; after that the same key runs (and charges) again", async () => {
     const t = await chatTestApp({ env: { IDEMPOTENCY_TTL_SECONDS: "3600" } });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     await t.chat(ask(), keyed("k-ttl"));
     t.clock.advance(3_599_000);
     expect((await t.chat(ask(), keyed("k-ttl"))).headers.get("idempotent-replayed")).toBe("true");
@@ -220,7 +220,7 @@ describe("when the key is freed and a retry runs again", () => {
 
   test("an answer over IDEMPOTENCY_MAX_ANSWER_BYTES is not kept: the retry gets 409 with x-should-retry: false and no second charge", async () => {
     const t = await chatTestApp({ env: { IDEMPOTENCY_MAX_ANSWER_BYTES: "0" } });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     expect((await t.chat(ask(), keyed("k-big"))).status).toBe(200);
     const retry = await t.chat(ask(), keyed("k-big"));
     expect(retry.status).toBe(409);
@@ -241,20 +241,20 @@ function chunk(delta: Record<string, unknown>, usage?: Record<string, number>) {
 }
 
 describe("two processes on one SQLite file", () => {
-  test("a key claimed through one connection is seen as running, then done, through another", () => {
+  test("a key claimed through one connection is seen as running, then done, through another", async () => {
     const db = tempDatabase();
     mkdirSync(dirname(db.path), { recursive: true });
-    const [a, b] = [openStore(db.path), openStore(db.path)];
+    const [a, b] = [openSqliteStore(db.path), openSqliteStore(db.path)];
     try {
       const fingerprint = new Uint8Array(32).fill(7);
-      expect(a.idempotencyKeys.claim("app1", "k", fingerprint, "req-a", 1_000, 60_000, 86_400_000)).toEqual({ kind: "claimed" });
-      expect(b.idempotencyKeys.claim("app1", "k", fingerprint, "req-b", 1_001, 60_000, 86_400_000)).toEqual({ kind: "running", requestId: "req-a" });
-      a.idempotencyKeys.complete("app1", "k", "req-a", { status: 200, contentType: "application/json", generationId: "gen-1", body: new TextEncoder().encode("{}") }, 86_401_000);
-      const seen = b.idempotencyKeys.claim("app1", "k", fingerprint, "req-b", 1_002, 60_000, 86_400_000);
+      expect(await a.idempotencyKeys.claim("app1", "k", fingerprint, "req-a", 1_000, 60_000, 86_400_000)).toEqual({ kind: "claimed" });
+      expect(await b.idempotencyKeys.claim("app1", "k", fingerprint, "req-b", 1_001, 60_000, 86_400_000)).toEqual({ kind: "running", requestId: "req-a" });
+      await a.idempotencyKeys.complete("app1", "k", "req-a", { status: 200, contentType: "application/json", generationId: "gen-1", body: new TextEncoder().encode("{}") }, 86_401_000);
+      const seen = await b.idempotencyKeys.claim("app1", "k", fingerprint, "req-b", 1_002, 60_000, 86_400_000);
       expect(seen).toMatchObject({ kind: "done", requestId: "req-a", answer: { generationId: "gen-1" } });
     } finally {
-      a.close();
-      b.close();
+      await a.close();
+      await b.close();
       db.cleanup();
     }
   });

@@ -19,7 +19,7 @@ const sentBody = (t: Awaited<ReturnType<typeof app>>): any => t.mock.served.at(-
 describe("refused before anything is reserved", () => {
   test("an unknown model is 400 invalid_request, not a 502, and never reaches the upstream", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     for (const body of [hi({ model: "nobody/nothing" }), hi({ model: undefined, models: ["openai/gpt-4o-mini", "nobody/nothing"] })]) {
       const res = await t.chat(body);
       expect(res.status).toBe(400);
@@ -32,7 +32,7 @@ describe("refused before anything is reserved", () => {
 
   test("a model or models is required; models alone is enough", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     expect((await t.chat(hi({ model: undefined }))).status).toBe(400);
     const res = await t.chat(hi({ model: undefined, models: ["openai/gpt-4o-mini"] }));
     expect(res.status).toBe(200);
@@ -40,7 +40,7 @@ describe("refused before anything is reserved", () => {
 
   test("plugins and server tools whose cost cannot be bounded are refused with 400 naming them", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const fusion = await json(await t.chat(hi({ plugins: [{ id: "fusion" }] })));
     expect(fusion.error.code).toBe("invalid_request");
     expect(fusion.error.message).toContain('plugin "fusion"');
@@ -53,7 +53,7 @@ describe("refused before anything is reserved", () => {
 
   test("an operator can allow a plugin at a fixed per-call reservation", async () => {
     const t = await app({ PLUGIN_RESERVATIONS_USD: "fusion=0.25,openrouter:web_search=0.5" });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const res = await t.chat(hi({ plugins: [{ id: "fusion" }], tools: [{ type: "openrouter:web_search" }] }));
     expect(res.status).toBe(200);
     expect(Number(res.headers.get("x-metering-reserved-usd"))).toBeGreaterThanOrEqual(0.75);
@@ -63,7 +63,7 @@ describe("refused before anything is reserved", () => {
     const search = BILLING_MODELS.find((m) => m.id === "bill/search")!;
     const variableSearch = { ...search, id: "bill/variable-search", pricing: { ...search.pricing, web_search: "-1" } };
     const t = await chatTestApp({ mock: { models: [...models(), variableSearch] } });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const refused = await json(await t.chat(hi({ model: "bill/variable-search", plugins: [{ id: "web" }] })));
     expect(refused.error.code).toBe("invalid_request");
     expect(refused.error.message).toContain("variable (-1) web_search price");
@@ -72,7 +72,7 @@ describe("refused before anything is reserved", () => {
 
   test("per-page PDF parsing is refused; a file-parser plugin with a token-billed engine passes", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const file = { type: "file", file: { filename: "a.pdf", file_data: "data:application/pdf;base64,AAAA" } };
     const pdf = await json(await t.chat(hi({ messages: [{ role: "user", content: [{ type: "text", text: "read" }, file] }] })));
     expect(pdf.error.message).toContain("file-parser");
@@ -84,7 +84,7 @@ describe("refused before anything is reserved", () => {
 describe("what is sent upstream", () => {
   test("provider.max_price pins the listed prices, keeps the client's other preferences and its lower prices", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     await t.chat(hi({ provider: { order: ["openai"], max_price: { completion: 0.1, audio: "3" } } }));
     // gpt-4o-mini is listed at $0.15/M prompt and $0.60/M completion; the client's $0.10/M completion is lower.
     expect(sentBody(t).provider).toEqual({ order: ["openai"], max_price: { prompt: "0.15", completion: "0.1", request: "0", image: "0", audio: "3" } });
@@ -92,7 +92,7 @@ describe("what is sent upstream", () => {
 
   test("a refusal by the upstream (404 under the pin, 400) is 400 invalid_request with its message", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const pinned = await t.chat(hi({ model: "bill/multi", provider: { max_price: { prompt: 0.0001 } } }));
     expect(pinned.status).toBe(400);
     expect((await json(pinned)).error.message).toContain("HTTP 404");
@@ -104,7 +104,7 @@ describe("what is sent upstream", () => {
 
   test("reasoning models get reasoning.max_tokens; an effort becomes its share of max_tokens; off stays off", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const plain = await t.chat(hi({ model: "bill/reasoner", max_tokens: 2000 }));
     expect(sentBody(t).reasoning).toEqual({ max_tokens: 2000 });
     expect(plain.headers.get("x-metering-reasoning-max-tokens")).toBe("2000");
@@ -125,15 +125,15 @@ describe("what is sent upstream", () => {
 describe("an overrun (the upstream bills above its own catalogue)", () => {
   test("marks the row, counts in /healthz, freezes the budget until the cap is raised or the period rolls over", async () => {
     const t = await app();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     // The web-search price changes upstream after the proxy loaded the catalogue: 10×.
     // provider.max_price cannot pin that dimension, so the call costs more than it reserved.
     const model = t.mock.models.find((m) => m.id === "bill/search")!;
     model.pricing.web_search = "0.04";
     const first = await t.chat(searching());
     expect(first.status).toBe(200);
-    t.flush();
-    const row = t.deps.store.usageLedger.find(first.headers.get("x-request-id")!)!;
+    await t.flush();
+    const row = (await t.deps.store.usageLedger.find(first.headers.get("x-request-id")!))!;
     expect(row.overrunNano).toBeGreaterThan(0);
     expect(row.costNano - row.reservedNano!).toBe(row.overrunNano!);
     const usage = await json(await t.get("/api/v1/usage?appUserId=alice&period=2026-01"));
@@ -149,7 +149,7 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
     expect(error.message).toContain("cost more than it reserved");
     expect(t.mock.served).toHaveLength(1);
 
-    t.connect("alice", 6); // a raised cap lifts the freeze
+    await t.connect("alice", 6); // a raised cap lifts the freeze
     model.pricing.web_search = "0.004";
     expect((await t.chat(hi())).status).toBe(200);
   });
@@ -157,11 +157,11 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
   test("the freeze survives a restart on the same store, and a new period starts unfrozen", async () => {
     const path = `${require("node:os").tmpdir()}/overrun-${crypto.randomUUID()}.sqlite`;
     const first = await chatTestApp({ mock: { models: models() }, storePath: path });
-    first.connect("alice", 5);
+    await first.connect("alice", 5);
     first.mock.models.find((m) => m.id === "bill/search")!.pricing.web_search = "0.04";
     expect((await first.chat(searching())).status).toBe(200);
-    first.flush();
-    first.deps.store.close();
+    await first.flush();
+    await first.deps.store.close();
 
     const second = await chatTestApp({ mock: { models: models() }, storePath: path, clock: first.clock });
     const auth = { authorization: `Bearer ${first.secretKey}`, "content-type": "application/json", "x-service-user": "alice" };

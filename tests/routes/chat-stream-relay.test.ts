@@ -11,7 +11,7 @@ const dec = new TextDecoder();
 async function started() {
   const upstream = handDrivenUpstream();
   const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream });
-  t.connect("alice", 5);
+  await t.connect("alice", 5);
   const res = await t.chat(body);
   expect(res.status).toBe(200);
   return { t, upstream, res, reader: res.body!.getReader() };
@@ -19,8 +19,8 @@ async function started() {
 
 async function rowOf(t: Awaited<ReturnType<typeof chatTestApp>>, res: Response) {
   await t.app.decorator.chat.idle(10_000);
-  t.flush();
-  return t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)!;
+  await t.flush();
+  return (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
 }
 
 describe("stream relay", () => {
@@ -96,7 +96,7 @@ describe("stream relay", () => {
   test("an upstream that stalls past the timeout is cut, and the client stream ends in an error", async () => {
     const upstream = handDrivenUpstream();
     const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream, env: { UPSTREAM_TIMEOUT_MS: "200" } });
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const res = await t.chat(body);
     const reader = res.body!.getReader();
     upstream.send(content("partial"));

@@ -10,7 +10,7 @@ const ask = (text: string, extra: Record<string, unknown> = {}) => ({ model: MOD
 describe("POST /api/v1/chat/completions, JSON", () => {
   test("relays the completion, meters usage.cost, and shows it in /status and /usage", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const res = await t.chat(ask("Say hello", { max_tokens: 12 }));
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("application/json");
@@ -18,8 +18,8 @@ describe("POST /api/v1/chat/completions, JSON", () => {
     expect(validateChatCompletion(body)).toEqual([]);
     expect(res.headers.get("x-generation-id")).toBe(body.id);
     expect(res.headers.get("x-request-id")).toBeTruthy();
-    t.flush();
-    const row = t.deps.store.usageLedger.find(res.headers.get("x-request-id")!);
+    await t.flush();
+    const row = await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!);
     expect(row).toMatchObject({ source: "upstream", status: "ok", generationId: body.id, appUserId: "alice", streamed: false });
     expect(row!.costNano).toBe(Math.ceil(body.usage.cost * 1e9 - 1e-6));
     const status = await json(await t.get("/api/v1/status?appUserId=alice"));
@@ -31,7 +31,7 @@ describe("POST /api/v1/chat/completions, JSON", () => {
 
   test("the upstream gets the operator's key, never the client's Authorization, and every other field untouched", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }];
     await t.chat(ask("hi", { temperature: 0.3, tools, provider: { order: ["openai"] }, response_format: { type: "json_object" } }), { "x-title": "My App" });
     const served = t.mock.served.at(-1)!;
@@ -45,11 +45,11 @@ describe("POST /api/v1/chat/completions, JSON", () => {
 
   test("usage without cost is charged at catalogue prices (source computed)", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const res = await t.chat(ask("hi [[mock no_cost]]"));
     const body = await json(res);
-    t.flush();
-    const row = t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)!;
+    await t.flush();
+    const row = (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
     expect(row.source).toBe("computed");
     expect(row.costNano).toBe(body.usage.prompt_tokens * 150 + body.usage.completion_tokens * 600);
   });
@@ -69,7 +69,7 @@ describe("POST /api/v1/chat/completions, errors", () => {
 
   test("bad bodies are 400 naming the field", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     for (const [body, field] of [
       [{ messages: [{ role: "user", content: "x" }] }, "model"],
       [{ model: MODEL, messages: "x" }, "messages"],
@@ -85,21 +85,21 @@ describe("POST /api/v1/chat/completions, errors", () => {
   test("upstream 402 and 403 'Key limit exceeded' are 402 funding_invalid until the user re-approves", async () => {
     for (const status of [402, 403]) {
       const t = await chatTestApp();
-      t.connect("alice", 5);
+      await t.connect("alice", 5);
       const res = await t.chat(ask(`hi [[mock status=${status}]]`));
       expect(res.status).toBe(402);
       expect((await json(res)).error.code).toBe("funding_invalid");
-      expect(t.deps.store.connections.find(t.appId, "alice")!.fundingStatus).toBe("invalid");
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("invalid");
       const blocked = await t.chat(ask("hi"));
       expect((await json(blocked)).error.code).toBe("funding_invalid");
-      t.connect("alice", 5);
+      await t.connect("alice", 5);
       expect((await t.chat(ask("hi"))).status).toBe(200);
     }
   });
 
   test("other upstream failures are 502 upstream with the upstream's status, and cost nothing", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     for (const directive of ["status=500", "status=429", "status=503", "error_200"]) {
       const res = await t.chat(ask(`hi [[mock ${directive}]]`));
       expect(res.status).toBe(502);
@@ -107,7 +107,7 @@ describe("POST /api/v1/chat/completions, errors", () => {
       expect(error.code).toBe("upstream");
       if (directive.startsWith("status=")) expect(error.message).toContain(directive.slice(7));
     }
-    t.flush();
+    await t.flush();
     const status = await json(await t.get("/api/v1/status?appUserId=alice"));
     expect(status.usage.monthlyUsd).toBe(0);
     expect(status.remainingUsd).toBe(5);
@@ -115,7 +115,7 @@ describe("POST /api/v1/chat/completions, errors", () => {
 
   test("an unreachable upstream is 502 and the reservation is released", async () => {
     const t = await chatTestApp({ fetchUpstream: async () => { throw new TypeError("connect ECONNREFUSED 127.0.0.1:1"); } });
-    t.connect("alice", 1);
+    await t.connect("alice", 1);
     const res = await t.chat(ask("hi"));
     expect(res.status).toBe(502);
     expect((await json(res)).error.code).toBe("upstream");
@@ -126,7 +126,7 @@ describe("POST /api/v1/chat/completions, errors", () => {
 describe("the hard cap", () => {
   test("max_tokens sent upstream is clamped to what the remaining budget affords", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 0.0001); // 100,000 nano: ~160 completion tokens after a small prompt
+    await t.connect("alice", 0.0001); // 100,000 nano: ~160 completion tokens after a small prompt
     const res = await t.chat(ask("hi", { max_tokens: 100_000 }));
     expect(res.status).toBe(200);
     const sent = t.mock.served.at(-1)!.body as { max_tokens: number };
@@ -136,7 +136,7 @@ describe("the hard cap", () => {
 
   test("an absent max_tokens reserves and sends the default (4096), not the model's whole limit, and says so in a header", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 100);
+    await t.connect("alice", 100);
     const res = await t.chat(ask("hi"));
     expect((t.mock.served.at(-1)!.body as { max_tokens: number }).max_tokens).toBe(4096);
     expect(res.headers.get("x-metering-max-tokens")).toBe("4096");
@@ -147,7 +147,7 @@ describe("the hard cap", () => {
 
   test("402 budget_exceeded carries limit, used, remaining and resetsAt", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 0.000001); // 1,000 nano: not even the prompt fits
+    await t.connect("alice", 0.000001); // 1,000 nano: not even the prompt fits
     const res = await t.chat(ask("hello there"));
     expect(res.status).toBe(402);
     const { error } = await json(res);
@@ -157,24 +157,24 @@ describe("the hard cap", () => {
 
   test("usage on 31 Jan 23:59:59 UTC and 1 Feb 00:00:01 UTC lands in different periods", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     t.clock.set(Date.UTC(2026, 0, 31, 23, 59, 59));
     const jan = await t.chat(ask("hi"));
     t.clock.set(Date.UTC(2026, 1, 1, 0, 0, 1));
     const feb = await t.chat(ask("hi"));
-    t.flush();
-    expect(t.deps.store.usageLedger.find(jan.headers.get("x-request-id")!)!.period).toBe("2026-01");
-    expect(t.deps.store.usageLedger.find(feb.headers.get("x-request-id")!)!.period).toBe("2026-02");
+    await t.flush();
+    expect((await t.deps.store.usageLedger.find(jan.headers.get("x-request-id")!))!.period).toBe("2026-01");
+    expect((await t.deps.store.usageLedger.find(feb.headers.get("x-request-id")!))!.period).toBe("2026-02");
     const status = await json(await t.get("/api/v1/status?appUserId=alice"));
     expect(status.resetsAt).toBe("2026-03-01T00:00:00.000Z");
-    const febRow = t.deps.store.usageLedger.find(feb.headers.get("x-request-id")!)!;
+    const febRow = (await t.deps.store.usageLedger.find(feb.headers.get("x-request-id")!))!;
     expect(status.usage.monthlyUsd).toBeCloseTo(febRow.costNano / 1e9, 12);
   });
 
   test("100 concurrent streamed requests with a small cap: metered total never passes it", async () => {
     const t = await chatTestApp({ env: { RL_CHAT_LIMIT: "1000" } });
     const capUsd = 0.002;
-    t.connect("alice", capUsd);
+    await t.connect("alice", capUsd);
     const responses = await Promise.all(
       Array.from({ length: 100 }, () => t.chat(ask("Tell me a story [[mock tokens=200 chunks=5]]", { stream: true, max_tokens: 400 }))),
     );
@@ -186,8 +186,8 @@ describe("the hard cap", () => {
     for (const r of refused) expect((await json(r)).error.code).toBe("budget_exceeded");
     await Promise.all(admitted.map((r) => r.text()));
     await t.app.decorator.chat.idle(5000);
-    t.flush();
-    const ledgerTotal = (t.deps.store.db.query("SELECT sum(cost_nano) AS s FROM usage_ledger").get() as { s: number }).s;
+    await t.flush();
+    const ledgerTotal = (t.db.query("SELECT sum(cost_nano) AS s FROM usage_ledger").get() as { s: number }).s;
     expect(ledgerTotal).toBeLessThanOrEqual(capUsd * 1e9);
     const status = await json(await t.get("/api/v1/status?appUserId=alice"));
     expect(Math.round(status.usage.monthlyUsd * 1e9)).toBe(ledgerTotal);
@@ -198,7 +198,7 @@ describe("the hard cap", () => {
 describe("streams", () => {
   test("every relayed chunk validates against the upstream spec and usage is metered", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const res = await t.chat(ask("stream please [[mock keepalive_ms=1 pause_ms=2 chunks=4]]", { stream: true }));
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/event-stream");
@@ -208,8 +208,8 @@ describe("streams", () => {
     for (const e of data) expect(validateChatChunk(JSON.parse(e.data!))).toEqual([]);
     expect(events.some((e) => e.comment?.includes("OPENROUTER PROCESSING"))).toBe(true);
     await t.app.decorator.chat.idle(5000);
-    t.flush();
-    const row = t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)!;
+    await t.flush();
+    const row = (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
     expect(row).toMatchObject({ source: "upstream", status: "ok", streamed: true });
     expect(row.costNano).toBeGreaterThan(0);
     const sent = t.mock.served.at(-1)!.body as Record<string, unknown>;
@@ -218,25 +218,25 @@ describe("streams", () => {
 
   test("a mid-stream upstream error is relayed and what was produced is metered", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const res = await t.chat(ask("go [[mock mid_stream_error]]", { stream: true }));
     const text = await res.text();
     expect(text).toContain('"finish_reason":"error"');
     await t.app.decorator.chat.idle(5000);
-    t.flush();
-    const row = t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)!;
+    await t.flush();
+    const row = (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
     expect(row.status).toBe("upstream_error_mid_stream");
     expect(row.costNano).toBeGreaterThan(0);
   });
 
   test("a stream without a usage chunk is charged an estimate, marked estimated", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const res = await t.chat(ask("go [[mock no_usage]]", { stream: true }));
     await res.text();
     await t.app.decorator.chat.idle(5000);
-    t.flush();
-    const row = t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)!;
+    await t.flush();
+    const row = (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
     expect(row.source).toBe("estimated");
     expect(row.costNano).toBeGreaterThan(0);
   });

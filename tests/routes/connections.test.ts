@@ -5,9 +5,9 @@ import { expectError, expectOk, UUID } from "../helpers/expect";
 const CONNECTIONS = "/api/v1/connections";
 
 /** An app with a client app and a helper to mint tokens for one user. */
-function setup(env: Record<string, string> = {}) {
+async function setup(env: Record<string, string> = {}) {
   const t = makeTestApp({ env });
-  const client = t.createClientApp({ origins: ["https://a.example"] });
+  const client = await t.createClientApp({ origins: ["https://a.example"] });
   const token = (user: string, limit?: number) => mintSession(t, client.secretKey, user, limit);
   const status = async (user: string) =>
     expectOk(await t.call(`/api/v1/status?appUserId=${encodeURIComponent(user)}`, { bearer: client.secretKey }));
@@ -19,7 +19,7 @@ const approve = (t: TestApp, token: string, json?: unknown) =>
 
 describe("GET /api/v1/connections", () => {
   test("a user who never connected: connected false, limit 0, remaining 0, usage and period shown", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     const body = await expectOk(await t.call(CONNECTIONS, { bearer: await token("new-user") }));
     expect(body).toEqual({
       connected: false,
@@ -36,14 +36,14 @@ describe("GET /api/v1/connections", () => {
   });
 
   test("401 auth without a token", async () => {
-    const { t } = setup();
+    const { t } = await setup();
     await expectError(await t.call(CONNECTIONS), 401, "auth");
   });
 });
 
 describe("POST /api/v1/connections: approve, update, revoke, re-approve", () => {
   test("the whole life of a connection", async () => {
-    const { t, token, status } = setup();
+    const { t, token, status } = await setup();
     const tok = await token("alice");
 
     // Approve.
@@ -102,42 +102,42 @@ describe("POST /api/v1/connections: approve, update, revoke, re-approve", () => 
   });
 
   test("DELETE for a user who never connected is 204 too", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     const res = await t.call(CONNECTIONS, { method: "DELETE", bearer: await token("nobody") });
     expect(res.status).toBe(204);
     expect(await res.text()).toBe("");
   });
 
   test("401 auth on DELETE without a token", async () => {
-    const { t } = setup();
+    const { t } = await setup();
     await expectError(await t.call(CONNECTIONS, { method: "DELETE" }), 401, "auth");
   });
 });
 
 describe("POST /api/v1/connections: which cap", () => {
   test("no body: the token's requested limit", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     const body = await expectOk(await approve(t, await token("u", 12)));
     expect(body.limits).toEqual({ monthlyUsd: 12 });
   });
 
   test("an empty JSON object: the token's requested limit", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     expect((await expectOk(await approve(t, await token("u", 12), {}))).limits).toEqual({ monthlyUsd: 12 });
   });
 
   test("the body's monthlyUsd wins over the token's limit when it is lower", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     expect((await expectOk(await approve(t, await token("u", 12), { monthlyUsd: 7 }))).limits).toEqual({ monthlyUsd: 7 });
   });
 
   test("the body may equal the token's limit and the configured maximum", async () => {
-    const { t, token } = setup({ MAX_MONTHLY_USD: "40" });
+    const { t, token } = await setup({ MAX_MONTHLY_USD: "40" });
     expect((await expectOk(await approve(t, await token("u", 40), { monthlyUsd: 40 }))).limits).toEqual({ monthlyUsd: 40 });
   });
 
   test("an update without monthlyUsd and a token without a limit keeps the current cap", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     await expectOk(await approve(t, await token("u"), { monthlyUsd: 8 }));
     t.clock.advance(1_000);
     const kept = await expectOk(await approve(t, await token("u"), {}));
@@ -146,7 +146,7 @@ describe("POST /api/v1/connections: which cap", () => {
   });
 
   test("after a revoke there is no current cap to keep: 400", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     const tok = await token("u");
     await expectOk(await approve(t, tok, { monthlyUsd: 8 }));
     await t.call(CONNECTIONS, { method: "DELETE", bearer: tok });
@@ -166,24 +166,24 @@ describe("POST /api/v1/connections: monthlyUsd bounds (400 invalid_request namin
   ];
   for (const [name, json] of cases) {
     test(name, async () => {
-      const { t, token } = setup({ MAX_MONTHLY_USD: "100" });
+      const { t, token } = await setup({ MAX_MONTHLY_USD: "100" });
       await expectError(await approve(t, await token("u"), json), 400, "invalid_request", /monthlyUsd/);
     });
   }
 
   test("above the token's requested limit", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     await expectError(await approve(t, await token("u", 10), { monthlyUsd: 10.01 }), 400, "invalid_request", /monthlyUsd.*limit the app requested/);
   });
 
   test("missing, and the token names no limit and there is no connection", async () => {
-    const { t, token } = setup();
+    const { t, token } = await setup();
     await expectError(await approve(t, await token("u")), 400, "invalid_request", /monthlyUsd is required/);
     await expectError(await approve(t, await token("u"), {}), 400, "invalid_request", /monthlyUsd is required/);
   });
 
   test("a rejected cap leaves the connection as it was", async () => {
-    const { t, token, status } = setup({ MAX_MONTHLY_USD: "100" });
+    const { t, token, status } = await setup({ MAX_MONTHLY_USD: "100" });
     await expectOk(await approve(t, await token("u"), { monthlyUsd: 5 }));
     await expectError(await approve(t, await token("u"), { monthlyUsd: 500 }), 400, "invalid_request");
     expect(await status("u")).toMatchObject({ connected: true, limits: { monthlyUsd: 5 } });
@@ -192,7 +192,7 @@ describe("POST /api/v1/connections: monthlyUsd bounds (400 invalid_request namin
 
 describe("POST /api/v1/connections: malformed bodies", () => {
   test("invalid JSON is 400, not an approval at the token's limit", async () => {
-    const { t, token, status } = setup();
+    const { t, token, status } = await setup();
     const tok = await token("u", 10);
     await expectError(await approve(t, tok, '{"monthlyUsd": 5'), 400, "invalid_request", /^body: /);
     expect(await status("u")).toMatchObject({ connected: false, limits: { monthlyUsd: 0 } });
@@ -200,14 +200,14 @@ describe("POST /api/v1/connections: malformed bodies", () => {
 
   for (const body of ["5", '"5"', "true", "null", "[1,2]", "[]"]) {
     test(`a JSON body that is not an object (${body}) is 400, not an approval at the token's limit`, async () => {
-      const { t, token, status } = setup();
+      const { t, token, status } = await setup();
       await expectError(await approve(t, await token("u", 10), body), 400, "invalid_request", /^body: /);
       expect(await status("u")).toMatchObject({ connected: false });
     });
   }
 
   test("a text/plain body is 400, not an approval at the token's limit", async () => {
-    const { t, token, status } = setup();
+    const { t, token, status } = await setup();
     const res = await t.call(CONNECTIONS, {
       method: "POST",
       bearer: await token("u", 10),
@@ -219,7 +219,7 @@ describe("POST /api/v1/connections: malformed bodies", () => {
   });
 
   test("413 payload_too_large on an oversized declared content-length", async () => {
-    const { t, token } = setup({ MAX_BODY_BYTES: "1024" });
+    const { t, token } = await setup({ MAX_BODY_BYTES: "1024" });
     const tok = await token("u", 10);
     const res = await t.call(CONNECTIONS, { bearer: tok, json: { monthlyUsd: 5 }, headers: { "content-length": "1025" } });
     await expectError(res, 413, "payload_too_large");
@@ -228,11 +228,11 @@ describe("POST /api/v1/connections: malformed bodies", () => {
 
 describe("funding_invalid", () => {
   test("is shown on the connection and cleared by approving again", async () => {
-    const { t, client, token } = setup();
+    const { t, client, token } = await setup();
     const tok = await token("u", 10);
     await expectOk(await approve(t, tok));
     t.clock.advance(5_000);
-    t.deps.store.connections.markFundingInvalid(client.appId, "u", t.clock.now());
+    await t.deps.store.connections.markFundingInvalid(client.appId, "u", t.clock.now());
     expect(await expectOk(await t.call(CONNECTIONS, { bearer: tok }))).toMatchObject({
       connected: true,
       fundingStatus: "invalid",

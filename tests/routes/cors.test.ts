@@ -6,10 +6,10 @@ const CONNECTIONS = "/api/v1/connections";
 const A_ORIGIN = "https://a.example";
 const B_ORIGIN = "https://b.example:8443";
 
-function setup() {
+async function setup() {
   const t = makeTestApp();
-  const a = t.createClientApp({ name: "A", origins: [A_ORIGIN] });
-  const b = t.createClientApp({ name: "B", origins: [B_ORIGIN] });
+  const a = await t.createClientApp({ name: "A", origins: [A_ORIGIN] });
+  const b = await t.createClientApp({ name: "B", origins: [B_ORIGIN] });
   return { t, a, b };
 }
 
@@ -20,7 +20,7 @@ const preflight = (origin: string) => ({
 
 describe("CORS on /api/v1/connections", () => {
   test("a preflight from a registered origin gets the allow headers", async () => {
-    const { t } = setup();
+    const { t } = await setup();
     const res = await t.call(CONNECTIONS, preflight(A_ORIGIN));
     expect(res.status).toBe(204);
     expect(res.headers.get("access-control-allow-origin")).toBe(A_ORIGIN);
@@ -34,14 +34,14 @@ describe("CORS on /api/v1/connections", () => {
   });
 
   test("a preflight from any app's registered origin is allowed (the token narrows it later)", async () => {
-    const { t } = setup();
+    const { t } = await setup();
     const res = await t.call(CONNECTIONS, preflight(B_ORIGIN));
     expect(res.headers.get("access-control-allow-origin")).toBe(B_ORIGIN);
   });
 
   for (const origin of ["https://evil.example", "https://a.example:444", "http://a.example", "https://a.example.evil.example", "null"]) {
     test(`a preflight from an unregistered origin (${origin}) gets no CORS headers`, async () => {
-      const { t } = setup();
+      const { t } = await setup();
       const res = await t.call(CONNECTIONS, preflight(origin));
       expect(res.headers.get("access-control-allow-origin")).toBeNull();
       expect(res.headers.get("access-control-allow-methods")).toBeNull();
@@ -50,14 +50,14 @@ describe("CORS on /api/v1/connections", () => {
   }
 
   test("a preflight from the origin of a disabled app gets no CORS headers", async () => {
-    const { t, a } = setup();
-    t.deps.store.db.query("UPDATE apps SET disabled_at = ? WHERE id = ?").run(t.clock.now(), a.appId);
+    const { t, a } = await setup();
+    t.db.query("UPDATE apps SET disabled_at = ? WHERE id = ?").run(t.clock.now(), a.appId);
     const res = await t.call(CONNECTIONS, preflight(A_ORIGIN));
     expect(res.headers.get("access-control-allow-origin")).toBeNull();
   });
 
   test("an actual request from the token's own app origin is allowed", async () => {
-    const { t, a } = setup();
+    const { t, a } = await setup();
     const token = await mintSession(t, a.secretKey, "u", 5);
     for (const method of ["GET", "POST", "DELETE"]) {
       const res = await t.call(CONNECTIONS, { method, bearer: token, headers: { origin: A_ORIGIN } });
@@ -67,7 +67,7 @@ describe("CORS on /api/v1/connections", () => {
   });
 
   test("an actual request whose Origin belongs to another app gets no access-control-allow-origin", async () => {
-    const { t, a } = setup();
+    const { t, a } = await setup();
     const token = await mintSession(t, a.secretKey, "u", 5);
     for (const method of ["GET", "POST", "DELETE"]) {
       const res = await t.call(CONNECTIONS, { method, bearer: token, headers: { origin: B_ORIGIN } });
@@ -76,7 +76,7 @@ describe("CORS on /api/v1/connections", () => {
   });
 
   test("an actual request from an unregistered origin gets no access-control-allow-origin", async () => {
-    const { t, a } = setup();
+    const { t, a } = await setup();
     const token = await mintSession(t, a.secretKey, "u", 5);
     const res = await t.call(CONNECTIONS, { bearer: token, headers: { origin: "https://evil.example" } });
     await expectOk(res);
@@ -84,14 +84,14 @@ describe("CORS on /api/v1/connections", () => {
   });
 
   test("a 401 from a registered origin still carries the CORS grant so the browser can read the error", async () => {
-    const { t } = setup();
+    const { t } = await setup();
     const res = await t.call(CONNECTIONS, { headers: { origin: A_ORIGIN } });
     expect(res.headers.get("access-control-allow-origin")).toBe(A_ORIGIN);
     await expectError(res, 401, "auth");
   });
 
   test("other endpoints send no CORS headers", async () => {
-    const { t, a } = setup();
+    const { t, a } = await setup();
     for (const path of ["/api/v1/status?appUserId=u", "/api/v1/sessions", "/healthz"]) {
       const res = await t.call(path, { bearer: a.secretKey, headers: { origin: A_ORIGIN } });
       expect(res.headers.get("access-control-allow-origin")).toBeNull();

@@ -14,14 +14,14 @@ describe("the error envelope", () => {
   ] as const) {
     test(`404 not_found for ${method} ${path}`, async () => {
       const t = makeTestApp();
-      const a = t.createClientApp();
+      const a = await t.createClientApp();
       await expectError(await t.call(path, { method, bearer: a.secretKey }), 404, "not_found");
     });
   }
 
   test("every response has its own x-request-id, errors included", async () => {
     const t = makeTestApp();
-    const a = t.createClientApp();
+    const a = await t.createClientApp();
     const responses = await Promise.all([
       t.call("/healthz"),
       t.call("/healthz"),
@@ -53,7 +53,7 @@ describe("the error envelope", () => {
 
     test("a body exactly at the limit is not refused", async () => {
       const t = makeTestApp({ env: { MAX_BODY_BYTES: "1024" } });
-      const a = t.createClientApp();
+      const a = await t.createClientApp();
       const json = JSON.stringify({ appUserId: "u".padEnd(1024 - '{"appUserId":""}'.length, "u") });
       expect(json.length).toBe(1024);
       const res = await t.call("/api/v1/sessions", { bearer: a.secretKey, json, headers: { "content-length": "1024" } });
@@ -63,8 +63,8 @@ describe("the error envelope", () => {
 
   test("an unexpected fault is a generic 500 internal, logged once with the request id and nothing leaked", async () => {
     const t = makeTestApp();
-    const a = t.createClientApp();
-    t.deps.store.close(); // every query now throws
+    const a = await t.createClientApp();
+    await t.deps.store.close(); // every query now throws
     const res = await t.call("/api/v1/status?appUserId=u", { bearer: a.secretKey });
     const requestId = res.headers.get("x-request-id");
     const error = await expectError(res, 500, "internal", /^internal error$/);

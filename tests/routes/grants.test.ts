@@ -94,14 +94,14 @@ describe("redeeming a grant", () => {
     expect(view).toMatchObject({ grantId: grant.grantId, usdCap: 1, uses: 1, maxUses: 5, status: "active" });
     expect(view.usedUsd).toBeGreaterThan(0);
     expect(view.remainingUsd).toBeCloseTo(1 - view.usedUsd, 9);
-    t.flush();
-    const row = t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)!;
+    await t.flush();
+    const row = (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
     expect(row).toMatchObject({ grantId: grant.grantId, appUserId: null });
   });
 
   test("both headers at once is 400", async () => {
     const t = await chatTestApp();
-    t.connect("alice", 5);
+    await t.connect("alice", 5);
     const grant = await obtainGrant(t);
     const res = await t.chat(ask(), { "x-service-user": "alice", "x-service-grant": grant.grantToken });
     expect(res.status).toBe(400);
@@ -130,7 +130,7 @@ describe("redeeming a grant", () => {
   test("another app's grant is 402 grant_invalid", async () => {
     const t = await chatTestApp();
     const grant = await obtainGrant(t);
-    const { key } = t.deps.store.apps.create("other", [ORIGIN], t.clock.now());
+    const { key } = await t.deps.store.apps.create("other", [ORIGIN], t.clock.now());
     const res = await t.app.handle(
       new Request("http://localhost/api/v1/chat/completions", {
         method: "POST",
@@ -163,8 +163,8 @@ describe("redeeming a grant", () => {
     expect(statuses.filter((s) => s === 402).length).toBeGreaterThan(0);
     await Promise.all(responses.map((r) => r.text()));
     await t.app.decorator.chat.idle(5000);
-    t.flush();
-    const spent = (t.deps.store.db.query("SELECT sum(cost_nano) AS s FROM usage_ledger WHERE grant_id = ?").get(grant.grantId) as { s: number }).s;
+    await t.flush();
+    const spent = (t.db.query("SELECT sum(cost_nano) AS s FROM usage_ledger WHERE grant_id = ?").get(grant.grantId) as { s: number }).s;
     expect(spent).toBeLessThanOrEqual(capUsd * 1e9);
     const view = await json(await current(t, grant.grantToken));
     expect(Math.round(view.usedUsd * 1e9)).toBe(spent);

@@ -20,7 +20,7 @@ describe("GET /healthz", () => {
 
   test("503 degraded when the store is down", async () => {
     const t = makeTestApp();
-    t.deps.store.close();
+    await t.deps.store.close();
     const body = await expectOk(await t.call("/healthz"), 503);
     expect(body).toMatchObject({ status: "degraded", store: { ok: false } });
   });

@@ -142,7 +142,7 @@ function editPayload(token: string, edit: (claims: Record<string, unknown>) => v
 /** A grant of app A, approved through the consent endpoint (so its tokens pass through the app). */
 async function grantOfA(now: number): Promise<string> {
   const consentToken = remember(
-    t.deps.store.grants.createConsentRequest({ appId: ids.appA, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" }, now, 600_000),
+    await t.deps.store.grants.createConsentRequest({ appId: ids.appA, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" }, now, 600_000),
   );
   const approved = await t.app.handle(
     new Request(`http://localhost${API}/grants/consent`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ consentToken }) }),
@@ -172,23 +172,23 @@ beforeAll(async () => {
   t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000" } });
   nowS = Math.floor(t.clock.now() / 1000);
   const now = t.clock.now();
-  const b = t.deps.store.apps.create("B", ["http://localhost:3001"], now);
-  const disabled = t.deps.store.apps.create("disabled", [], now);
+  const b = await t.deps.store.apps.create("B", ["http://localhost:3001"], now);
+  const disabled = await t.deps.store.apps.create("disabled", [], now);
   ids = { appA: t.appId, keyA: remember(t.secretKey), appB: b.app.id, keyB: remember(b.key.secretKey), grantA: "", grantSpare: "", tokenA: "" };
-  t.connect("victim", 5);
+  await t.connect("victim", 5);
   ids.tokenA = await mint(ids.keyA, "victim");
   const tokenB = await mint(ids.keyB, "victim");
   const disabledToken = await mint(remember(disabled.key.secretKey), "victim");
-  t.deps.store.db.query("UPDATE apps SET disabled_at = ? WHERE id = ?").run(now, disabled.app.id);
+  t.db.query("UPDATE apps SET disabled_at = ? WHERE id = ?").run(now, disabled.app.id);
 
   ids.grantA = await grantOfA(now);
   ids.grantSpare = await grantOfA(now);
   currentGrant = ids.grantA;
 
   // A revoked key, and the key that replaced it.
-  const revoked = t.deps.store.apps.issueKey(ids.appA, now);
+  const revoked = await t.deps.store.apps.issueKey(ids.appA, now);
   remember(revoked.secretKey);
-  t.deps.store.apps.revokeKey(ids.appA, revoked.keyId, now);
+  await t.deps.store.apps.revokeKey(ids.appA, revoked.keyId, now);
 
   const keyA = ids.keyA;
   const secretA = keyA.slice(`sk_live_${ids.appA}_`.length);
@@ -282,7 +282,7 @@ describe("auth matrix", () => {
     const forgedControl = remember(await forge({ claims: { sub: "forged-control" } }));
     expect(await expectOk(await send(SESSION_ENDPOINTS[0]!, `Bearer ${forgedControl}`))).toMatchObject({ appUserId: "forged-control" });
     // The state the matrix must leave alone: the victim connected at 3 USD, the grant active.
-    t.connect("victim", 3);
+    await t.connect("victim", 3);
   });
 
   for (const [kind, endpoints] of [
@@ -321,15 +321,15 @@ describe("auth matrix", () => {
   });
 
   test("rotation: the old key stays valid on every endpoint until it is revoked, then 401 everywhere", async () => {
-    const rotated = t.deps.store.apps.issueKey(ids.appA, t.clock.now());
+    const rotated = await t.deps.store.apps.issueKey(ids.appA, t.clock.now());
     liveKeyA = remember(rotated.secretKey);
     const readOnly = SECRET_KEY_ENDPOINTS.filter((e) => e.path.includes("/status") || e.path.includes("/usage") || e.path.includes("/sessions"));
     for (const endpoint of readOnly) {
       expect((await send(endpoint, `Bearer ${ids.keyA}`)).status).toBe(endpoint.okStatus);
       expect((await send(endpoint, `Bearer ${rotated.secretKey}`)).status).toBe(endpoint.okStatus);
     }
-    const original = t.deps.store.apps.activeKeysOf(ids.appA).find((k) => k.id !== rotated.keyId)!;
-    expect(t.deps.store.apps.revokeKey(ids.appA, original.id, t.clock.now())).toBe(true);
+    const original = (await t.deps.store.apps.activeKeysOf(ids.appA)).find((k) => k.id !== rotated.keyId)!;
+    expect(await t.deps.store.apps.revokeKey(ids.appA, original.id, t.clock.now())).toBe(true);
     for (const endpoint of SECRET_KEY_ENDPOINTS) {
       expect(await expect401(await send(endpoint, `Bearer ${ids.keyA}`), ids.keyA)).toBe(INVALID_KEY);
     }

@@ -54,7 +54,7 @@ async function sessionFor(key: string, appUserId: string): Promise<string> {
 }
 
 async function grantOf(appId: string, origin: string): Promise<{ grantToken: string; grantId: string }> {
-  const consentToken = t.deps.store.grants.createConsentRequest(
+  const consentToken = await t.deps.store.grants.createConsentRequest(
     { appId, usdCapNano: usdToNanoFloor(2), maxUses: null, ttlSeconds: 3600, origin, state: "" },
     t.clock.now(),
     600_000,
@@ -221,14 +221,14 @@ const ROUTES: RouteEntry[] = [
     credential: "none",
     async attack() {
       // A consent token of A's, posted by a page on another site: refused, and still unused.
-      const consentToken = t.deps.store.grants.createConsentRequest(
+      const consentToken = await t.deps.store.grants.createConsentRequest(
         { appId: A.appId, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: ORIGIN_A, state: "" },
         t.clock.now(),
         600_000,
       );
       const res = await call(`${API}/grants/consent`, { json: { consentToken }, headers: { "sec-fetch-site": "cross-site", origin: ORIGIN_B } });
       await expectError(copy(res), 400, "invalid_request");
-      expect(t.deps.store.grants.approveConsent(consentToken, t.clock.now())).not.toBeNull(); // was not consumed
+      expect(await t.deps.store.grants.approveConsent(consentToken, t.clock.now())).not.toBeNull(); // was not consumed
       return [res];
     },
   },
@@ -269,13 +269,13 @@ function withoutText(res: Response, known: string): Response {
 
 beforeAll(async () => {
   t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000" } });
-  const b = t.deps.store.apps.create("B", [ORIGIN_B], t.clock.now());
-  t.connect("alice", CAP_A);
+  const b = await t.deps.store.apps.create("B", [ORIGIN_B], t.clock.now());
+  await t.connect("alice", CAP_A);
   const grantA = await grantOf(t.appId, ORIGIN_A);
   A = { appId: t.appId, key: t.secretKey, aliceToken: await sessionFor(t.secretKey, "alice"), ...grantA };
   const grantB = await grantOf(b.app.id, ORIGIN_B);
   B = { appId: b.app.id, key: b.key.secretKey, aliceToken: await sessionFor(b.key.secretKey, "alice"), ...grantB };
-  t.deps.store.connections.approve(B.appId, "bob", usdToNanoFloor(7), t.clock.now());
+  await t.deps.store.connections.approve(B.appId, "bob", usdToNanoFloor(7), t.clock.now());
 
   // Usage on both sides: A's user and A's grant; B's user and B's grant.
   const chat = (key: string, headers: Record<string, string>) =>
@@ -283,7 +283,7 @@ beforeAll(async () => {
   const aResponses = [await chat(A.key, { "x-service-user": "alice" }), await chat(A.key, { "x-service-grant": A.grantToken })];
   await expectOk(await chat(B.key, { "x-service-user": "bob" }));
   await expectOk(await chat(B.key, { "x-service-grant": B.grantToken }));
-  t.flush();
+  await t.flush();
 
   secretsOfA.push(A.appId, A.key, A.key.slice(`sk_live_${A.appId}_`.length), A.aliceToken, A.grantToken, A.grantId, String(CAP_A));
   // Not A's, but the operator's: no client may ever see it.

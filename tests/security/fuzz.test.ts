@@ -110,7 +110,7 @@ describe("fuzzing every endpoint", () => {
   for (const target of TARGETS) {
     test(`${target.method} ${target.path}: only 2xx/4xx, errors in the envelope, no 5xx`, async () => {
       const t = await chatTestApp({ env: { RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000" } });
-      t.connect("alice", 5);
+      await t.connect("alice", 5);
       const session = await t.app.handle(
         new Request("http://localhost/api/v1/sessions", {
           method: "POST",

@@ -3,12 +3,12 @@ import { Database } from "bun:sqlite";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openStore, type Store } from "../../src/store";
-import { MIGRATIONS } from "../../src/store/migrations";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
+import { MIGRATIONS } from "../../src/store/sqlite/migrations";
 
-const cleanups: Array<() => void> = [];
-afterEach(() => {
-  while (cleanups.length) cleanups.pop()!();
+const cleanups: Array<() => void | Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
 });
 
 function tempDir(): string {
@@ -17,14 +17,14 @@ function tempDir(): string {
   return dir;
 }
 
-function open(path: string): Store {
-  const store = openStore(path);
+function open(path: string): SqliteStore {
+  const store = openSqliteStore(path);
   cleanups.unshift(() => store.close());
   return store;
 }
 
 describe("SQLite store", () => {
-  test("creates a missing data folder, uses WAL and applies every migration once", () => {
+  test("creates a missing data folder, uses WAL and applies every migration once", async () => {
     const dir = tempDir();
     const path = join(dir, "nested", "data", "proxy.sqlite");
     expect(existsSync(join(dir, "nested"))).toBe(false);
@@ -33,7 +33,7 @@ describe("SQLite store", () => {
     expect(store.db.query<{ journal_mode: string }, []>("PRAGMA journal_mode").get()!.journal_mode).toBe("wal");
     const versions = () => store.db.query<{ version: number }, []>("SELECT version FROM schema_migrations ORDER BY version").all().map((r) => r.version);
     expect(versions()).toEqual(MIGRATIONS.map((m) => m.version));
-    store.close();
+    await store.close();
     cleanups.shift();
 
     // Reopening applies nothing twice and keeps the data.
@@ -41,11 +41,11 @@ describe("SQLite store", () => {
     expect(again.db.query<{ n: number }, []>("SELECT count(*) AS n FROM schema_migrations").get()!.n).toBe(MIGRATIONS.length);
   });
 
-  test("migrations are numbered 1..n without gaps", () => {
+  test("migrations are numbered 1..n without gaps", async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_m, i) => i + 1));
   });
 
-  test("a database at an older version gets only the newer migrations", () => {
+  test("a database at an older version gets only the newer migrations", async () => {
     const dir = tempDir();
     const path = join(dir, "old.sqlite");
     const db = new Database(path, { create: true, strict: true });
@@ -55,101 +55,101 @@ describe("SQLite store", () => {
     db.query("INSERT INTO apps (id, name, origins_json, created_at) VALUES ('appkept0001', 'kept', '[]', 0)").run();
     db.close();
     const store = open(path);
-    expect(store.apps.find("appkept0001")?.name).toBe("kept");
+    expect((await store.apps.find("appkept0001"))?.name).toBe("kept");
     expect(store.db.query<{ n: number }, []>("SELECT count(*) AS n FROM schema_migrations").get()!.n).toBe(MIGRATIONS.length);
   });
 
-  test("two stores on one file see each other's writes (the CLI and a running server)", () => {
+  test("two stores on one file see each other's writes (the CLI and a running server)", async () => {
     const path = join(tempDir(), "shared.sqlite");
     const server = open(path);
     const cli = open(path);
-    const { app } = cli.apps.create("from cli", ["https://x.example"], 1);
-    expect(server.apps.find(app.id)).toMatchObject({ name: "from cli", origins: ["https://x.example"] });
-    expect(server.apps.isRegisteredOrigin("https://x.example")).toBe(true);
+    const { app } = await cli.apps.create("from cli", ["https://x.example"], 1);
+    expect(await server.apps.find(app.id)).toMatchObject({ name: "from cli", origins: ["https://x.example"] });
+    expect(await server.apps.isRegisteredOrigin("https://x.example")).toBe(true);
   });
 });
 
 describe("apps and keys", () => {
-  test("create, find, list, count", () => {
+  test("create, find, list, count", async () => {
     const store = open(":memory:");
-    expect(store.apps.count()).toBe(0);
-    const one = store.apps.create("one", [], 10);
-    const two = store.apps.create("two", ["https://two.example"], 20);
-    expect(store.apps.count()).toBe(2);
-    expect(store.apps.list().map((a) => a.name)).toEqual(["one", "two"]);
-    expect(store.apps.find(two.app.id)).toMatchObject({ id: two.app.id, name: "two", origins: ["https://two.example"], createdAt: 20, disabledAt: null });
-    expect(store.apps.find("appmissing")).toBeNull();
+    expect(await store.apps.count()).toBe(0);
+    const one = await store.apps.create("one", [], 10);
+    const two = await store.apps.create("two", ["https://two.example"], 20);
+    expect(await store.apps.count()).toBe(2);
+    expect((await store.apps.list()).map((a) => a.name)).toEqual(["one", "two"]);
+    expect(await store.apps.find(two.app.id)).toMatchObject({ id: two.app.id, name: "two", origins: ["https://two.example"], createdAt: 20, disabledAt: null });
+    expect(await store.apps.find("appmissing")).toBeNull();
     expect(one.key.keyId).not.toBe(two.key.keyId);
-    expect(store.apps.keysOf(one.app.id).map((k) => k.id)).toEqual([one.key.keyId]);
+    expect((await store.apps.keysOf(one.app.id)).map((k) => k.id)).toEqual([one.key.keyId]);
   });
 
-  test("rotation keeps several active keys; revoking one leaves the others", () => {
+  test("rotation keeps several active keys; revoking one leaves the others", async () => {
     const store = open(":memory:");
-    const { app, key } = store.apps.create("a", [], 1);
-    const second = store.apps.issueKey(app.id, 2);
-    expect(store.apps.activeKeysOf(app.id).map((k) => k.id).sort()).toEqual([key.keyId, second.keyId].sort());
-    expect(store.apps.revokeKey(app.id, key.keyId, 3)).toBe(true);
-    expect(store.apps.activeKeysOf(app.id).map((k) => k.id)).toEqual([second.keyId]);
-    expect(store.apps.keysOf(app.id).find((k) => k.id === key.keyId)?.revokedAt).toBe(3);
+    const { app, key } = await store.apps.create("a", [], 1);
+    const second = await store.apps.issueKey(app.id, 2);
+    expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id).sort()).toEqual([key.keyId, second.keyId].sort());
+    expect(await store.apps.revokeKey(app.id, key.keyId, 3)).toBe(true);
+    expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id)).toEqual([second.keyId]);
+    expect((await store.apps.keysOf(app.id)).find((k) => k.id === key.keyId)?.revokedAt).toBe(3);
   });
 
-  test("isRegisteredOrigin matches exact origins of active apps only", () => {
+  test("isRegisteredOrigin matches exact origins of active apps only", async () => {
     const store = open(":memory:");
-    const { app } = store.apps.create("a", ["https://a.example", "http://localhost:3000"], 1);
-    expect(store.apps.isRegisteredOrigin("https://a.example")).toBe(true);
-    expect(store.apps.isRegisteredOrigin("http://localhost:3000")).toBe(true);
-    expect(store.apps.isRegisteredOrigin("https://a.example/")).toBe(false);
-    expect(store.apps.isRegisteredOrigin("https://A.example")).toBe(false);
-    expect(store.apps.isRegisteredOrigin("%")).toBe(false);
+    const { app } = await store.apps.create("a", ["https://a.example", "http://localhost:3000"], 1);
+    expect(await store.apps.isRegisteredOrigin("https://a.example")).toBe(true);
+    expect(await store.apps.isRegisteredOrigin("http://localhost:3000")).toBe(true);
+    expect(await store.apps.isRegisteredOrigin("https://a.example/")).toBe(false);
+    expect(await store.apps.isRegisteredOrigin("https://A.example")).toBe(false);
+    expect(await store.apps.isRegisteredOrigin("%")).toBe(false);
     store.db.query("UPDATE apps SET disabled_at = 5 WHERE id = ?").run(app.id);
-    expect(store.apps.isRegisteredOrigin("https://a.example")).toBe(false);
+    expect(await store.apps.isRegisteredOrigin("https://a.example")).toBe(false);
   });
 });
 
 describe("connections", () => {
-  test("approve, update, revoke, re-approve keep connectedAt and funding state right", () => {
+  test("approve, update, revoke, re-approve keep connectedAt and funding state right", async () => {
     const store = open(":memory:");
-    const { app } = store.apps.create("a", [], 1);
-    expect(store.connections.find(app.id, "u")).toBeNull();
+    const { app } = await store.apps.create("a", [], 1);
+    expect(await store.connections.find(app.id, "u")).toBeNull();
 
-    store.connections.approve(app.id, "u", 5_000, 100);
-    store.connections.markFundingInvalid(app.id, "u", 150);
-    expect(store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 5_000, fundingStatus: "invalid", connectedAt: 100, updatedAt: 150 });
+    await store.connections.approve(app.id, "u", 5_000, 100);
+    await store.connections.markFundingInvalid(app.id, "u", 150);
+    expect(await store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 5_000, fundingStatus: "invalid", connectedAt: 100, updatedAt: 150 });
 
-    store.connections.approve(app.id, "u", 7_000, 200);
-    expect(store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 7_000, fundingStatus: "ok", connectedAt: 100, updatedAt: 200, revokedAt: null });
+    await store.connections.approve(app.id, "u", 7_000, 200);
+    expect(await store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 7_000, fundingStatus: "ok", connectedAt: 100, updatedAt: 200, revokedAt: null });
 
-    store.connections.revoke(app.id, "u", 300);
-    store.connections.revoke(app.id, "u", 400); // no-op: the first revoke time stays
-    expect(store.connections.findActive(app.id, "u")).toBeNull();
-    expect(store.connections.find(app.id, "u")).toMatchObject({ revokedAt: 300, updatedAt: 300 });
+    await store.connections.revoke(app.id, "u", 300);
+    await store.connections.revoke(app.id, "u", 400); // no-op: the first revoke time stays
+    expect(await store.connections.findActive(app.id, "u")).toBeNull();
+    expect(await store.connections.find(app.id, "u")).toMatchObject({ revokedAt: 300, updatedAt: 300 });
 
-    store.connections.approve(app.id, "u", 1_000, 500);
-    expect(store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 1_000, connectedAt: 500, revokedAt: null });
+    await store.connections.approve(app.id, "u", 1_000, 500);
+    expect(await store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 1_000, connectedAt: 500, revokedAt: null });
   });
 
-  test("every query is scoped by app id", () => {
+  test("every query is scoped by app id", async () => {
     const store = open(":memory:");
-    const a = store.apps.create("a", [], 1).app;
-    const b = store.apps.create("b", [], 1).app;
-    store.connections.approve(a.id, "u", 1, 1);
-    expect(store.connections.find(b.id, "u")).toBeNull();
-    store.connections.revoke(b.id, "u", 2);
-    store.connections.markFundingInvalid(b.id, "u", 2);
-    expect(store.connections.findActive(a.id, "u")).toMatchObject({ fundingStatus: "ok", revokedAt: null });
+    const a = (await store.apps.create("a", [], 1)).app;
+    const b = (await store.apps.create("b", [], 1)).app;
+    await store.connections.approve(a.id, "u", 1, 1);
+    expect(await store.connections.find(b.id, "u")).toBeNull();
+    await store.connections.revoke(b.id, "u", 2);
+    await store.connections.markFundingInvalid(b.id, "u", 2);
+    expect(await store.connections.findActive(a.id, "u")).toMatchObject({ fundingStatus: "ok", revokedAt: null });
   });
 });
 
 describe("settings", () => {
-  test("getOrCreate stores the first value and returns it ever after", () => {
+  test("getOrCreate stores the first value and returns it ever after", async () => {
     const path = join(tempDir(), "s.sqlite");
     const store = open(path);
     let calls = 0;
-    const first = store.settings.getOrCreate("jwt_secret", () => `v${++calls}`);
+    const first = await store.settings.getOrCreate("jwt_secret", () => `v${++calls}`);
     expect(first).toBe("v1");
-    expect(store.settings.getOrCreate("jwt_secret", () => `v${++calls}`)).toBe("v1");
+    expect(await store.settings.getOrCreate("jwt_secret", () => `v${++calls}`)).toBe("v1");
     const other = open(path);
-    expect(other.settings.get("jwt_secret")).toBe("v1");
-    expect(other.settings.get("missing")).toBeNull();
+    expect(await other.settings.get("jwt_secret")).toBe("v1");
+    expect(await other.settings.get("missing")).toBeNull();
   });
 });

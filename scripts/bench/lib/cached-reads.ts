@@ -6,14 +6,20 @@ import type { Store } from "../../../src/store";
  * misses are not remembered, since the bench user connects after the server starts.
  */
 export function withCachedReads(real: Store): Store {
-  const memo = <A extends unknown[], R>(fn: (...a: A) => R) => {
-    const cache = new Map<string, R>();
-    return (...a: A): R => {
+  // The store is asynchronous: the answer's promise is kept, and dropped again if it
+  // resolves to null (a miss) or fails.
+  const memo = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => {
+    const cache = new Map<string, Promise<R>>();
+    return (...a: A): Promise<R> => {
       const key = a.join("\u0000");
       const hit = cache.get(key);
       if (hit !== undefined) return hit;
       const value = fn(...a);
-      if (value !== null) cache.set(key, value);
+      cache.set(key, value);
+      value.then(
+        (v) => v === null && cache.delete(key),
+        () => cache.delete(key),
+      );
       return value;
     };
   };
@@ -22,5 +28,16 @@ export function withCachedReads(real: Store): Store {
   apps.activeKeysOf = memo(real.apps.activeKeysOf.bind(real.apps));
   const connections = Object.create(real.connections) as Store["connections"];
   connections.findActive = memo(real.connections.findActive.bind(real.connections));
-  return { ...real, db: real.db, apps, connections, close: real.close };
+  return {
+    engine: real.engine,
+    apps,
+    connections,
+    settings: real.settings,
+    usageTotals: real.usageTotals,
+    usageLedger: real.usageLedger,
+    grants: real.grants,
+    idempotencyKeys: real.idempotencyKeys,
+    ping: () => real.ping(),
+    close: () => real.close(),
+  };
 }

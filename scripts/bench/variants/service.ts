@@ -13,9 +13,9 @@
  */
 import { appendFileSync } from "node:fs";
 import { loadConfig } from "../../../src/config";
-import { connectDependencies, createDeps } from "../../../src/deps";
+import { connectDependencies, openDeps } from "../../../src/deps";
 import { createApp } from "../../../src/app";
-import { openStore, type Store } from "../../../src/store";
+import { openStore } from "../../../src/store";
 import { UsageWriter } from "../../../src/metering/usage-writer";
 import type { UsageLedgerRepository, UsageRow } from "../../../src/store/usage-ledger";
 import type { RateLimiter } from "../../../src/ratelimit/rate-limiter";
@@ -25,16 +25,16 @@ import { withCachedReads } from "../lib/cached-reads";
 const variant = new Set((process.env.BENCH_VARIANT ?? "").split(",").filter(Boolean));
 const config = loadConfig(process.env);
 const logger = createLogger(config.logLevel);
-const store = openStore(config.databasePath);
+const store = await openStore(config.database);
 
 
-const discardingLedger = { insertBatch: (rows: UsageRow[]) => rows.length } as unknown as UsageLedgerRepository;
+const discardingLedger = { insertBatch: async (rows: UsageRow[]) => rows.length } as unknown as UsageLedgerRepository;
 const allowAll: RateLimiter = {
   kind: "none",
   check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: rule.windowMs }),
 };
 
-const deps = createDeps(config, {
+const deps = await openDeps(config, {
   logger,
   store: variant.has("cached-reads") ? withCachedReads(store) : store,
   ...(variant.has("no-writer") ? { usageWriter: new UsageWriter(discardingLedger, logger, config.usageFlushMs) } : {}),
@@ -58,8 +58,8 @@ if (variant.has("memory-log")) {
 process.on("SIGTERM", async () => {
   await app.server?.stop(true);
   await app.decorator.chat.idle(5000);
-  deps.usageWriter.close();
-  store.close();
+  await deps.usageWriter.close();
+  await store.close();
   deps.redis?.disconnect();
   process.exit(0);
 });

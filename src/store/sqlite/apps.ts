@@ -1,0 +1,114 @@
+import type { Database } from "bun:sqlite";
+import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
+import { newAppId, newKeyId, type App, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+
+interface AppRow {
+  id: string;
+  name: string;
+  origins_json: string;
+  created_at: number;
+  disabled_at: number | null;
+  max_grant_nano: number | null;
+}
+
+interface KeyRow {
+  id: string;
+  app_id: string;
+  secret_hash: Uint8Array;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+const toApp = (r: AppRow): App => ({
+  id: r.id,
+  name: r.name,
+  origins: JSON.parse(r.origins_json) as string[],
+  createdAt: r.created_at,
+  disabledAt: r.disabled_at,
+  maxGrantNano: r.max_grant_nano,
+});
+
+const toKey = (r: KeyRow): AppKey => ({
+  id: r.id,
+  appId: r.app_id,
+  secretHash: r.secret_hash,
+  createdAt: r.created_at,
+  revokedAt: r.revoked_at,
+});
+
+export class SqliteAppRepository implements AppRepository {
+  private readonly byId;
+  private readonly activeKeys;
+
+  constructor(private readonly db: Database) {
+    this.byId = db.query<AppRow, [string]>("SELECT * FROM apps WHERE id = ?");
+    this.activeKeys = db.query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? AND revoked_at IS NULL");
+  }
+
+  async create(name: string, origins: string[], now: number, maxGrantNano: number | null = null): Promise<{ app: App; key: IssuedKey }> {
+    const id = newAppId();
+    return this.db
+      .transaction(() => {
+        this.db
+          .query("INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano) VALUES (?, ?, ?, ?, ?)")
+          .run(id, name, JSON.stringify(origins), now, maxGrantNano);
+        return { app: toApp(this.byId.get(id)!), key: this.insertKey(id, now) };
+      })
+      .immediate();
+  }
+
+  async find(id: string): Promise<App | null> {
+    const row = this.byId.get(id);
+    return row ? toApp(row) : null;
+  }
+
+  async list(): Promise<App[]> {
+    return this.db.query<AppRow, []>("SELECT * FROM apps ORDER BY created_at, id").all().map(toApp);
+  }
+
+  async count(): Promise<number> {
+    return this.db.query<{ n: number }, []>("SELECT count(*) AS n FROM apps").get()!.n;
+  }
+
+  async isRegisteredOrigin(origin: string): Promise<boolean> {
+    return (
+      this.db
+        .query<{ one: number }, [string]>(
+          `SELECT 1 AS one FROM apps, json_each(apps.origins_json) AS o
+           WHERE apps.disabled_at IS NULL AND o.value = ? LIMIT 1`,
+        )
+        .get(origin) !== null
+    );
+  }
+
+  async issueKey(appId: string, now: number): Promise<IssuedKey> {
+    return this.insertKey(appId, now);
+  }
+
+  private insertKey(appId: string, now: number): IssuedKey {
+    const keyId = newKeyId();
+    const secret = generateSecret();
+    this.db
+      .query("INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (?, ?, ?, ?)")
+      .run(keyId, appId, hashSecret(secret), now);
+    return { keyId, secretKey: formatSecretKey(appId, secret) };
+  }
+
+  async revokeKey(appId: string, keyId: string, now: number): Promise<boolean> {
+    const result = this.db
+      .query("UPDATE app_keys SET revoked_at = ? WHERE id = ? AND app_id = ? AND revoked_at IS NULL")
+      .run(now, keyId, appId);
+    return result.changes === 1;
+  }
+
+  async activeKeysOf(appId: string): Promise<AppKey[]> {
+    return this.activeKeys.all(appId).map(toKey);
+  }
+
+  async keysOf(appId: string): Promise<AppKey[]> {
+    return this.db
+      .query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? ORDER BY created_at, id")
+      .all(appId)
+      .map(toKey);
+  }
+}

@@ -1,0 +1,95 @@
+import type { Database } from "bun:sqlite";
+import { hashToken, newConsentToken, newGrantId, newGrantToken, type ConsentRequest, type Grant, type GrantRepository } from "../grants";
+
+interface GrantRow {
+  id: string;
+  app_id: string;
+  usd_cap_nano: number;
+  max_uses: number | null;
+  uses: number;
+  origin: string;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
+const toGrant = (r: GrantRow): Grant => ({
+  id: r.id,
+  appId: r.app_id,
+  usdCapNano: r.usd_cap_nano,
+  maxUses: r.max_uses,
+  uses: r.uses,
+  origin: r.origin,
+  createdAt: r.created_at,
+  expiresAt: r.expires_at,
+  revokedAt: r.revoked_at,
+});
+
+export class SqliteGrantRepository implements GrantRepository {
+  constructor(private readonly db: Database) {}
+
+  async createConsentRequest(request: ConsentRequest, now: number, lifetimeMs: number): Promise<string> {
+    const token = newConsentToken();
+    this.db
+      .query(
+        `INSERT INTO consent_requests (token_hash, app_id, usd_cap_nano, max_uses, ttl_seconds, origin, state, created_at, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(hashToken(token), request.appId, request.usdCapNano, request.maxUses, request.ttlSeconds, request.origin, request.state, now, now + lifetimeMs);
+    return token;
+  }
+
+  async approveConsent(consentToken: string, now: number): Promise<{ grant: Grant; grantToken: string; state: string } | null> {
+    return this.db
+      .transaction(() => {
+        const consumed = this.db
+          .query<{ app_id: string; usd_cap_nano: number; max_uses: number | null; ttl_seconds: number; origin: string; state: string }, [number, Uint8Array, number]>(
+            `UPDATE consent_requests SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?
+             RETURNING app_id, usd_cap_nano, max_uses, ttl_seconds, origin, state`,
+          )
+          .get(now, hashToken(consentToken), now);
+        if (!consumed) return null;
+        const grantToken = newGrantToken();
+        const id = newGrantId();
+        this.db
+          .query(
+            `INSERT INTO grants (id, app_id, token_hash, usd_cap_nano, max_uses, origin, created_at, expires_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(id, consumed.app_id, hashToken(grantToken), consumed.usd_cap_nano, consumed.max_uses, consumed.origin, now, now + consumed.ttl_seconds * 1000);
+        return { grant: toGrant(this.db.query<GrantRow, [string]>("SELECT * FROM grants WHERE id = ?").get(id)!), grantToken, state: consumed.state };
+      })
+      .immediate();
+  }
+
+  async consentAppId(consentToken: string): Promise<string | null> {
+    return (
+      this.db.query<{ app_id: string }, [Uint8Array]>("SELECT app_id FROM consent_requests WHERE token_hash = ?").get(hashToken(consentToken))?.app_id ??
+      null
+    );
+  }
+
+  async find(id: string): Promise<Grant | null> {
+    const row = this.db.query<GrantRow, [string]>("SELECT * FROM grants WHERE id = ?").get(id);
+    return row ? toGrant(row) : null;
+  }
+
+  async findByToken(token: string): Promise<Grant | null> {
+    const row = this.db.query<GrantRow, [Uint8Array]>("SELECT * FROM grants WHERE token_hash = ?").get(hashToken(token));
+    return row ? toGrant(row) : null;
+  }
+
+  async consumeUse(id: string, now: number): Promise<boolean> {
+    const result = this.db
+      .query(
+        `UPDATE grants SET uses = uses + 1
+         WHERE id = ? AND revoked_at IS NULL AND expires_at > ? AND (max_uses IS NULL OR uses < max_uses)`,
+      )
+      .run(id, now);
+    return result.changes === 1;
+  }
+
+  async revoke(id: string, now: number): Promise<void> {
+    this.db.query("UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(now, id);
+  }
+}

@@ -1,0 +1,36 @@
+import type { Database } from "bun:sqlite";
+import type { Store } from "..";
+import { openDatabase } from "./database";
+import { SqliteAppRepository } from "./apps";
+import { SqliteConnectionRepository } from "./connections";
+import { SqliteSettingsRepository } from "./settings";
+import { SqliteUsageTotalsRepository } from "./usage-totals";
+import { SqliteUsageLedgerRepository } from "./usage-ledger";
+import { SqliteGrantRepository } from "./grants";
+import { SqliteIdempotencyKeyRepository } from "./idempotency-keys";
+
+/** The SQLite store also hands out its database handle, for tests and benchmarks that read it directly. */
+export interface SqliteStore extends Store {
+  readonly engine: "sqlite";
+  readonly db: Database;
+}
+
+/** Opens (creating and migrating) a SQLite file, or `:memory:` for a private database. */
+export function openSqliteStore(path: string): SqliteStore {
+  const db = openDatabase(path);
+  return {
+    engine: "sqlite",
+    db,
+    apps: new SqliteAppRepository(db),
+    connections: new SqliteConnectionRepository(db),
+    settings: new SqliteSettingsRepository(db),
+    usageTotals: new SqliteUsageTotalsRepository(db),
+    usageLedger: new SqliteUsageLedgerRepository(db),
+    grants: new SqliteGrantRepository(db),
+    idempotencyKeys: new SqliteIdempotencyKeyRepository(db),
+    ping: async () => {
+      db.query("SELECT 1").get();
+    },
+    close: async () => db.close(),
+  };
+}

@@ -1,0 +1,19 @@
+import type { Database } from "bun:sqlite";
+import type { SettingsRepository } from "../settings";
+
+export class SqliteSettingsRepository implements SettingsRepository {
+  constructor(private readonly db: Database) {}
+
+  async get(key: string): Promise<string | null> {
+    return this.db.query<{ value: string }, [string]>("SELECT value FROM settings WHERE key = ?").get(key)?.value ?? null;
+  }
+
+  async getOrCreate(key: string, make: () => string): Promise<string> {
+    this.db.query("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)").run(key, make());
+    return (await this.get(key))!;
+  }
+
+  async claim(key: string, value: string): Promise<boolean> {
+    return this.db.query("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)").run(key, value).changes === 1;
+  }
+}
