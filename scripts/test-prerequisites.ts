@@ -3,15 +3,25 @@
  * alone prepares a fresh machine of this kind (Debian, root); elsewhere it says what is
  * missing instead.
  */
-const REQUIRED: Array<{ binary: string; aptPackage: string }> = [
+import { existsSync, readdirSync } from "node:fs";
+
+const REQUIRED: Array<{ binary: string; aptPackage: string; present?: () => boolean }> = [
   // tests/helpers/redis.ts starts a real redis-server per suite (rate limits, shared budgets)
   { binary: "redis-server", aptPackage: "redis-server" },
   // tests/e2e/grants-browser.test.ts drives Debian's headless Chromium through playwright-core
   { binary: "chromium", aptPackage: "chromium" },
+  // tests/helpers/postgres.ts runs its own cluster; Debian keeps these binaries off PATH,
+  // in /usr/lib/postgresql/<version>/bin
+  { binary: "initdb", aptPackage: "postgresql", present: () => !!Bun.which("initdb") || debianPostgresInstalled() },
 ];
 
+function debianPostgresInstalled(): boolean {
+  const base = "/usr/lib/postgresql";
+  return existsSync(base) && readdirSync(base).some((version) => existsSync(`${base}/${version}/bin/initdb`));
+}
+
 export async function ensureTestPrerequisites(): Promise<void> {
-  const missing = REQUIRED.filter(({ binary }) => !Bun.which(binary));
+  const missing = REQUIRED.filter(({ binary, present }) => !(present ? present() : Bun.which(binary)));
   if (missing.length === 0) return;
   const packages = missing.map((m) => m.aptPackage);
   if (!Bun.which("apt-get")) {

@@ -15,8 +15,10 @@ export const ConfigSchema = t.Object({
   NODE_ENV: t.Optional(t.Union([t.Literal("production"), t.Literal("development"), t.Literal("test")])),
   PORT: t.Optional(Port),
   HOST: t.Optional(t.String({ minLength: 1 })),
-  DATABASE_URL: t.Optional(t.String({ pattern: "^sqlite:.+$" })),
+  DATABASE_URL: t.Optional(t.String({ pattern: "^(sqlite:.+|postgres(ql)?://.+)$" })),
   REDIS_URL: t.Optional(t.String({ pattern: "^rediss?://.+$" })),
+  DATABASE_POOL_SIZE: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
+  DATABASE_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
   UPSTREAM_BASE_URL: t.Optional(t.String({ pattern: "^https?://.+$" })),
   UPSTREAM_API_KEY: t.Optional(t.String({ minLength: 1 })),
   JWT_SECRET: t.Optional(t.String({ minLength: 32 })),
@@ -63,16 +65,23 @@ export const ConfigSchema = t.Object({
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
-const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL"]);
+const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL"]);
 
 type RawConfig = Static<typeof ConfigSchema>;
+
+export type DatabaseTarget = { engine: "sqlite"; path: string } | { engine: "postgres"; url: string };
 
 export interface Config {
   env: "production" | "development" | "test";
   port: number;
   host: string;
   /** `:memory:` or a file path. */
-  databasePath: string;
+  /** `sqlite:` path (or `:memory:`), or a PostgreSQL connection URL. */
+  database: DatabaseTarget;
+  /** PostgreSQL: connections per process. */
+  databasePoolSize: number;
+  /** PostgreSQL: longest wait for a connection, and longest statement (ms); past it, 503. */
+  databaseTimeoutMs: number;
   redisUrl?: string;
   upstreamBaseUrl: string;
   upstreamApiKey?: string;
@@ -129,7 +138,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 function fromRaw(raw: RawConfig): Config {
   const env = raw.NODE_ENV ?? "development";
   const dbUrl = raw.DATABASE_URL ?? "sqlite:data/proxy.sqlite";
-  const dbPath = dbUrl.slice("sqlite:".length);
+  const database: DatabaseTarget = dbUrl.startsWith("sqlite:") ? { engine: "sqlite", path: dbUrl.slice("sqlite:".length) } : { engine: "postgres", url: dbUrl };
   if (env === "production" && !raw.UPSTREAM_API_KEY) {
     throw new ConfigError(["UPSTREAM_API_KEY: required when NODE_ENV=production (demo mode is for development only)"]);
   }
@@ -137,7 +146,9 @@ function fromRaw(raw: RawConfig): Config {
     env,
     port: raw.PORT ?? 8787,
     host: raw.HOST ?? "0.0.0.0",
-    databasePath: dbPath === ":memory:" ? ":memory:" : dbPath,
+    database,
+    databasePoolSize: raw.DATABASE_POOL_SIZE ?? 10,
+    databaseTimeoutMs: raw.DATABASE_TIMEOUT_MS ?? 5000,
     redisUrl: raw.REDIS_URL,
     upstreamBaseUrl: (raw.UPSTREAM_BASE_URL ?? "https://openrouter.ai/api/v1").replace(/\/+$/, ""),
     upstreamApiKey: raw.UPSTREAM_API_KEY,

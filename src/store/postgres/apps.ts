@@ -1,0 +1,86 @@
+import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
+import { newAppId, newKeyId, type App, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+import { bytes, num, numOrNull, type PostgresDatabase } from "./database";
+
+type Row = Record<string, unknown>;
+
+const toApp = (r: Row): App => ({
+  id: String(r.id),
+  name: String(r.name),
+  origins: JSON.parse(String(r.origins_json)) as string[],
+  createdAt: num(r.created_at),
+  disabledAt: numOrNull(r.disabled_at),
+  maxGrantNano: numOrNull(r.max_grant_nano),
+});
+
+const toKey = (r: Row): AppKey => ({
+  id: String(r.id),
+  appId: String(r.app_id),
+  secretHash: bytes(r.secret_hash),
+  createdAt: num(r.created_at),
+  revokedAt: numOrNull(r.revoked_at),
+});
+
+export class PostgresAppRepository implements AppRepository {
+  constructor(private readonly db: PostgresDatabase) {}
+
+  create(name: string, origins: string[], now: number, maxGrantNano: number | null = null): Promise<{ app: App; key: IssuedKey }> {
+    const id = newAppId();
+    const keyId = newKeyId();
+    const secret = generateSecret();
+    return this.db.run((sql) =>
+      sql.begin(async (tx) => {
+        const [app] = await tx`INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano)
+          VALUES (${id}, ${name}, ${JSON.stringify(origins)}, ${now}, ${maxGrantNano}) RETURNING *`;
+        await tx`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${keyId}, ${id}, ${Buffer.from(hashSecret(secret))}, ${now})`;
+        return { app: toApp(app), key: { keyId, secretKey: formatSecretKey(id, secret) } };
+      }),
+    );
+  }
+
+  async find(id: string): Promise<App | null> {
+    const [row] = await this.db.run((sql) => sql`SELECT * FROM apps WHERE id = ${id}`);
+    return row ? toApp(row) : null;
+  }
+
+  async list(): Promise<App[]> {
+    const rows: Row[] = await this.db.run((sql) => sql`SELECT * FROM apps ORDER BY created_at, id`);
+    return rows.map(toApp);
+  }
+
+  async count(): Promise<number> {
+    const [row] = await this.db.run((sql) => sql`SELECT count(*) AS n FROM apps`);
+    return num(row.n);
+  }
+
+  async isRegisteredOrigin(origin: string): Promise<boolean> {
+    const rows = await this.db.run(
+      (sql) => sql`SELECT 1 FROM apps WHERE disabled_at IS NULL AND origins_json::jsonb ? ${origin} LIMIT 1`,
+    );
+    return rows.length > 0;
+  }
+
+  async issueKey(appId: string, now: number): Promise<IssuedKey> {
+    const keyId = newKeyId();
+    const secret = generateSecret();
+    await this.db.run((sql) => sql`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${keyId}, ${appId}, ${Buffer.from(hashSecret(secret))}, ${now})`);
+    return { keyId, secretKey: formatSecretKey(appId, secret) };
+  }
+
+  async revokeKey(appId: string, keyId: string, now: number): Promise<boolean> {
+    const rows = await this.db.run(
+      (sql) => sql`UPDATE app_keys SET revoked_at = ${now} WHERE id = ${keyId} AND app_id = ${appId} AND revoked_at IS NULL RETURNING id`,
+    );
+    return rows.length === 1;
+  }
+
+  async activeKeysOf(appId: string): Promise<AppKey[]> {
+    const rows: Row[] = await this.db.run((sql) => sql`SELECT * FROM app_keys WHERE app_id = ${appId} AND revoked_at IS NULL`);
+    return rows.map(toKey);
+  }
+
+  async keysOf(appId: string): Promise<AppKey[]> {
+    const rows: Row[] = await this.db.run((sql) => sql`SELECT * FROM app_keys WHERE app_id = ${appId} ORDER BY created_at, id`);
+    return rows.map(toKey);
+  }
+}

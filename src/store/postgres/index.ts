@@ -1,0 +1,43 @@
+import type { Store } from "..";
+import type { OpenStoreOptions } from "../open";
+import { PostgresDatabase } from "./database";
+import { migratePostgres } from "./migrations";
+import { PostgresAppRepository } from "./apps";
+import { PostgresConnectionRepository } from "./connections";
+import { PostgresSettingsRepository } from "./settings";
+import { PostgresUsageTotalsRepository } from "./usage-totals";
+import { PostgresUsageLedgerRepository } from "./usage-ledger";
+import { PostgresGrantRepository } from "./grants";
+import { PostgresIdempotencyKeyRepository } from "./idempotency-keys";
+
+/** The Postgres store also hands out its pool, for the budget ledger, rate limiter and change feed built on it. */
+export interface PostgresStore extends Store {
+  readonly engine: "postgres";
+  readonly database: PostgresDatabase;
+}
+
+/** Connects, applies pending migrations (under the migration lock), and returns the store. */
+export async function openPostgresStore(url: string, options: OpenStoreOptions = {}): Promise<PostgresStore> {
+  const database = new PostgresDatabase(url, options);
+  try {
+    await migratePostgres(database.sql);
+  } catch (err) {
+    await database.close().catch(() => {});
+    throw err;
+  }
+  return {
+    engine: "postgres",
+    database,
+    apps: new PostgresAppRepository(database),
+    connections: new PostgresConnectionRepository(database),
+    settings: new PostgresSettingsRepository(database),
+    usageTotals: new PostgresUsageTotalsRepository(database),
+    usageLedger: new PostgresUsageLedgerRepository(database),
+    grants: new PostgresGrantRepository(database),
+    idempotencyKeys: new PostgresIdempotencyKeyRepository(database),
+    ping: async () => {
+      await database.run((sql) => sql`SELECT 1`);
+    },
+    close: () => database.close(),
+  };
+}

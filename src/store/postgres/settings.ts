@@ -1,0 +1,22 @@
+import type { SettingsRepository } from "../settings";
+import type { PostgresDatabase } from "./database";
+
+export class PostgresSettingsRepository implements SettingsRepository {
+  constructor(private readonly db: PostgresDatabase) {}
+
+  async get(key: string): Promise<string | null> {
+    const [row] = await this.db.run((sql) => sql`SELECT value FROM settings WHERE key = ${key}`);
+    return row ? String(row.value) : null;
+  }
+
+  /** Several instances starting at once all get the value the first one stored. */
+  async getOrCreate(key: string, make: () => string): Promise<string> {
+    await this.db.run((sql) => sql`INSERT INTO settings (key, value) VALUES (${key}, ${make()}) ON CONFLICT (key) DO NOTHING`);
+    return (await this.get(key))!;
+  }
+
+  async claim(key: string, value: string): Promise<boolean> {
+    const rows = await this.db.run((sql) => sql`INSERT INTO settings (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO NOTHING RETURNING key`);
+    return rows.length === 1;
+  }
+}

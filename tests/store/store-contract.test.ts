@@ -1,0 +1,189 @@
+/**
+ * One contract, two engines: every repository behaviour the service relies on, run against
+ * an in-memory SQLite store and a real PostgreSQL server (tests/helpers/postgres.ts), each
+ * case on a fresh database.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Store } from "../../src/store";
+import { openSqliteStore } from "../../src/store/sqlite";
+import { openPostgresStore } from "../../src/store/postgres";
+import type { UsageRow } from "../../src/store/usage-ledger";
+import { startPostgres, type TestPostgres } from "../helpers/postgres";
+
+let pg: TestPostgres;
+beforeAll(async () => {
+  pg = await startPostgres();
+});
+afterAll(async () => {
+  await pg?.destroy();
+});
+
+const engines: Array<[string, () => Promise<Store>]> = [
+  ["sqlite", async () => openSqliteStore(":memory:")],
+  ["postgres", async () => openPostgresStore(await pg.createDatabase(), { poolSize: 4 })],
+];
+
+const row = (over: Partial<UsageRow> = {}): UsageRow => ({
+  requestId: `req-${crypto.randomUUID()}`,
+  account: "u/app1/2026-01/alice",
+  appId: "app1",
+  appUserId: "alice",
+  grantId: null,
+  period: "2026-01",
+  model: "openai/gpt-4o-mini",
+  generationId: "gen-1",
+  promptTokens: 10,
+  completionTokens: 20,
+  costNano: 1500,
+  source: "upstream",
+  status: "ok",
+  streamed: true,
+  startedAt: 1_000,
+  finishedAt: 2_000,
+  reservedNano: 9_000,
+  overrunNano: 0,
+  ...over,
+});
+
+describe.each(engines)("store contract on %s", (_name, open) => {
+  async function withStore(work: (store: Store) => Promise<void>): Promise<void> {
+    const store = await open();
+    try {
+      await work(store);
+    } finally {
+      await store.close();
+    }
+  }
+
+  test("apps: create, find, list, count, origins, keys issued, listed and revoked", () =>
+    withStore(async (store) => {
+      expect(await store.apps.count()).toBe(0);
+      const { app, key } = await store.apps.create("one", ["https://a.example"], 100, 5_000);
+      expect(app).toMatchObject({ name: "one", origins: ["https://a.example"], createdAt: 100, disabledAt: null, maxGrantNano: 5_000 });
+      expect(app.id).not.toContain("_");
+      expect(key.secretKey.startsWith(`sk_live_${app.id}_`)).toBe(true);
+      expect(await store.apps.find(app.id)).toEqual(app);
+      expect(await store.apps.find("nope")).toBeNull();
+      expect(await store.apps.count()).toBe(1);
+      expect((await store.apps.list()).map((a) => a.id)).toEqual([app.id]);
+      expect(await store.apps.isRegisteredOrigin("https://a.example")).toBe(true);
+      expect(await store.apps.isRegisteredOrigin("https://b.example")).toBe(false);
+
+      const second = await store.apps.issueKey(app.id, 200);
+      expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id).sort()).toEqual([key.keyId, second.keyId].sort());
+      const [stored] = await store.apps.activeKeysOf(app.id);
+      expect(stored!.secretHash).toBeInstanceOf(Uint8Array);
+      expect(stored!.secretHash.byteLength).toBe(32);
+      expect(await store.apps.revokeKey(app.id, key.keyId, 300)).toBe(true);
+      expect(await store.apps.revokeKey(app.id, key.keyId, 300)).toBe(false);
+      expect(await store.apps.revokeKey("other", second.keyId, 300)).toBe(false);
+      expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id)).toEqual([second.keyId]);
+      expect((await store.apps.keysOf(app.id)).map((k) => k.revokedAt)).toEqual([300, null]);
+    }));
+
+  test("connections: approve, update, revoke, re-approve, funding invalid", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("c", [], 1);
+      expect(await store.connections.find(app.id, "u")).toBeNull();
+      const first = await store.connections.approve(app.id, "u", 1_000, 10);
+      expect(first).toEqual({ appId: app.id, appUserId: "u", monthlyCapNano: 1_000, fundingStatus: "ok", connectedAt: 10, updatedAt: 10, revokedAt: null });
+      expect((await store.connections.approve(app.id, "u", 2_000, 20)).connectedAt).toBe(10);
+      await store.connections.markFundingInvalid(app.id, "u", 25);
+      expect((await store.connections.findActive(app.id, "u"))!.fundingStatus).toBe("invalid");
+      await store.connections.revoke(app.id, "u", 30);
+      expect(await store.connections.findActive(app.id, "u")).toBeNull();
+      expect((await store.connections.find(app.id, "u"))!.revokedAt).toBe(30);
+      const again = await store.connections.approve(app.id, "u", 3_000, 40);
+      expect(again).toMatchObject({ monthlyCapNano: 3_000, fundingStatus: "ok", connectedAt: 40, revokedAt: null });
+    }));
+
+  test("settings: getOrCreate keeps the first value", () =>
+    withStore(async (store) => {
+      expect(await store.settings.get("k")).toBeNull();
+      expect(await store.settings.getOrCreate("k", () => "first")).toBe("first");
+      expect(await store.settings.getOrCreate("k", () => "second")).toBe("first");
+      const claims = await Promise.all([store.settings.claim("once", "a"), store.settings.claim("once", "b")]);
+      expect(claims.filter(Boolean)).toHaveLength(1);
+      expect(await store.settings.get("once")).toBe(claims[0] ? "a" : "b");
+    }));
+
+  test("usage ledger: a batch writes rows and totals once, replays change nothing, overruns freeze", () =>
+    withStore(async (store) => {
+      const a = row({ costNano: 1_000, startedAt: 1 });
+      const b = row({ costNano: 2_500, startedAt: 2 });
+      const other = row({ account: "g/grt1", appUserId: null, grantId: "grt1", costNano: 7 });
+      expect(await store.usageLedger.insertBatch([a, b, other])).toBe(3);
+      expect(await store.usageLedger.insertBatch([a, b])).toBe(0);
+      expect(await store.usageTotals.spentNano(a.account)).toBe(3_500);
+      expect(await store.usageTotals.spentNano("g/grt1")).toBe(7);
+      expect(await store.usageTotals.spentNano("nobody")).toBe(0);
+      expect(await store.usageTotals.frozenCapNano(a.account)).toBeNull();
+      const over = row({ costNano: 12_000, reservedNano: 9_000, overrunNano: 3_000, frozenCapNano: 50_000, startedAt: 3 });
+      expect(await store.usageLedger.insertBatch([over])).toBe(1);
+      expect(await store.usageTotals.frozenCapNano(a.account)).toBe(50_000);
+      const { frozenCapNano: _, ...expected } = over;
+      expect(await store.usageLedger.find(over.requestId)).toEqual(expected);
+      expect(await store.usageLedger.find("missing")).toBeNull();
+    }));
+
+  test("usage ledger: a user's rows page newest first by (startedAt, requestId)", () =>
+    withStore(async (store) => {
+      const rows = [1, 2, 2, 3, 4].map((t, i) => row({ startedAt: t, requestId: `r${i}` }));
+      await store.usageLedger.insertBatch([...rows, row({ appUserId: "bob", account: "u/app1/2026-01/bob" })]);
+      const first = await store.usageLedger.listForUser("app1", "alice", "2026-01", 2);
+      expect(first.map((r) => r.requestId)).toEqual(["r4", "r3"]);
+      const last = first[1]!;
+      const next = await store.usageLedger.listForUser("app1", "alice", "2026-01", 10, { startedAt: last.startedAt, requestId: last.requestId });
+      expect(next.map((r) => r.requestId)).toEqual(["r2", "r1", "r0"]);
+      expect(await store.usageLedger.listForUser("app1", "alice", "2026-02", 10)).toEqual([]);
+    }));
+
+  test("grants: a consent token approves one grant, once, before it expires; uses are counted", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("g", ["https://g.example"], 1);
+      const token = await store.grants.createConsentRequest({ appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" }, 100, 1_000);
+      expect(await store.grants.consentAppId(token)).toBe(app.id);
+      expect(await store.grants.approveConsent(token, 2_000)).toBeNull(); // expired
+      const token2 = await store.grants.createConsentRequest({ appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" }, 100, 1_000);
+      const [x, y] = await Promise.all([store.grants.approveConsent(token2, 200), store.grants.approveConsent(token2, 200)]);
+      const approved = (x ?? y)!;
+      expect([x, y].filter((v) => v !== null)).toHaveLength(1);
+      expect(approved.state).toBe("s");
+      expect(approved.grant).toMatchObject({ appId: app.id, usdCapNano: 5_000, maxUses: 2, uses: 0, origin: "https://g.example", createdAt: 200, expiresAt: 60_200, revokedAt: null });
+      expect(await store.grants.findByToken(approved.grantToken)).toEqual(approved.grant);
+      expect(await store.grants.consumeUse(approved.grant.id, 300)).toBe(true);
+      expect(await store.grants.consumeUse(approved.grant.id, 300)).toBe(true);
+      expect(await store.grants.consumeUse(approved.grant.id, 300)).toBe(false);
+      expect((await store.grants.find(approved.grant.id))!.uses).toBe(2);
+      await store.grants.revoke(approved.grant.id, 400);
+      expect((await store.grants.find(approved.grant.id))!.revokedAt).toBe(400);
+    }));
+
+  test("idempotency keys: claim, conflict, mismatch, done, release, lapsed lease, purge", () =>
+    withStore(async (store) => {
+      const keys = store.idempotencyKeys;
+      const print = new Uint8Array([1, 2, 3]);
+      expect(await keys.claim("app1", "k", print, "r1", 1_000, 100, 10_000)).toEqual({ kind: "claimed" });
+      expect(await keys.claim("app1", "k", print, "r2", 1_010, 100, 10_000)).toEqual({ kind: "running", requestId: "r1" });
+      expect(await keys.claim("app1", "k", new Uint8Array([9]), "r2", 1_010, 100, 10_000)).toEqual({ kind: "mismatch" });
+      expect(await keys.renew("app1", "k", "r1", 5_000)).toBe(true);
+      expect(await keys.renew("app1", "k", "r9", 5_000)).toBe(false);
+      await keys.complete("app1", "k", "r1", { status: 200, contentType: "application/json", generationId: "g1", body: new Uint8Array([65, 66]) }, 20_000);
+      const done = await keys.claim("app1", "k", print, "r3", 1_020, 100, 10_000);
+      expect(done).toEqual({ kind: "done", requestId: "r1", answer: { status: 200, contentType: "application/json", generationId: "g1", body: new Uint8Array([65, 66]) } });
+      // A lapsed lease is taken over; a released key runs again.
+      expect(await keys.claim("app1", "lapsed", print, "a", 1_000, 100, 10_000)).toEqual({ kind: "claimed" });
+      expect(await keys.claim("app1", "lapsed", print, "b", 1_200, 100, 10_000)).toEqual({ kind: "claimed" });
+      await keys.release("app1", "lapsed", "b");
+      expect(await keys.claim("app1", "lapsed", print, "c", 1_300, 100, 10_000)).toEqual({ kind: "claimed" });
+      // Two concurrent first claims: exactly one runs.
+      const both = await Promise.all([keys.claim("app1", "race", print, "x", 1, 100, 10_000), keys.claim("app1", "race", print, "y", 1, 100, 10_000)]);
+      expect(both.filter((o) => o.kind === "claimed")).toHaveLength(1);
+      expect(await keys.purgeExpired(50_000, 100)).toBe(3); // k, lapsed and race
+    }));
+
+  test("ping answers while the store is open", () =>
+    withStore(async (store) => {
+      await store.ping();
+    }));
+});
