@@ -14,6 +14,12 @@ import { InMemoryRateLimiter, type RateLimiter } from "./ratelimit/rate-limiter"
 import { RedisRateLimiter } from "./ratelimit/redis-rate-limiter";
 import { FallbackRateLimiter } from "./ratelimit/fallback-rate-limiter";
 import { RedisBudgetLedger } from "./metering/redis-budget-ledger";
+import { PostgresBudgetLedger } from "./metering/postgres-budget-ledger";
+import { PostgresRateLimiter } from "./ratelimit/postgres-rate-limiter";
+import type { PostgresStore } from "./store/postgres";
+import type { SqliteStore } from "./store/sqlite";
+import { postgresChangeFeed, sqliteChangeFeed } from "./store/change-feed";
+import { withReadCache } from "./store/cached-store";
 
 /**
  * Everything createApp needs. Each external effect sits behind one of these so tests can
@@ -37,30 +43,66 @@ export interface Deps {
 export interface DepsOverrides extends Partial<Deps> {
   /** Replaces the network (or, in demo mode, the built-in mock) for upstream calls. */
   fetchUpstream?: FetchUpstream;
+  /** The session signing secret, in place of JWT_SECRET (openDeps passes JWT_SECRET, or else the stored one). */
+  jwtSecret?: string;
+}
+
+/**
+ * Opens the configured store (running its migrations), then builds the dependencies on
+ * it. The only asynchronous step of start-up that needs the database.
+ */
+export async function openDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
+  const logger = overrides.logger ?? createLogger(config.logLevel);
+  const store = overrides.store ?? (await openCachedStore(config, logger));
+  // A generated secret is kept in the store so tokens survive restarts and are shared by
+  // every process on the same database.
+  const jwtSecret = overrides.jwtSecret ?? config.jwtSecret ?? (await store.settings.getOrCreate("jwt_secret", () => randomString(64)));
+  return createDeps(config, { ...overrides, logger, store, jwtSecret });
+}
+
+/** The configured store with its hot reads cached, invalidated by the engine's change feed. */
+async function openCachedStore(config: Config, logger: Logger): Promise<Store> {
+  const store = await openStore(config.database, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseTimeoutMs });
+  try {
+    const feed = store.engine === "postgres" ? await postgresChangeFeed((store as PostgresStore).database.sql, logger) : sqliteChangeFeed((store as SqliteStore).db);
+    return withReadCache(store, feed);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
 }
 
 /** The base URL the in-process mock answers on in demo mode; never goes to the network. */
 const DEMO_BASE_URL = "http://demo-upstream.invalid/api/v1";
 
-/** Builds the real dependencies from a Config; `overrides` swaps any of them (tests). */
-export function createDeps(config: Config, overrides: DepsOverrides = {}): Deps {
+/**
+ * Builds the dependencies on an open store; `overrides` swaps any of them (tests). The
+ * session secret is JWT_SECRET or `overrides.jwtSecret`: see openDeps for the stored one.
+ */
+export function createDeps(config: Config, overrides: DepsOverrides & { store: Store }): Deps {
   const clock = overrides.clock ?? systemClock;
   const logger = overrides.logger ?? createLogger(config.logLevel);
-  const store = overrides.store ?? openStore(config.databasePath);
-  // A generated secret is kept in the store so tokens survive restarts and are shared by
-  // every process on the same database.
-  const jwtSecret = config.jwtSecret ?? store.settings.getOrCreate("jwt_secret", () => randomString(64));
+  const store = overrides.store;
+  const jwtSecret = overrides.jwtSecret ?? config.jwtSecret;
+  if (!jwtSecret) throw new Error("createDeps needs JWT_SECRET or a jwtSecret override (openDeps reads the stored one)");
   const sessionTokens =
     overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
   const redis = overrides.redis !== undefined ? overrides.redis : config.redisUrl ? createRedis(config, logger) : null;
   const loadSpent = (account: string) => store.usageTotals.spentNano(account);
   const loadFrozenCap = (account: string) => store.usageTotals.frozenCapNano(account);
+  // Shared state goes where the instances share it: Redis when set (the fast path, with the
+  // store as the durable ledger), else PostgreSQL itself; SQLite alone is one process.
+  const postgres = store.engine === "postgres" ? (store as PostgresStore).database : null;
   const budget =
     overrides.budget ??
-    (redis ? new RedisBudgetLedger(redis, loadSpent, logger, loadFrozenCap) : new InMemoryBudgetLedger(loadSpent, loadFrozenCap));
+    (redis
+      ? new RedisBudgetLedger(redis, loadSpent, logger, loadFrozenCap)
+      : postgres
+        ? new PostgresBudgetLedger(postgres, logger)
+        : new InMemoryBudgetLedger(loadSpent, loadFrozenCap));
   const memoryLimiter = new InMemoryRateLimiter(() => clock.now());
-  const rateLimiter =
-    overrides.rateLimiter ?? (redis ? new FallbackRateLimiter(new RedisRateLimiter(redis), memoryLimiter, logger) : memoryLimiter);
+  const sharedLimiter = redis ? new RedisRateLimiter(redis) : postgres ? new PostgresRateLimiter(postgres, () => clock.now()) : null;
+  const rateLimiter = overrides.rateLimiter ?? (sharedLimiter ? new FallbackRateLimiter(sharedLimiter, memoryLimiter, logger) : memoryLimiter);
   const upstream = overrides.upstream ?? createUpstreamClient(config, overrides.fetchUpstream);
   const catalogue =
     overrides.catalogue ??
@@ -83,6 +125,8 @@ export function createDeps(config: Config, overrides: DepsOverrides = {}): Deps 
  * service starts anyway: rate limits fall back, budgets answer 503 until it is back.
  */
 export async function connectDependencies(deps: Deps, timeoutMs = 5000): Promise<boolean> {
+  // The budget lease is registered before the first reservation can be made.
+  if (deps.budget instanceof PostgresBudgetLedger) await deps.budget.start();
   const redis = deps.redis;
   if (!redis || redis.status === "ready") return true;
   const ready = await Promise.race([

@@ -5,6 +5,7 @@ import type { OverrunMonitor } from "./overrun-monitor";
 import { chargeFor, estimateCharge, type Charge, type GrantedLimits, type ReservationPlan } from "./reservation";
 import type { UpstreamUsage } from "./usage";
 import type { UsageWriter } from "./usage-writer";
+import type { UsageRow } from "../store/usage-ledger";
 import type { CostBounds } from "./worst-case";
 
 /** A reservation held by one in-flight request, until `Meter.finish` settles it. */
@@ -50,13 +51,12 @@ export class Meter {
     // Settling is idempotent in the ledger and the row's primary key is the request id,
     // so a second finish for the same ticket changes nothing. An overrun freezes the
     // account there (BudgetLedger.settle), and here in the row, so a restart keeps it.
-    await this.budget.settle(ticket.requestId, charge.costNano);
     const overrunNano = Math.max(0, charge.costNano - ticket.grantedNano);
     if (overrunNano > 0) {
       this.overruns.record(ticket.model, { requestId: ticket.requestId, reservedNano: ticket.grantedNano, costNano: charge.costNano });
     }
     const { target } = ticket;
-    this.writer.enqueue({
+    const row: UsageRow = {
       requestId: ticket.requestId,
       account: target.account,
       appId: target.appId,
@@ -76,7 +76,13 @@ export class Meter {
       reservedNano: ticket.grantedNano,
       overrunNano,
       frozenCapNano: overrunNano > 0 ? target.capNano : null,
-    });
+    };
+    if (this.budget.recordsRows) {
+      await this.budget.settle(ticket.requestId, charge.costNano, row);
+    } else {
+      await this.budget.settle(ticket.requestId, charge.costNano);
+      this.writer.enqueue(row);
+    }
     return charge;
   }
 }

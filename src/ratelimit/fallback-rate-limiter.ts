@@ -2,14 +2,17 @@ import type { Logger } from "../logger";
 import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limiter";
 
 /**
- * Redis first; while Redis is down or slow, the in-process limiter, so that rate limiting
+ * The shared limiter (Redis, or PostgreSQL without Redis) first; while it is down or slow,
+ * the in-process limiter, so that rate limiting
  * never takes the service down (unlike budgets, which fail closed). The outage is logged
  * once when it starts and once when it ends, and shows in /healthz. Every check still
  * tries Redis first, so recovery needs no restart; with the offline queue disabled and a
  * short command timeout, a dead Redis costs a fast failure, not a wait.
  */
 export class FallbackRateLimiter implements RateLimiter {
-  readonly kind = "redis";
+  get kind(): string {
+    return this.primary.kind;
+  }
   private degradedSince: number | null = null;
   private lastError: string | null = null;
 
@@ -24,7 +27,7 @@ export class FallbackRateLimiter implements RateLimiter {
     try {
       const decision = await this.primary.check(rule, key);
       if (this.degradedSince !== null) {
-        this.logger.info("rate limiter: Redis is back; using it again", { outageMs: this.now() - this.degradedSince });
+        this.logger.info(`rate limiter: ${this.primary.kind} is back; using it again`, { outageMs: this.now() - this.degradedSince });
         this.degradedSince = null;
       }
       return decision;
@@ -32,7 +35,7 @@ export class FallbackRateLimiter implements RateLimiter {
       this.lastError = err instanceof Error ? err.message : String(err);
       if (this.degradedSince === null) {
         this.degradedSince = this.now();
-        this.logger.warn("rate limiter: Redis unavailable; falling back to the in-process limiter", { error: this.lastError });
+        this.logger.warn(`rate limiter: ${this.primary.kind} unavailable; falling back to the in-process limiter`, { error: this.lastError });
       }
       return this.fallback.check(rule, key);
     }

@@ -1,0 +1,35 @@
+import type { PostgresDatabase } from "../store/postgres/database";
+import { num } from "../store/postgres/database";
+import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limiter";
+
+/**
+ * The sliding-window log in PostgreSQL, for instances that share only the database: one
+ * function call per check (rate_limit_take, migration 4), serialized per key by an advisory
+ * lock, so the limit holds exactly across instances. Wrapped in FallbackRateLimiter: while
+ * the database is down, limits fall back to each process (budgets, meanwhile, fail closed).
+ */
+export class PostgresRateLimiter implements RateLimiter {
+  readonly kind = "postgres";
+  private sweepAt = 0;
+
+  constructor(
+    private readonly db: PostgresDatabase,
+    private readonly now: () => number,
+  ) {}
+
+  async check(rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
+    const now = this.now();
+    const [r] = await this.db.run((sql) => sql`SELECT * FROM rate_limit_take(${`${rule.name}:${key}`}, ${rule.limit}, ${rule.windowMs}, ${now})`);
+    if (now >= this.sweepAt) this.sweepIdleKeys(rule, now);
+    return { allowed: r.allowed === true, limit: rule.limit, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
+  }
+
+  /** Keys that went quiet keep their last window's rows; drop those once a window, in the background. */
+  private sweepIdleKeys(rule: RateLimitRule, now: number): void {
+    this.sweepAt = now + rule.windowMs;
+    const prefix = `${rule.name}:`;
+    void this.db
+      .run((sql) => sql`DELETE FROM rate_limit_hits WHERE at_ms <= ${now - rule.windowMs} AND starts_with(key, ${prefix})`)
+      .catch(() => {});
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * The PostgreSQL budget ledger (src/metering/postgres-budget-ledger.ts) on a real server:
+ * the BudgetLedger contract, with several ledgers (instances, each with its own pool)
+ * on one database, and what happens to the reservations of an instance that dies.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { SQL } from "bun";
+import { PostgresBudgetLedger } from "../../src/metering/postgres-budget-ledger";
+import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
+import type { UsageRow } from "../../src/store/usage-ledger";
+import { memoryLogger } from "../../src/logger";
+import { startPostgres, type TestPostgres } from "../helpers/postgres";
+
+let pg: TestPostgres;
+let url: string;
+const stores: PostgresStore[] = [];
+let sql: SQL;
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  url = await pg.createDatabase();
+  sql = new SQL(url, { max: 2 });
+});
+afterAll(async () => {
+  await Promise.all(stores.map((s) => s.close()));
+  await sql?.close({ timeout: 0 });
+  await pg?.destroy();
+});
+
+/** One instance: its own store (pool) and ledger, with a live lease. */
+async function instance(): Promise<PostgresBudgetLedger> {
+  const store = await openPostgresStore(url, { poolSize: 8 });
+  stores.push(store);
+  const ledger = new PostgresBudgetLedger(store.database, memoryLogger());
+  await ledger.start();
+  return ledger;
+}
+
+let seq = 0;
+const fresh = (label: string) => `${label}-${Date.now().toString(36)}-${seq++}`;
+const rowFor = (requestId: string, account: string, costNano: number, over: Partial<UsageRow> = {}): UsageRow => ({
+  requestId, account, appId: "app1", appUserId: "u", grantId: null, period: "2026-01", model: "m", generationId: null,
+  promptTokens: 1, completionTokens: 1, costNano, source: "upstream", status: "ok", streamed: false, startedAt: 1, finishedAt: 2,
+  reservedNano: null, overrunNano: 0, ...over,
+});
+
+describe("PostgresBudgetLedger", () => {
+  test("grants the most that fits between min and desired; refuses below min with the counters", async () => {
+    const ledger = await instance();
+    const account = fresh("acct");
+    expect(await ledger.reserve(account, fresh("r"), 1000, 100, 700)).toEqual({ ok: true, grantedNano: 700 });
+    expect(await ledger.reserve(account, fresh("r"), 1000, 100, 700)).toEqual({ ok: true, grantedNano: 300 });
+    expect(await ledger.reserve(account, fresh("r"), 1000, 1, 700)).toEqual({ ok: false, spentNano: 0, reservedNano: 1000 });
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 1000 });
+  });
+
+  test("settle with its row: the row and the cost land once, the reservation is released", async () => {
+    const ledger = await instance();
+    const account = fresh("acct");
+    const id = fresh("r");
+    await ledger.reserve(account, id, 10_000, 1, 5_000);
+    await ledger.settle(id, 1_234, rowFor(id, account, 1_234));
+    await ledger.settle(id, 1_234, rowFor(id, account, 1_234));
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 1_234, reservedNano: 0 });
+    const [row] = await sql`SELECT count(*)::int AS n FROM usage_ledger WHERE request_id = ${id}`;
+    expect(row.n).toBe(1);
+    const [totals] = await sql`SELECT request_count::int AS n FROM usage_totals WHERE account = ${account}`;
+    expect(totals.n).toBe(1);
+  });
+
+  test("settle without a row (refused after reserving) counts its cost once, and an unknown id changes nothing", async () => {
+    const ledger = await instance();
+    const account = fresh("acct");
+    const id = fresh("r");
+    await ledger.reserve(account, id, 10_000, 1, 5_000);
+    await ledger.settle(id, 300);
+    await ledger.settle(id, 300);
+    await ledger.settle(fresh("unknown"), 999);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 300, reservedNano: 0 });
+  });
+
+  test("a cost above the reservation freezes the account at its cap; a higher cap lifts it", async () => {
+    const ledger = await instance();
+    const account = fresh("acct");
+    const id = fresh("r");
+    await ledger.reserve(account, id, 10_000, 1, 1_000);
+    await ledger.settle(id, 1_500, rowFor(id, account, 1_500, { reservedNano: 1_000, overrunNano: 500, frozenCapNano: 10_000 }));
+    expect(await ledger.reserve(account, fresh("r"), 10_000, 1, 10)).toEqual({ ok: false, spentNano: 1_500, reservedNano: 0, frozen: true });
+    expect(await ledger.reserve(account, fresh("r"), 20_000, 1, 10)).toEqual({ ok: true, grantedNano: 10 });
+  });
+
+  test("500 concurrent reservations from three instances never exceed the cap, and fill it to within min", async () => {
+    const ledgers = await Promise.all([instance(), instance(), instance()]);
+    const account = fresh("acct");
+    const outcomes = await Promise.all(
+      Array.from({ length: 500 }, (_, i) => ledgers[i % 3]!.reserve(account, fresh("r"), 100_000, 150, 400)),
+    );
+    const granted = outcomes.reduce((sum, o) => sum + (o.ok ? o.grantedNano : 0), 0);
+    expect(granted).toBeLessThanOrEqual(100_000);
+    expect(granted).toBeGreaterThan(100_000 - 150);
+    expect(await ledgers[0]!.snapshot(account)).toEqual({ spentNano: 0, reservedNano: granted });
+  });
+
+  test("a dead instance's reservations are released by a survivor; a late settle from it adds only its row", async () => {
+    const [survivor, dying] = await Promise.all([instance(), instance()]);
+    const account = fresh("acct");
+    const held = fresh("r");
+    const late = fresh("r");
+    await dying.reserve(account, held, 10_000, 1, 4_000);
+    await dying.reserve(account, late, 10_000, 1, 3_000);
+    // Dies: its timers stop and its lease lapses (set in the past, as if 5 s had gone by).
+    await dying.close(0).catch(() => {});
+    await sql`INSERT INTO proxy_instances (id, lease_until) VALUES (${dying.instanceId}, now() - interval '1 second')`;
+    expect(await survivor.sweep()).toBe(2);
+    expect(await survivor.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 0 });
+    expect(await survivor.sweep()).toBe(0);
+    // It was only slow: its settle still arrives, and counts the row's cost, once.
+    await dying.settle(late, 700, rowFor(late, account, 700));
+    await dying.settle(late, 700, rowFor(late, account, 700));
+    expect(await survivor.snapshot(account)).toEqual({ spentNano: 700, reservedNano: 0 });
+  });
+
+  test("with the database stopped, reserve and snapshot fail closed with `unavailable`; a failed settle is retried with its row", async () => {
+    const ledger = await instance();
+    const account = fresh("acct");
+    const id = fresh("r");
+    await ledger.reserve(account, id, 10_000, 1, 5_000);
+    await pg.stop();
+    try {
+      await expect(ledger.reserve(account, fresh("r"), 10_000, 1, 10)).rejects.toMatchObject({ code: "unavailable" });
+      await expect(ledger.snapshot(account)).rejects.toMatchObject({ code: "unavailable" });
+      await ledger.settle(id, 42, rowFor(id, account, 42));
+      expect(ledger.pendingSettles).toBe(1);
+    } finally {
+      await pg.start();
+    }
+    for (let i = 0; i < 200 && ledger.pendingSettles > 0; i++) await Bun.sleep(50);
+    expect(ledger.pendingSettles).toBe(0);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 42, reservedNano: 0 });
+  });
+});
