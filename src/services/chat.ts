@@ -73,7 +73,7 @@ export class ChatService {
       const text = await response.text().catch(() => "");
       await this.refund(ticket, `upstream_${response.status}`);
       const failure = upstreamFailure(response.status, text);
-      if (failure.code === "funding_invalid") request.target.markFundingInvalid();
+      if (failure.code === "funding_invalid") await request.target.markFundingInvalid();
       throw failure;
     }
 
@@ -98,7 +98,7 @@ export class ChatService {
         // A whole answer (also one drained after the client left) is kept for a retry;
         // one the upstream broke off is not, and a retry runs again.
         const whole = status === "ok" || (status === "client_disconnected" && scanner.usage !== null && !scanner.error);
-        if (whole) recorder?.finished({ contentType: "text/event-stream", generationId: scanner.generationId });
+        if (whole) void recorder?.finished({ contentType: "text/event-stream", generationId: scanner.generationId });
         else recorder?.abandoned();
         void this.meter
           .finish(ticket, { status, usage: scanner.usage, generationId: scanner.generationId, completionEvents: scanner.events, producedNothing })
@@ -170,7 +170,7 @@ export class ChatService {
     });
     headers["content-type"] = "application/json";
     recorder?.chunk(new Uint8Array(bytes));
-    recorder?.finished({ contentType: "application/json", generationId: typeof id === "string" ? id : null });
+    await recorder?.finished({ contentType: "application/json", generationId: typeof id === "string" ? id : null });
     return new Response(bytes, { status: 200, headers });
   }
 

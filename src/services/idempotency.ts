@@ -28,8 +28,11 @@ const PURGE_BATCH = 500;
 export interface AnswerRecorder {
   /** A piece of the answer (a JSON body whole, a stream chunk by chunk), kept by reference. */
   chunk(bytes: Uint8Array): void;
-  /** The call finished and its final cost is charged: keep the answer for retries. */
-  finished(answer: { contentType: string; generationId: string | null }): void;
+  /**
+   * The call finished and its final cost is charged: keep the answer for retries. Resolves
+   * once it is kept (never rejects), so a JSON answer is only sent once a retry can find it.
+   */
+  finished(answer: { contentType: string; generationId: string | null }): Promise<void>;
   /** The call ended without an answer worth replaying: free the key so a retry runs. */
   abandoned(): void;
 }
@@ -48,9 +51,11 @@ export class IdempotencyService {
     if (key === null) return call();
     const now = this.deps.clock.now();
     const ttlMs = this.deps.config.idempotencyTtlSeconds * 1000;
-    if (++this.claims % PURGE_EVERY_CLAIMS === 0) this.keys.purgeExpired(now, PURGE_BATCH);
+    if (++this.claims % PURGE_EVERY_CLAIMS === 0) {
+      void this.keys.purgeExpired(now, PURGE_BATCH).catch((err) => this.deps.logger.warn("purging expired idempotency keys failed", { error: String(err) }));
+    }
 
-    const outcome = this.keys.claim(appId, key, fingerprintOf(headers, body), requestId, now, LEASE_MS, ttlMs);
+    const outcome = await this.keys.claim(appId, key, fingerprintOf(headers, body), requestId, now, LEASE_MS, ttlMs);
     switch (outcome.kind) {
       case "mismatch":
         throw new ApiError("idempotency_mismatch", "this Idempotency-Key was already used for a different request (other body, user or grant)");
@@ -132,13 +137,13 @@ class KeyedCall implements AnswerRecorder {
     else this.chunks.length = 0;
   }
 
-  finished(answer: { contentType: string; generationId: string | null }): void {
-    if (!this.settle()) return;
+  finished(answer: { contentType: string; generationId: string | null }): Promise<void> {
+    if (!this.settle()) return Promise.resolve();
     const kept = this.bytes <= this.maxAnswerBytes ? Buffer.concat(this.chunks) : null;
     this.chunks.length = 0;
     const { appId, key, requestId } = this.claim;
     const stored = { status: 200, contentType: answer.contentType, generationId: answer.generationId, body: kept };
-    this.guard("keeping the answer", () => this.keys.complete(appId, key, requestId, stored, this.deps.clock.now() + this.ttlMs));
+    return this.guard("keeping the answer", () => this.keys.complete(appId, key, requestId, stored, this.deps.clock.now() + this.ttlMs));
   }
 
   abandoned(): void {
@@ -156,11 +161,13 @@ class KeyedCall implements AnswerRecorder {
   }
 
   /** The answer already went to the client: a failure here is logged, never thrown at it. */
-  private guard(what: string, work: () => unknown): void {
+  private guard(what: string, work: () => unknown): Promise<void> {
+    const report = (err: unknown) => this.deps.logger.error(`idempotency key: ${what} failed`, { requestId: this.claim.requestId, error: String(err) });
     try {
-      work();
+      return Promise.resolve(work()).then(() => {}, report);
     } catch (err) {
-      this.deps.logger.error(`idempotency key: ${what} failed`, { requestId: this.claim.requestId, error: String(err) });
+      report(err);
+      return Promise.resolve();
     }
   }
 }
