@@ -10,7 +10,7 @@
 import { Database } from "bun:sqlite";
 import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
 import { startRedis, type TestRedis } from "./redis";
-import { cliCreateApp, startServer, tempDatabase, type RunningServer } from "./server";
+import { cliCreateApp, connectOverHttp, startServer, tempDatabase, type RunningServer } from "./server";
 
 /** Shared by both processes, so a session minted by one is valid on the other. */
 export const CLUSTER_JWT_SECRET = "cluster-jwt-secret-0123456789abcdefghijklmnop";
@@ -120,17 +120,7 @@ export async function startCluster(options: { env?: Record<string, string> } = {
       secretKey: created.secretKey,
       databasePath: db.path,
       pick: (i) => servers[i % 2]!,
-      async connect(appUserId, monthlyUsd, via = servers[0]) {
-        const minted = await session(via, appUserId);
-        if (minted.status !== 200) throw new Error(`POST /sessions: ${minted.status} ${await minted.text()}`);
-        const { token } = (await minted.json()) as { token: string };
-        const approved = await via.fetch("/api/v1/connections", {
-          method: "POST",
-          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-          body: JSON.stringify({ monthlyUsd }),
-        });
-        if (approved.status !== 200) throw new Error(`POST /connections: ${approved.status} ${await approved.text()}`);
-      },
+      connect: (appUserId, monthlyUsd, via = servers[0]) => connectOverHttp(via, created.secretKey, appUserId, monthlyUsd),
       chat: (via, appUserId, body) =>
         via.fetch("/api/v1/chat/completions", {
           method: "POST",

@@ -8,7 +8,7 @@ import { SQL } from "bun";
 import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
 import { startPostgres, type TestPostgres } from "./postgres";
 import { startRedis, type TestRedis } from "./redis";
-import { cliCreateApp, startServer, type RunningServer } from "./server";
+import { cliCreateApp, connectOverHttp, startServer, type RunningServer } from "./server";
 import { CLUSTER_JWT_SECRET, type Health } from "./cluster";
 
 export interface PgCluster {
@@ -84,17 +84,7 @@ export async function startPgCluster(options: { instances?: number; redis?: bool
       secretKey: created.secretKey,
       sql,
       pick: (i) => servers[i % servers.length]!,
-      async connect(appUserId, monthlyUsd, via = servers[0]!) {
-        const minted = await via.fetch("/api/v1/sessions", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ appUserId }) });
-        if (minted.status !== 200) throw new Error(`POST /sessions: ${minted.status} ${await minted.text()}`);
-        const { token } = (await minted.json()) as { token: string };
-        const approved = await via.fetch("/api/v1/connections", {
-          method: "POST",
-          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-          body: JSON.stringify({ monthlyUsd }),
-        });
-        if (approved.status !== 200) throw new Error(`POST /connections: ${approved.status} ${await approved.text()}`);
-      },
+      connect: (appUserId, monthlyUsd, via = servers[0]!) => connectOverHttp(via, created.secretKey, appUserId, monthlyUsd),
       chat: (via, appUserId, body) =>
         via.fetch("/api/v1/chat/completions", {
           method: "POST",

@@ -19,7 +19,7 @@ import {
   type ServedRequest,
 } from "../../src/upstream/mock";
 import { parseSseEvents, type SseEvent } from "./openrouter-spec";
-import { cliCreateApp, startServer, tempDatabase, type RunningServer } from "./server";
+import { cliCreateApp, connectOverHttp, startServer, tempDatabase, type RunningServer } from "./server";
 
 /** The upstream key the proxy is given; tests check it (and only it) reaches the mock. */
 export const E2E_UPSTREAM_KEY = "sk-or-e2e";
@@ -148,21 +148,7 @@ export async function startProxyStack(options: ProxyStackOptions = {}): Promise<
     secretKey: created.secretKey,
     databasePath: db.path,
 
-    async connect(appUserId, monthlyUsd) {
-      const session = await server.fetch("/api/v1/sessions", {
-        method: "POST",
-        headers: { ...auth, "content-type": "application/json" },
-        body: JSON.stringify({ appUserId }),
-      });
-      if (session.status !== 200) throw new Error(`POST /sessions: ${session.status} ${await session.text()}`);
-      const { token } = (await session.json()) as { token: string };
-      const approved = await server.fetch("/api/v1/connections", {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify({ monthlyUsd }),
-      });
-      if (approved.status !== 200) throw new Error(`POST /connections: ${approved.status} ${await approved.text()}`);
-    },
+    connect: (appUserId, monthlyUsd) => connectOverHttp(server, created.secretKey, appUserId, monthlyUsd),
 
     chat(appUserId, body, init = {}) {
       const headers: Record<string, string> = { ...auth, "content-type": "application/json", ...init.headers };

@@ -149,3 +149,23 @@ export async function cliCreateApp(databaseUrl: string, name: string, origins: s
   if (result.code !== 0 || result.json.length !== 1) throw new Error(`app create failed: ${result.code} ${result.stdout} ${result.stderr}`);
   return result.json[0] as { appId: string; secretKey: string; keyId: string; name: string; origins: string[] };
 }
+
+/**
+ * Connects a user the way an app does over HTTP: the backend mints a session with its
+ * secret key (POST /sessions), the browser approves the cap with it (POST /connections).
+ */
+export async function connectOverHttp(server: Pick<RunningServer, "fetch">, secretKey: string, appUserId: string, monthlyUsd: number): Promise<void> {
+  const session = await server.fetch("/api/v1/sessions", {
+    method: "POST",
+    headers: { authorization: `Bearer ${secretKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ appUserId }),
+  });
+  if (session.status !== 200) throw new Error(`POST /sessions: ${session.status} ${await session.text()}`);
+  const { token } = (await session.json()) as { token: string };
+  const approved = await server.fetch("/api/v1/connections", {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ monthlyUsd }),
+  });
+  if (approved.status !== 200) throw new Error(`POST /connections: ${approved.status} ${await approved.text()}`);
+}
