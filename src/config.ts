@@ -1,5 +1,5 @@
 /**
- * The environment of DESIGN.md §4, parsed by one TypeBox schema. Only src/index.ts and
+ * The environment of ARCHITECTURE.md §4, parsed by one TypeBox schema. Only src/index.ts and
  * src/cli.ts call loadConfig; everything else receives a Config.
  */
 import { Type as t, type Static } from "@sinclair/typebox";

@@ -1,5 +1,5 @@
 /**
- * One error type, one envelope, one status table (DESIGN.md §3 "Errors").
+ * One error type, one envelope, one status table (ARCHITECTURE.md §3 "Errors").
  * Every failure the service reports goes through ApiError so that clients only ever
  * see `{ "error": { "code", "message", ...details } }` with the status from ERROR_STATUS.
  */

@@ -1,5 +1,5 @@
 /**
- * Money and periods (DESIGN.md §3 "Money").
+ * Money and periods (ARCHITECTURE.md §3 "Money").
  * Internally every amount is an integer count of nano-dollars (1e-9 USD). JS numbers hold
  * integers exactly up to 2^53 nano-dollars (about $9 million), far above any cap here.
  */

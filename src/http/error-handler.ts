@@ -3,7 +3,7 @@ import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
 
 /**
- * Maps every failure to the one envelope (DESIGN.md §3 "Errors"): our ApiErrors as they
+ * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
  * are, Elysia's parse/validation/not-found errors to 400/404, anything else to a generic
  * 500 logged once with the request id. Registered globally so it covers every plugin.
  */

@@ -18,7 +18,7 @@ export type SpentLoader = (account: BudgetAccount) => Promise<number>;
 export type FrozenCapLoader = (account: BudgetAccount) => Promise<number | null>;
 
 /**
- * Live budget counters (DESIGN.md §3 "The hard cap"). Implementations must make
+ * Live budget counters (ARCHITECTURE.md §3 "The hard cap"). Implementations must make
  * `reserve` atomic with respect to every other reserve and settle on the same account,
  * across every process that shares them.
  */

@@ -1,6 +1,6 @@
 /**
  * What a chat request can be billed for, read from its body before anything is priced
- * (DESIGN.md §3 "The hard cap": the worst case covers every dimension the upstream
+ * (ARCHITECTURE.md §3 "The hard cap": the worst case covers every dimension the upstream
  * bills). Field names follow the shared spec's ChatRequest; what cannot be bounded is
  * refused here with 400, naming what and why, unless the operator set a reservation for it.
  */

@@ -49,7 +49,7 @@ export interface GrantedLimits {
 }
 
 /**
- * Worst-case cost of a request (DESIGN.md §3 "The hard cap"), at the priciest model that
+ * Worst-case cost of a request (ARCHITECTURE.md §3 "The hard cap"), at the priciest model that
  * may serve it: fixed costs, plus the prompt bound at the highest input rate, plus
  * (max_tokens + reasoning) × choices at the highest output rate, rounded up. A request
  * without max_tokens reserves `defaultMaxTokens`, not the model's whole limit, so that

@@ -6,7 +6,7 @@ import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from
  * (its own chunk, or the finish chunk, whose delta is empty or a few tokens). A longer line
  * is a content chunk (a provider that sends a whole completion, or an image, at once), so
  * it is relayed untouched but not parsed; only its tail is kept, because OpenRouter writes
- * `usage` as a chunk's last field (shared/spec/openrouter-openapi.yaml, ChatStreamChunk),
+ * `usage` as a chunk's last field (spec/openrouter-openapi.yaml, ChatStreamChunk),
  * so a usage riding on a huge chunk is still read from there. 256 Ki chars is over 250
  * times any usage chunk, and a stream holds at most ~0.5 MB for it (UTF-16).
  */

@@ -3,7 +3,7 @@
  * `models` fallbacks, and for a variable-priced router every listed model it could route
  * to under the price pin. Each model is bounded on its own (its fees, its prompt and output
  * rates, whether it reasons) and the request costs at most the priciest of them, so the
- * reservation covers whichever one actually serves (DESIGN.md §3 "The hard cap").
+ * reservation covers whichever one actually serves (ARCHITECTURE.md §3 "The hard cap").
  */
 import { ApiError } from "../errors";
 import type { ModelPrice } from "./model-price";

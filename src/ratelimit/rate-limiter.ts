@@ -1,5 +1,5 @@
 /**
- * Rate limits (DESIGN.md §2): a sliding-window log per key. Two implementations of the
+ * Rate limits (ARCHITECTURE.md §2): a sliding-window log per key. Two implementations of the
  * same algorithm, in-process and Redis, behind one interface.
  */
 export interface RateLimitRule {

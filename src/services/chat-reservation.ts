@@ -17,7 +17,7 @@ export interface ReservationRequest {
 }
 
 /**
- * Reserves a chat call's worst case against its budget (DESIGN.md §3 "The hard cap"):
+ * Reserves a chat call's worst case against its budget (ARCHITECTURE.md §3 "The hard cap"):
  * read what the body can be billed for (400 for what cannot be bounded), price it at the
  * priciest model that may serve it, reserve atomically between a minimal and the full
  * completion, then size max_tokens (and the reasoning budget) to what was granted.

@@ -1,7 +1,7 @@
 /**
  * One embedded server per SQLite file. In embedded mode (no REDIS_URL) the live budget
  * counters and rate-limit windows live in the process's memory, so two processes on one
- * file would each let a user spend up to the cap: the hard cap of DESIGN.md §3 holds only
+ * file would each let a user spend up to the cap: the hard cap of ARCHITECTURE.md §3 holds only
  * if exactly one process serves the file. Several processes share their counters through
  * REDIS_URL instead, and take no lock.
  *
@@ -10,7 +10,7 @@
  * drops when the process ends however it ends (SIGKILL, OOM kill, crash): a dead owner never
  * leaves a stale lock, and no pid file needs cleaning up. The database file itself is not
  * locked, so the operator CLI keeps working against the same DATABASE_URL while the
- * server runs (DESIGN.md §4).
+ * server runs (ARCHITECTURE.md §4).
  */
 import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";

@@ -9,7 +9,7 @@ import { readError } from "../metering/usage";
 const REQUEST_REFUSED = new Set([400, 404, 413, 422]);
 
 /**
- * Maps an upstream HTTP failure to our error (DESIGN.md §3 "Errors"): payment refused
+ * Maps an upstream HTTP failure to our error (ARCHITECTURE.md §3 "Errors"): payment refused
  * (402, or OpenRouter's 403 "Key limit exceeded") is `funding_invalid`; a refused request
  * is 400 `invalid_request` with the upstream's message; anything else is 502 `upstream`
  * with the upstream's status and message kept.

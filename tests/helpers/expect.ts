@@ -3,7 +3,7 @@ import { expect } from "bun:test";
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
- * Asserts the one error envelope of DESIGN.md §3: the status, JSON content type, an
+ * Asserts the one error envelope of ARCHITECTURE.md §3: the status, JSON content type, an
  * x-request-id, a body that is exactly `{error: {code, message, ...details}}`, and
  * optionally what the message says. Returns the `error` object.
  */

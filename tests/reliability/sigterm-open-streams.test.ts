@@ -1,5 +1,5 @@
 /**
- * SIGTERM with many streams open (DESIGN.md §4: stop accepting, finish in-flight streams
+ * SIGTERM with many streams open (ARCHITECTURE.md §4: stop accepting, finish in-flight streams
  * within a bound, flush usage, exit 0), against a real proxy process in front of the mock
  * upstream served over HTTP. What the proxy wrote is read from its SQLite file after exit
  * and compared with the mock's own log of what it served: nothing may be lost.

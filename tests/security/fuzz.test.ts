@@ -126,7 +126,7 @@ describe("fuzzing every endpoint", () => {
         seen[res.status] = (seen[res.status] ?? 0) + 1;
         const text = await res.text();
         // A body that passes our validation but that the upstream (the mock) refuses, e.g. an
-        // unknown model id, is 502 `upstream` by DESIGN.md's table: the service itself did
+        // unknown model id, is 502 `upstream` by ARCHITECTURE.md's table: the service itself did
         // not fail. Anything else in 5xx is a defect.
         const upstreamRefusal = res.status === 502 && /"code":"upstream","message":"upstream error \(HTTP 4\d\d\)/.test(text);
         if (res.status >= 500 && !upstreamRefusal) throw new Error(`round ${round} (seed ${SEED}): ${res.status} ${text}`);

@@ -12,7 +12,8 @@ export function openDatabase(path: string): Database {
   const db = new Database(path, { create: true, strict: true });
   db.exec("PRAGMA journal_mode = WAL");
   // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the
-  // last transactions, which DESIGN.md accepts as "at most one flush interval".
+  // last transactions: at most the last flush interval of ledger rows, a loss we accept
+  // for not waiting on fsync at every commit.
   db.exec("PRAGMA synchronous = NORMAL");
   // The CLI and a running server share the file: wait for the other's lock, don't fail.
   db.exec("PRAGMA busy_timeout = 5000");

@@ -1,5 +1,5 @@
 /**
- * The parts of a ChatRequest (shared/spec/openrouter-openapi.yaml, components.schemas.ChatRequest)
+ * The parts of a ChatRequest (spec/openrouter-openapi.yaml, components.schemas.ChatRequest)
  * that decide who serves it and what it costs: the candidate models, `provider.max_price`,
  * images, the web plugin, `cache_control` and the reasoning settings. Malformed values throw
  * BadRequest, which the handler answers with a 400 (OpenRouter validates its schema too).

@@ -1,5 +1,5 @@
 /**
- * A mock of OpenRouter's API (shared/spec/openrouter-openapi.yaml) for demo mode, tests and
+ * A mock of OpenRouter's API (spec/openrouter-openapi.yaml) for demo mode, tests and
  * load runs: GET /models and POST /chat/completions (JSON and SSE), steered per request by
  * `[[mock …]]` directives (see ./scenario.ts). A plain fetch handler, no framework.
  */

@@ -1,6 +1,6 @@
 /**
  * The mock's model catalogue and its GET /models body, in the shape of the spec's
- * `ModelsListResponse` (shared/spec/openrouter-openapi.yaml, components.schemas.Model):
+ * `ModelsListResponse` (spec/openrouter-openapi.yaml, components.schemas.Model):
  * prices are decimal strings in USD, as OpenRouter publishes them (components.schemas.PublicPricing).
  */
 
