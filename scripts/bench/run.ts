@@ -2,17 +2,19 @@
  * `npm run bench`: every arm in one run, then BENCHMARKS.md's tables are rewritten.
  *
  *   bun scripts/bench/run.ts [--seconds 10] [--warmup 3] [--connections 16,64,256]
- *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e] [--upstream lean|mock]
+ *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e,f,g] [--upstream lean|mock]
  *     [--wait-quiet 120] [--quick] [--no-write] [--out tmp/bench/results.json]
  *
  * Cores (2 here): the process under test runs alone on core 1; wrk, the other clients,
- * the upstream and redis-server share core 0. Load goes to 127.0.0.1 only; every wrk run
- * and client is bounded in time, and every child is stopped by its pid at the end.
+ * the upstream, redis-server and PostgreSQL (arms f, g: durable, fsync on; the postmaster
+ * and its children pinned with `taskset -a -p`) share core 0. Load goes to 127.0.0.1 only;
+ * every wrk run and client is bounded in time, and every child is stopped by its pid at the end.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { ARM_LABELS, ledgerRows, startBare, startDirect, startPortkey, startRedis, startService, type ArmId, type RunningArm, type RunningRedis, type ServiceState, type Upstream } from "./lib/arms";
+import { ARM_LABELS, isServiceArm, ledgerRows, POSTGRES_ARMS, postgresLedgerRows, REDIS_ARMS, startBare, startDirect, startPortkey, startRedis, startService, type ArmId, type RunningArm, type RunningRedis, type ServiceState, type Upstream } from "./lib/arms";
+import { startBenchPostgres, type BenchPostgres } from "./lib/postgres";
 import { describeMachine, loadAverage, waitForQuiet } from "./lib/machine";
 import { BUN, childEnv, CpuMeter, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
 import { renderReport, type ArmResult, type BenchResults, type LongRun, type SequentialResult, type ThroughputRun } from "./lib/report";
@@ -35,7 +37,7 @@ const cfg = {
   connections: opt("connections", "16,64,256").split(",").map(Number),
   sequential: Number(opt("sequential", quick ? "200" : "2000")),
   streams: opt("streams", quick ? "100,200" : "1000,2000").split(",").map(Number),
-  arms: opt("arms", "a,b,c,d,e").split(",") as ArmId[],
+  arms: opt("arms", "a,b,c,d,e,f,g").split(",") as ArmId[],
   upstream: opt("upstream", "lean") as "lean" | "mock",
   waitQuiet: Number(opt("wait-quiet", "120")),
   out: resolve(REPO_ROOT, opt("out", "tmp/bench/results.json")),
@@ -44,6 +46,7 @@ const cfg = {
 
 const log = (line: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const children: Child[] = [];
+let postgres: BenchPostgres | null = null;
 const work = mkdtempSync(join(tmpdir(), "bench-"));
 const bodyFile = (shape: Shape) => join(work, `${shape}.json`);
 for (const shape of ["json", "sse", "long"] as const) writeFileSync(bodyFile(shape), BODIES[shape]);
@@ -56,6 +59,7 @@ const watchdog = setTimeout(() => {
 
 async function cleanup(): Promise<void> {
   await Promise.all(children.map((c) => c.stop(5000).catch(() => null)));
+  await postgres?.stop().catch(() => null);
   rmSync(work, { recursive: true, force: true });
 }
 process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
@@ -80,12 +84,26 @@ async function runClient<T>(script: string, flags: string[], timeoutSeconds: num
   return JSON.parse(line) as T;
 }
 
-async function throughput(arm: RunningArm, upstream: Upstream, cpuPids: Record<string, number>, shape: "json" | "sse", connections: number, seconds: number): Promise<ThroughputRun> {
+/** CPU of a process tree (PostgreSQL's postmaster and backends), as CpuMeter measures one process. */
+class TreeCpuMeter {
+  private readonly t0 = performance.now();
+  private readonly start: Map<string, number>;
+  constructor(private readonly trees: Record<string, () => number>) {
+    this.start = new Map(Object.entries(trees).map(([name, read]) => [name, read()]));
+  }
+  read(): Record<string, number> {
+    const seconds = (performance.now() - this.t0) / 1000;
+    return Object.fromEntries(Object.entries(this.trees).map(([name, read]) => [name, (read() - this.start.get(name)!) / seconds]));
+  }
+}
+
+async function throughput(arm: RunningArm, upstream: Upstream, cpuPids: Record<string, number>, cpuTrees: Record<string, () => number>, shape: "json" | "sse", connections: number, seconds: number): Promise<ThroughputRun> {
   const rowsBefore = arm.rowsWritten ? await arm.rowsWritten() : null;
   const servedBefore = await upstream.requestsServed();
   const meter = new CpuMeter(cpuPids);
+  const treeMeter = new TreeCpuMeter(cpuTrees);
   const wrk = await runWrk({ url: arm.url, bodyFile: bodyFile(shape), headers: arm.headers, connections, seconds, core: CLIENT_CORE });
-  const cpu = { ...meter.read(), wrk: wrk.wrkCpu };
+  const cpu = { ...meter.read(), ...treeMeter.read(), wrk: wrk.wrkCpu };
   await Bun.sleep(400); // one flush interval (100 ms) and then some
   const rowsWritten = arm.rowsWritten && rowsBefore !== null ? (await arm.rowsWritten()) - rowsBefore : null;
   const upstreamServed = (await upstream.requestsServed()) - servedBefore;
@@ -108,20 +126,29 @@ async function longStreams(arm: RunningArm, n: number): Promise<LongRun> {
   }
 }
 
+/** The service arm's ledger: the SQLite file, or its PostgreSQL database. */
+async function ledger(state: ServiceState): Promise<{ total: number; byStatus: Record<string, number>; totalsRequestCount?: number }> {
+  return state.postgresUrl ? postgresLedgerRows(state.postgresUrl) : ledgerRows(state.databasePath);
+}
+
 async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | null, state: ServiceState | null): Promise<ArmResult> {
+  const usesRedis = REDIS_ARMS.includes(id);
+  const usesPostgres = POSTGRES_ARMS.includes(id);
   const start = async (): Promise<RunningArm> => {
     if (id === "a") return startDirect(upstream, SUT_CORE, CLIENT_CORE);
     if (id === "b") return startBare(upstream, SUT_CORE);
     if (id === "e") return startPortkey(upstream, SUT_CORE);
-    return startService(id, state!, upstream, SUT_CORE, id === "d" ? redis!.url : null);
+    if (!isServiceArm(id)) throw new Error(`unknown arm ${id}`);
+    return startService(id, state!, upstream, SUT_CORE, usesRedis ? redis!.url : null);
   };
   const result: ArmResult = { id, label: ARM_LABELS[id], throughput: [], sequential: {}, longStreams: [], rows: null, clientCompleted: 0 };
-  const ledgerBefore = state ? ledgerRows(state.databasePath).total : 0;
+  const ledgerBefore = state ? (await ledger(state)).total : 0;
   const servedBefore = await upstream.requestsServed();
 
   log(`${ARM_LABELS[id]}: starting`);
   let arm = await start();
-  const cpuPids: Record<string, number> = { sut: arm.pid, ...(id === "a" ? {} : { upstream: upstream.pid }), ...(id === "d" ? { redis: redis!.pid } : {}) };
+  const cpuPids: Record<string, number> = { sut: arm.pid, ...(id === "a" ? {} : { upstream: upstream.pid }), ...(usesRedis ? { redis: redis!.pid } : {}) };
+  const cpuTrees: Record<string, () => number> = usesPostgres ? { postgres: () => postgres!.cpuSeconds() } : {};
   try {
     for (const shape of ["json", "sse"] as const) {
       const warm = await runWrk({ url: arm.url, bodyFile: bodyFile(shape), headers: arm.headers, connections: 64, seconds: cfg.warmup, core: CLIENT_CORE });
@@ -129,7 +156,7 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
     }
     for (const shape of ["json", "sse"] as const) {
       for (const c of cfg.connections) {
-        const run = await throughput(arm, upstream, cpuPids, shape, c, cfg.seconds);
+        const run = await throughput(arm, upstream, cpuPids, cpuTrees, shape, c, cfg.seconds);
         result.clientCompleted += run.ok;
         result.throughput.push(run);
         log(`${id} ${shape} c=${c}: ${Math.round(run.rps)} req/s, p99 ${(run.latencyUs.p99 / 1000).toFixed(1)} ms, errors ${run.errors}, cpu ${JSON.stringify(Object.fromEntries(Object.entries(run.cpu).map(([k, v]) => [k, Math.round(v * 100) / 100])))}`);
@@ -160,10 +187,11 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
   }
   if (state) {
     const served = (await upstream.requestsServed()) - servedBefore;
-    const ledger = ledgerRows(state.databasePath);
-    const rows = ledger.total - ledgerBefore;
-    result.rows = { upstreamServed: served, ledgerRows: rows, lost: served - rows, byStatus: ledger.byStatus };
-    log(`${id} rows: ${rows} in the ledger, ${served} served upstream, ${result.clientCompleted} completed at the clients`);
+    const after = await ledger(state);
+    const rows = after.total - ledgerBefore;
+    result.rows = { upstreamServed: served, ledgerRows: rows, lost: served - rows, byStatus: after.byStatus, ...(after.totalsRequestCount === undefined ? {} : { totalsRequestCount: after.totalsRequestCount }) };
+    const totals = after.totalsRequestCount === undefined ? "" : `, usage_totals.request_count ${after.totalsRequestCount}`;
+    log(`${id} rows: ${rows} in the ledger${totals}, ${served} served upstream, ${result.clientCompleted} completed at the clients`);
   }
   return result;
 }
@@ -205,13 +233,22 @@ async function main(): Promise<void> {
   }
 
   const upstream = await startUpstream(cfg.upstream, CLIENT_CORE);
-  const needsRedis = cfg.arms.includes("d");
+  const needsRedis = cfg.arms.some((id) => REDIS_ARMS.includes(id));
   const redis = needsRedis ? await startRedis(CLIENT_CORE) : null;
+  if (cfg.arms.some((id) => POSTGRES_ARMS.includes(id))) {
+    postgres = await startBenchPostgres(CLIENT_CORE);
+    log(`PostgreSQL ${postgres.version} (fsync on) on port ${postgres.pg.port}, pinned to core ${CLIENT_CORE}`);
+  }
   const dbDir = mkdtempSync(join(tmpdir(), "bench-db-"));
   const arms: ArmResult[] = [];
   try {
     for (const id of cfg.arms) {
-      const state: ServiceState | null = id === "c" || id === "d" ? { dir: dbDir, databasePath: join(dbDir, `${id}.sqlite`) } : null;
+      // Each service arm its own database: the SQLite file, or a fresh Postgres database.
+      const state: ServiceState | null = !isServiceArm(id)
+        ? null
+        : POSTGRES_ARMS.includes(id)
+          ? { dir: dbDir, databasePath: "", postgresUrl: await postgres!.createDatabase(`bench_${id}`) }
+          : { dir: dbDir, databasePath: join(dbDir, `${id}.sqlite`) };
       try {
         arms.push(await benchArm(id, upstream, redis, state));
       } catch (err) {
@@ -221,6 +258,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await redis?.stop();
+    await postgres?.stop();
     rmSync(dbDir, { recursive: true, force: true });
   }
 

@@ -3,13 +3,22 @@
  *   a  direct to the upstream       b  bare Bun.serve forwarder (./bare-forwarder.ts)
  *   c  this service, embedded       d  this service with REDIS_URL
  *   e  Portkey's gateway (@portkey-ai/gateway, on Node)
+ *   f  this service on PostgreSQL (budgets, limits and ledger in Postgres)
+ *   g  this service on PostgreSQL + REDIS_URL (Redis fast path, ledger batched into Postgres)
  */
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
 
-export type ArmId = "a" | "b" | "c" | "d" | "e";
+export type ArmId = "a" | "b" | "c" | "d" | "e" | "f" | "g";
+export type ServiceArmId = "c" | "d" | "f" | "g";
+
+export const SERVICE_ARMS: readonly ServiceArmId[] = ["c", "d", "f", "g"];
+export const isServiceArm = (id: ArmId): id is ServiceArmId => (SERVICE_ARMS as readonly ArmId[]).includes(id);
+/** The arms that need redis-server, and those that need PostgreSQL. */
+export const REDIS_ARMS: readonly ArmId[] = ["d", "g"];
+export const POSTGRES_ARMS: readonly ArmId[] = ["f", "g"];
 
 export const ARM_LABELS: Record<ArmId, string> = {
   a: "(a) direct to the upstream",
@@ -17,6 +26,8 @@ export const ARM_LABELS: Record<ArmId, string> = {
   c: "(c) this service, embedded",
   d: "(d) this service + Redis",
   e: "(e) Portkey gateway",
+  f: "(f) this service, PostgreSQL",
+  g: "(g) this service, PostgreSQL + Redis",
 };
 
 export interface RunningArm {
@@ -76,17 +87,24 @@ export async function startPortkey(upstream: Upstream, core: number): Promise<Ru
   };
 }
 
-/** One database, app and connected user for the service arms; survives restarts of the process. */
+/**
+ * One database, app and connected user for the service arms; survives restarts of the
+ * process. The database is the SQLite file at `databasePath`, or `postgresUrl` when set.
+ */
 export interface ServiceState {
   dir: string;
   databasePath: string;
+  postgresUrl?: string;
   secretKey?: string;
 }
+
+/** DATABASE_URL for the service and its CLI. */
+export const serviceDatabaseUrl = (state: ServiceState): string => state.postgresUrl ?? `sqlite:${state.databasePath}`;
 
 export const BENCH_USER = "bench-user";
 
 export async function startService(
-  id: "c" | "d",
+  id: ServiceArmId,
   state: ServiceState,
   upstream: Upstream,
   core: number,
@@ -94,7 +112,7 @@ export async function startService(
   /** e.g. --cpu-prof; `entry` replaces src/index.ts (a variant for profiling). */
   run: { bunFlags?: string[]; entry?: string; env?: Record<string, string> } = {},
 ): Promise<RunningArm> {
-  const databaseUrl = `sqlite:${state.databasePath}`;
+  const databaseUrl = serviceDatabaseUrl(state);
   if (!state.secretKey) {
     const cli = Bun.spawnSync([BUN, "src/cli.ts", "app", "create", "--name", "bench"], { cwd: REPO_ROOT, env: childEnv({ DATABASE_URL: databaseUrl }) });
     if (cli.exitCode !== 0) throw new Error(`app create failed: ${cli.stderr.toString()}`);
@@ -126,7 +144,11 @@ export async function startService(
     url: `${base}/api/v1/chat/completions`,
     headers: { ...auth, "x-service-user": BENCH_USER },
     pid: child.pid,
-    rowsWritten: async () => ((await (await fetch(`${base}/healthz`)).json()) as { writer: { written: number } }).writer.written,
+    // On PostgreSQL alone the budget's settle writes each row (the usage writer stays idle),
+    // so the rows committed are counted in the database itself, for (g) as well.
+    rowsWritten: state.postgresUrl
+      ? async () => (await postgresLedgerRows(state.postgresUrl!)).total
+      : async () => ((await (await fetch(`${base}/healthz`)).json()) as { writer: { written: number } }).writer.written,
     stop: async () => {
       const code = await child.stop(60_000);
       if (code !== 0) throw new Error(`service ${id} exited with ${code}:\n${child.lines.slice(-20).join("\n")}`);
@@ -165,7 +187,7 @@ async function connectUser(base: string, auth: Record<string, string>): Promise<
   if (approved.status !== 200) throw new Error(`POST /connections: ${approved.status} ${await approved.text()}`);
 }
 
-/** Rows in the service's usage ledger (read-only, from the SQLite file). */
+/** Rows in the service's usage ledger (read-only, from the SQLite file; postgresLedgerRows below for PostgreSQL). */
 export function ledgerRows(databasePath: string): { total: number; byStatus: Record<string, number> } {
   if (!existsSync(databasePath)) return { total: 0, byStatus: {} };
   const db = new Database(databasePath, { readonly: true });
@@ -175,6 +197,21 @@ export function ledgerRows(databasePath: string): { total: number; byStatus: Rec
     return { total: rows.reduce((a, r) => a + r.n, 0), byStatus };
   } finally {
     db.close();
+  }
+}
+
+/** Rows in a PostgreSQL usage ledger by status (Bun's SQL client), and the sum of usage_totals.request_count. */
+export async function postgresLedgerRows(url: string): Promise<{ total: number; byStatus: Record<string, number>; totalsRequestCount: number }> {
+  const sql = new Bun.SQL(url, { max: 1 });
+  try {
+    const exists = (await sql`SELECT to_regclass('public.usage_ledger') IS NOT NULL AS ok`) as Array<{ ok: boolean }>;
+    if (!exists[0]?.ok) return { total: 0, byStatus: {}, totalsRequestCount: 0 };
+    const rows = (await sql`SELECT status, count(*)::bigint AS n FROM usage_ledger GROUP BY status`) as Array<{ status: string; n: string | number }>;
+    const [totals] = (await sql`SELECT coalesce(sum(request_count), 0)::bigint AS n FROM usage_totals`) as Array<{ n: string | number }>;
+    const byStatus = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+    return { total: rows.reduce((a, r) => a + Number(r.n), 0), byStatus, totalsRequestCount: Number(totals?.n ?? 0) };
+  } finally {
+    await sql.close({ timeout: 1 });
   }
 }
 

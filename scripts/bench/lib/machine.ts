@@ -1,5 +1,5 @@
 /** What the numbers were measured on, and waiting for the machine to be quiet first. */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "./proc";
 
@@ -12,6 +12,8 @@ export interface Machine {
   node: string;
   wrk: string;
   redis: string;
+  /** PostgreSQL server version (arms f, g); older results have none. */
+  postgres?: string;
   portkey: string;
 }
 
@@ -43,8 +45,25 @@ export function describeMachine(): Machine {
     node: run(["node", "--version"]),
     wrk: run(["wrk", "-v"]).split("\n")[0] ?? "unknown",
     redis: run(["redis-server", "--version"]).split(" ").find((w) => w.startsWith("v="))?.slice(2) ?? "unknown",
+    postgres: postgresVersion(),
     portkey,
   };
+}
+
+/** `postgres --version` from PATH, else Debian's versioned folder (as tests/helpers/postgres.ts finds it). */
+function postgresVersion(): string {
+  const candidates = ["postgres"];
+  try {
+    const base = "/usr/lib/postgresql";
+    for (const v of readdirSync(base).sort((a, b) => Number.parseFloat(b) - Number.parseFloat(a))) candidates.push(join(base, v, "bin", "postgres"));
+  } catch {
+    // no Debian folder
+  }
+  for (const bin of candidates) {
+    const version = /\(PostgreSQL\)\s+(\S+)/.exec(run([bin, "--version"]))?.[1];
+    if (version) return version;
+  }
+  return "not installed";
 }
 
 export function loadAverage(): number {

@@ -47,7 +47,7 @@ export interface ArmResult {
   idleRssMb?: number;
   longStreams: LongRun[];
   /** Service arms: ledger rows against the chat requests the upstream served for them. */
-  rows: { upstreamServed: number; ledgerRows: number; lost: number; byStatus: Record<string, number> } | null;
+  rows: { upstreamServed: number; ledgerRows: number; lost: number; byStatus: Record<string, number>; /** PostgreSQL arms: sum of usage_totals.request_count at the end. */ totalsRequestCount?: number } | null;
   /** 2xx responses the clients received from this arm, over the whole run. */
   clientCompleted: number;
   error?: string;
@@ -97,8 +97,9 @@ export function renderTables(r: BenchResults): string {
   const conns = (r.config.connections as number[]) ?? [16, 64, 256];
   const out: string[] = [];
   const cfg = r.config;
-  out.push(`Run ${r.startedAt} → ${r.finishedAt} (UTC). Machine: ${r.machine.cpus} × ${r.machine.cpuModel}, ${r.machine.memoryGb} GB RAM, ${r.machine.kernel}; Bun ${r.machine.bun}, Node ${r.machine.node} (Portkey ${r.machine.portkey}), ${r.machine.wrk}, redis-server ${r.machine.redis}.`);
-  out.push(`Load average ${r.loadAtStart} at start, ${r.loadAtEnd} at end; ${r.quiet.quiet ? `machine quiet (waited ${r.quiet.waitedSeconds} s)` : `**machine was not quiet** (waited ${r.quiet.waitedSeconds} s; load ${r.quiet.loadAtStart}, ${r.quiet.otherTestRunsAtStart} other test runs)`}. wrk: 1 thread, ${cfg.seconds} s per cell after a ${cfg.warmup} s warm-up per shape; upstream: ${cfg.upstream}. Pinned: process under test alone on core ${r.cores.sut}; wrk, clients, upstream and redis-server on core ${r.cores.client}.`);
+  const usesPostgres = r.arms.some((x) => x.id === "f" || x.id === "g");
+  out.push(`Run ${r.startedAt} → ${r.finishedAt} (UTC). Machine: ${r.machine.cpus} × ${r.machine.cpuModel}, ${r.machine.memoryGb} GB RAM, ${r.machine.kernel}; Bun ${r.machine.bun}, Node ${r.machine.node} (Portkey ${r.machine.portkey}), ${r.machine.wrk}, redis-server ${r.machine.redis}${r.machine.postgres ? `, PostgreSQL ${r.machine.postgres}` : ""}.`);
+  out.push(`Load average ${r.loadAtStart} at start, ${r.loadAtEnd} at end; ${r.quiet.quiet ? `machine quiet (waited ${r.quiet.waitedSeconds} s)` : `**machine was not quiet** (waited ${r.quiet.waitedSeconds} s; load ${r.quiet.loadAtStart}, ${r.quiet.otherTestRunsAtStart} other test runs)`}. wrk: 1 thread, ${cfg.seconds} s per cell after a ${cfg.warmup} s warm-up per shape; upstream: ${cfg.upstream}. Pinned: process under test alone on core ${r.cores.sut}; wrk, clients, upstream, redis-server${usesPostgres ? " and PostgreSQL (fsync on; postmaster and backends)" : ""} on core ${r.cores.client}.`);
   out.push("");
   out.push("Every figure in parentheses is the ratio to (b), the bare Bun forwarder, from this same run.");
   out.push("");
@@ -126,11 +127,13 @@ export function renderTables(r: BenchResults): string {
 
   out.push("### What each process used at c=64 (CPU cores busy; 1.00 = one whole core)");
   out.push("");
-  out.push("| arm | JSON: under test / upstream / redis / wrk | SSE: under test / upstream / redis / wrk | JSON p99 at c=64 (ms) | SSE p99 at c=64 (ms) |");
+  const cpuKeys = usesPostgres ? ["sut", "upstream", "redis", "postgres", "wrk"] : ["sut", "upstream", "redis", "wrk"];
+  const cpuHead = usesPostgres ? "under test / upstream / redis / postgres / wrk" : "under test / upstream / redis / wrk";
+  out.push(`| arm | JSON: ${cpuHead} | SSE: ${cpuHead} | JSON p99 at c=64 (ms) | SSE p99 at c=64 (ms) |`);
   out.push("| --- | --- | --- | ---: | ---: |");
   for (const x of r.arms) {
     const f = (t: ThroughputRun | undefined) =>
-      t ? ["sut", "upstream", "redis", "wrk"].map((k) => (t.cpu[k] === undefined ? "–" : t.cpu[k]!.toFixed(2))).join(" / ") : "–";
+      t ? cpuKeys.map((k) => (t.cpu[k] === undefined ? "–" : t.cpu[k]!.toFixed(2))).join(" / ") : "–";
     const j = run(x, "json", 64);
     const s = run(x, "sse", 64);
     out.push(`| ${x.label} | ${f(j)} | ${f(s)} | ${j ? cell(ms(j.latencyUs.p99), ratio(j.latencyUs.p99, run(b, "json", 64)?.latencyUs.p99)) : "–"} | ${s ? cell(ms(s.latencyUs.p99), ratio(s.latencyUs.p99, run(b, "sse", 64)?.latencyUs.p99)) : "–"} |`);
@@ -255,7 +258,9 @@ export function targets(r: BenchResults): Target[] {
     }
   }
   const a = arm("a");
-  for (const id of ["c", "d"] as const) {
+  // (c), (d) always (a missing arm reads "not measured"); the PostgreSQL arms when they ran.
+  const serviceArms: Array<"c" | "d" | "f" | "g"> = ["c", "d", ...(["f", "g"] as const).filter((id) => arm(id))];
+  for (const id of serviceArms) {
     const x = arm(id);
     const add = (shape: "json" | "sse", metric: "totalUs" | "firstByteUs", p: "p50" | "p99") => {
       const v = x?.sequential[shape]?.[metric][p];
@@ -282,8 +287,13 @@ export function targets(r: BenchResults): Target[] {
     }
     out.push({
       target: `(${id}) rows written = requests completed (0 lost)`,
-      measured: x?.rows ? `${x.rows.ledgerRows} rows for ${x.rows.upstreamServed} upstream calls (${x.clientCompleted} 2xx at the clients)` : "–",
-      met: x?.rows ? x.rows.lost === 0 && x.rows.ledgerRows >= x.clientCompleted : null,
+      measured: x?.rows
+        ? `${x.rows.ledgerRows} rows for ${x.rows.upstreamServed} upstream calls (${x.clientCompleted} 2xx at the clients)` +
+          (x.rows.totalsRequestCount === undefined ? "" : `; usage_totals.request_count ${x.rows.totalsRequestCount}`)
+        : "–",
+      met: x?.rows
+        ? x.rows.lost === 0 && x.rows.ledgerRows >= x.clientCompleted && (x.rows.totalsRequestCount === undefined || x.rows.totalsRequestCount === x.rows.ledgerRows)
+        : null,
     });
   }
   // Judged on the service as it is (v7 ids); the random-id run is the before.
