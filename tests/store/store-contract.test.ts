@@ -114,7 +114,9 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       const other = row({ account: "g/grt1", appUserId: null, grantId: "grt1", costNano: 7 });
       expect(await store.usageLedger.insertBatch([a, b, other])).toBe(3);
       expect(await store.usageLedger.insertBatch([a, b])).toBe(0);
-      expect(await store.usageTotals.spentNano(a.account)).toBe(3_500);
+      const twice = row({ costNano: 5 });
+      expect(await store.usageLedger.insertBatch([twice, twice])).toBe(1);
+      expect(await store.usageTotals.spentNano(a.account)).toBe(3_505);
       expect(await store.usageTotals.spentNano("g/grt1")).toBe(7);
       expect(await store.usageTotals.spentNano("nobody")).toBe(0);
       expect(await store.usageTotals.frozenCapNano(a.account)).toBeNull();

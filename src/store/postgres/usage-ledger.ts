@@ -52,40 +52,60 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
   constructor(private readonly db: PostgresDatabase) {}
 
   /**
-   * One transaction per batch: a multi-row INSERT (rows already there are skipped, so a
-   * replayed batch changes nothing), then the totals of the accounts whose rows were new,
-   * in account order so that two instances' batches lock them in the same order.
+   * One statement per batch, so one round trip and one implicit transaction: the rows go in
+   * as one array per column (unnest), which keeps the statement the same size whatever the
+   * batch (a VALUES list has a parameter per cell: 18 per row, slow to parse and capped at
+   * 65,535). Rows already there are skipped, so a replayed batch changes nothing; the totals
+   * of the accounts whose rows were new are added in account order, so that two
+   * instances' batches lock them in the same order.
    */
-  async insertBatch(rows: UsageRow[]): Promise<number> {
-    if (rows.length === 0) return 0;
-    const byId = new Map(rows.map((r) => [r.requestId, r]));
-    return this.db.run((sql) =>
-      sql.begin(async (tx) => {
-        const inserted: Row[] = await tx`INSERT INTO usage_ledger ${tx(rows.map(ledgerRecord))} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`;
-        const totals = new Map<string, { spent: number; count: number; frozen: number }>();
-        for (const { request_id } of inserted) {
-          const r = byId.get(String(request_id))!;
-          const t = totals.get(r.account) ?? { spent: 0, count: 0, frozen: -1 };
-          t.spent += r.costNano;
-          t.count += 1;
-          t.frozen = Math.max(t.frozen, r.frozenCapNano ?? -1);
-          totals.set(r.account, t);
-        }
-        if (totals.size === 0) return 0;
-        const accounts = [...totals.keys()].sort();
-        const list = (pick: (t: { spent: number; count: number; frozen: number }) => number) => accounts.map((a) => String(pick(totals.get(a)!)));
-        await tx`INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano)
-          SELECT a, s, n, NULLIF(f, -1) FROM unnest(${tx.array(accounts, "TEXT")}::text[], ${tx.array(list((t) => t.spent), "TEXT")}::bigint[],
-            ${tx.array(list((t) => t.count), "TEXT")}::bigint[], ${tx.array(list((t) => t.frozen), "TEXT")}::bigint[]) AS u(a, s, n, f)
-          ORDER BY a
+  async insertBatch(batch: UsageRow[]): Promise<number> {
+    if (batch.length === 0) return 0;
+    // A request id twice in one batch (a repeated finish) would be joined twice below.
+    const rows = [...new Map(batch.map((r) => [r.requestId, r])).values()];
+    const column = <T>(pick: (r: UsageRow) => T) => rows.map(pick);
+    const text = (pick: (r: UsageRow) => string | number | null) => column((r) => { const v = pick(r); return v === null ? null : String(v); });
+    const [result] = await this.db.run((sql) => {
+      const a = (values: unknown[], type: string) => sql.array(values, type as never);
+      return sql`
+        WITH src AS (
+          SELECT * FROM unnest(
+            ${a(column((r) => r.requestId), "TEXT")}::text[], ${a(column((r) => r.account), "TEXT")}::text[],
+            ${a(column((r) => r.appId), "TEXT")}::text[], ${a(column((r) => r.appUserId), "TEXT")}::text[],
+            ${a(column((r) => r.grantId), "TEXT")}::text[], ${a(column((r) => r.period), "TEXT")}::text[],
+            ${a(column((r) => r.model), "TEXT")}::text[], ${a(column((r) => r.generationId), "TEXT")}::text[],
+            ${a(text((r) => r.promptTokens), "TEXT")}::bigint[], ${a(text((r) => r.completionTokens), "TEXT")}::bigint[],
+            ${a(text((r) => r.costNano), "TEXT")}::bigint[], ${a(column((r) => r.source), "TEXT")}::text[],
+            ${a(column((r) => r.status), "TEXT")}::text[], ${a(column((r) => r.streamed), "BOOL")}::boolean[],
+            ${a(text((r) => r.startedAt), "TEXT")}::bigint[], ${a(text((r) => r.finishedAt), "TEXT")}::bigint[],
+            ${a(text((r) => r.reservedNano ?? null), "TEXT")}::bigint[], ${a(text((r) => r.overrunNano ?? 0), "TEXT")}::bigint[],
+            ${a(text((r) => r.frozenCapNano ?? null), "TEXT")}::bigint[]
+          ) AS s(request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
+                 completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano, frozen_cap_nano)
+        ), inserted AS (
+          INSERT INTO usage_ledger (request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
+                                    completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano)
+          SELECT request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
+                 completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano
+          FROM src
+          ON CONFLICT (request_id) DO NOTHING
+          RETURNING request_id, account, cost_nano
+        ), per_account AS (
+          SELECT i.account, sum(i.cost_nano) AS spent, count(*) AS n, max(s.frozen_cap_nano) AS frozen
+          FROM inserted i JOIN src s USING (request_id) GROUP BY i.account
+        ), totals AS (
+          INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano)
+          SELECT account, spent, n, frozen FROM per_account ORDER BY account
           ON CONFLICT (account) DO UPDATE SET
             spent_nano = usage_totals.spent_nano + EXCLUDED.spent_nano,
             request_count = usage_totals.request_count + EXCLUDED.request_count,
             frozen_cap_nano = CASE WHEN EXCLUDED.frozen_cap_nano IS NULL THEN usage_totals.frozen_cap_nano
-                                   ELSE GREATEST(COALESCE(usage_totals.frozen_cap_nano, 0), EXCLUDED.frozen_cap_nano) END`;
-        return inserted.length;
-      }),
-    );
+                                   ELSE GREATEST(COALESCE(usage_totals.frozen_cap_nano, 0), EXCLUDED.frozen_cap_nano) END
+          RETURNING 1
+        )
+        SELECT count(*)::int AS inserted FROM inserted`;
+    });
+    return num(result.inserted);
   }
 
   async listForUser(appId: string, appUserId: string, period: string, limit: number, before?: UsageCursor): Promise<UsageRow[]> {
