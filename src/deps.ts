@@ -115,7 +115,7 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
       },
       logger,
     );
-  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs);
+  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, store.engine === "postgres" ? 2 : 1);
   return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis };
 }
 

@@ -5,7 +5,7 @@
  * how many ledger rows per second, and where a batch's time goes.
  *
  *   ./node_modules/.bin/bun scripts/bench/usage-writer-postgres.ts [--rows 300000]
- *     [--accounts 1000] [--batch 1000,5000] [--flush-ms 100] [--seconds 120]
+ *     [--accounts 1000] [--batch 1000,5000] [--flush-ms 100] [--concurrency 2] [--seconds 120]
  *     [--profile-rows 50000] [--no-profile] [--no-sqlite] [--no-pin] [--wait-quiet 60]
  *     [--out tmp/bench/usage-writer-postgres.json]
  *
@@ -48,6 +48,8 @@ const ROWS = Number(flag("rows", "300000"));
 const ACCOUNTS = Number(flag("accounts", "1000"));
 const BATCHES = flag("batch", "1000,5000").split(",").map(Number);
 const FLUSH_MS = Number(flag("flush-ms", "100"));
+/** Batches written at once, as the service does on PostgreSQL (src/deps.ts). */
+const CONCURRENCY = Number(flag("concurrency", "2"));
 const SECONDS = Number(flag("seconds", "120"));
 const PROFILE_ROWS = Number(flag("profile-rows", "50000"));
 const PROFILE = !has("no-profile");
@@ -165,7 +167,7 @@ async function writerRun(pg: BenchPostgres, batch: number): Promise<WriterRun> {
     warmError = err instanceof Error ? err.message : String(err);
   }
   const base = await counts(url);
-  const writer = new UsageWriter(timed, memoryLogger(), FLUSH_MS, batch);
+  const writer = new UsageWriter(timed, memoryLogger(), FLUSH_MS, batch, CONCURRENCY);
   const deadline = performance.now() + SECONDS * 1000;
   const cpuWriter0 = cpuSeconds(process.pid);
   const cpuPg0 = pg.cpuSeconds();
@@ -363,7 +365,7 @@ async function main(): Promise<void> {
   lines.push("");
   lines.push(`Run ${startedAt} → ${new Date().toISOString()} (UTC) on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGb} GB, ${machine.kernel}, Bun ${machine.bun}. Load average ${loadAtStart} at start, ${loadAverage()} at end; ${quiet.quiet ? `machine quiet (waited ${quiet.waitedSeconds} s)` : `**machine not quiet** after ${quiet.waitedSeconds} s (load ${quiet.loadAtStart}, ${quiet.otherTestRunsAtStart} other test runs)`}.`);
   lines.push("");
-  lines.push(`${ROWS.toLocaleString("en-US")} rows over ${ACCOUNTS.toLocaleString("en-US")} account${ACCOUNTS === 1 ? "" : "s"}; PostgreSQL ${pg.version}, fsync on, synchronous_commit on; flush interval ${FLUSH_MS} ms; ${PIN ? `writer on core ${WRITER_CORE}, PostgreSQL on core ${PG_CORE}` : "not pinned"}. Target: ≥ ${TARGET.toLocaleString("en-US")} rows/s.`);
+  lines.push(`${ROWS.toLocaleString("en-US")} rows over ${ACCOUNTS.toLocaleString("en-US")} account${ACCOUNTS === 1 ? "" : "s"}; PostgreSQL ${pg.version}, fsync on, synchronous_commit on; flush interval ${FLUSH_MS} ms; ${CONCURRENCY} batch${CONCURRENCY === 1 ? "" : "es"} at once; ${PIN ? `writer on core ${WRITER_CORE}, PostgreSQL on core ${PG_CORE}` : "not pinned"}. Target: ≥ ${TARGET.toLocaleString("en-US")} rows/s.`);
   lines.push("");
   lines.push("| store | batch | rows | seconds | rows/s | vs target | flushes | ms per batch (mean / p50 / p99) | writer busy | CPU: writer / postgres | ledger rows | totals request_count | lost |");
   lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |");
@@ -392,7 +394,7 @@ async function main(): Promise<void> {
   console.log(lines.join("\n"));
 
   mkdirSync(dirname(OUT), { recursive: true });
-  writeFileSync(OUT, JSON.stringify({ command: COMMAND, startedAt, finishedAt: new Date().toISOString(), machine, quiet, loadAtStart, loadAtEnd: loadAverage(), postgres: pg.version, rows: ROWS, accounts: ACCOUNTS, flushMs: FLUSH_MS, pinned: PIN, runs, profiles, sqlite }, null, 2));
+  writeFileSync(OUT, JSON.stringify({ command: COMMAND, startedAt, finishedAt: new Date().toISOString(), machine, quiet, loadAtStart, loadAtEnd: loadAverage(), postgres: pg.version, rows: ROWS, accounts: ACCOUNTS, flushMs: FLUSH_MS, concurrency: CONCURRENCY, pinned: PIN, runs, profiles, sqlite }, null, 2));
   log(`results: ${OUT}`);
   const bad = runs.filter((r) => r.error || r.lost !== 0 || r.totalsRequestCount !== r.rows || r.ledgerRows !== r.rows || r.failedFlushes > 0);
   if (bad.length > 0) {

@@ -22,7 +22,9 @@ export interface UsageWriterState {
 export class UsageWriter {
   private readonly queue: UsageRow[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
-  private flushing: Promise<void> | null = null;
+  /** Drains running now: at most `concurrency`, each writing its own batches. */
+  private readonly drains = new Set<Promise<void>>();
+  private inFlightRows = 0;
   private readonly state: UsageWriterState = { pending: 0, written: 0, flushes: 0, failedFlushes: 0, lastError: null, closed: false };
 
   constructor(
@@ -30,41 +32,56 @@ export class UsageWriter {
     private readonly logger: Logger,
     private readonly flushIntervalMs: number,
     private readonly maxBatch = 1000,
+    /**
+     * Batches written at once. SQLite has one writer, so 1. PostgreSQL takes 2: one batch's
+     * commit waits for the disk while the other's rows are inserted (measured,
+     * BENCHMARKS.md). Order does not matter: rows are keyed by request id, totals add up,
+     * and each batch locks its totals rows in account order.
+     */
+    private readonly concurrency = 1,
   ) {}
 
   enqueue(row: UsageRow): void {
     this.queue.push(row);
     if (this.queue.length >= this.maxBatch) void this.flush();
-    else if (this.timer === null && this.flushing === null) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs);
+    else if (this.timer === null && this.drains.size === 0) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs);
   }
 
   /** Writes everything queued now; resolves when written, or when a failure left rows for the retry. */
   flush(): Promise<void> {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
-    this.flushing ??= this.drain().finally(() => {
-      this.flushing = null;
-      // Rows that arrived during the last batch's write, or a failure's retry.
-      if (this.queue.length > 0 && this.timer === null) {
-        this.timer = setTimeout(() => void this.flush(), this.state.lastFailed ? this.flushIntervalMs * 10 : this.flushIntervalMs);
-      }
-    });
-    return this.flushing;
+    while (this.drains.size < this.concurrency && this.queue.length > 0) {
+      const drain: Promise<void> = this.drain().finally(() => {
+        this.drains.delete(drain);
+        // Rows that arrived during the last batch's write, or a failure's retry.
+        if (this.drains.size === 0 && this.queue.length > 0 && this.timer === null) {
+          this.timer = setTimeout(() => void this.flush(), this.state.lastFailed ? this.flushIntervalMs * 10 : this.flushIntervalMs);
+        }
+      });
+      this.drains.add(drain);
+    }
+    return Promise.all(this.drains).then(() => {});
   }
 
   private async drain(): Promise<void> {
     while (this.queue.length > 0) {
-      const batch = this.queue.slice(0, this.maxBatch);
+      // Taken off the queue while written, so that another drain writes other rows;
+      // put back in front if the write fails.
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.inFlightRows += batch.length;
       try {
         await this.ledger.insertBatch(batch);
       } catch (err) {
+        this.queue.unshift(...batch);
         this.state.failedFlushes++;
         this.state.lastFailed = true;
         this.state.lastError = err instanceof Error ? err.message : String(err);
         this.logger.error("usage flush failed; rows kept for retry", { rows: this.queue.length, error: this.state.lastError });
         return;
+      } finally {
+        this.inFlightRows -= batch.length;
       }
-      this.queue.splice(0, batch.length);
       this.state.lastFailed = false;
       this.state.written += batch.length;
       this.state.flushes++;
@@ -93,6 +110,6 @@ export class UsageWriter {
 
   get stats(): UsageWriterState {
     const { lastFailed: _, ...visible } = this.state;
-    return { ...visible, pending: this.queue.length };
+    return { ...visible, pending: this.queue.length + this.inFlightRows };
   }
 }
