@@ -13,7 +13,7 @@ const SWEEP_MS = 2500;
 
 /**
  * Budgets kept in PostgreSQL itself, for instances that share only the database (no Redis).
- * Reserve and settle are one function call each (migration 3 in ../store/postgres/migrations.ts):
+ * Reserve and settle are one function call each (../store/postgres/budgets-sql.ts):
  * the account's usage_totals row is locked for the call, so reserves from every instance
  * on one account queue there and the cap holds exactly. Settling writes the ledger row in
  * the same transaction, so the durable totals and the live counters are one and the same:

@@ -4,8 +4,8 @@ import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limit
 
 /**
  * The sliding-window log in PostgreSQL, for instances that share only the database: one
- * function call per check (rate_limit_take, migration 4), serialized per key by an advisory
- * lock, so the limit holds exactly across instances. Wrapped in FallbackRateLimiter: while
+ * function call per check (rate_limit_take, ../store/postgres/rate-limits-sql.ts), serialized
+ * per key by its count row's lock, so the limit holds exactly across instances. Wrapped in FallbackRateLimiter: while
  * the database is down, limits fall back to each process (budgets, meanwhile, fail closed).
  */
 export class PostgresRateLimiter implements RateLimiter {
@@ -24,12 +24,9 @@ export class PostgresRateLimiter implements RateLimiter {
     return { allowed: r.allowed === true, limit: rule.limit, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
   }
 
-  /** Keys that went quiet keep their last window's rows; drop those once a window, in the background. */
+  /** Keys that went quiet keep their last window's rows; forget those once a window, in the background. */
   private sweepIdleKeys(rule: RateLimitRule, now: number): void {
     this.sweepAt = now + rule.windowMs;
-    const prefix = `${rule.name}:`;
-    void this.db
-      .run((sql) => sql`DELETE FROM rate_limit_hits WHERE at_ms <= ${now - rule.windowMs} AND starts_with(key, ${prefix})`)
-      .catch(() => {});
+    void this.db.run((sql) => sql`SELECT rate_limit_sweep(${`${rule.name}:`}, ${now - rule.windowMs})`).catch(() => {});
   }
 }

@@ -64,6 +64,8 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
     // A request id twice in one batch (a repeated finish) would be joined twice below.
     const rows = [...new Map(batch.map((r) => [r.requestId, r])).values()];
     const column = <T>(pick: (r: UsageRow) => T) => rows.map(pick);
+    // Overruns are rare: their caps travel apart, so the common batch joins nothing.
+    const frozen = rows.filter((r) => r.frozenCapNano !== null && r.frozenCapNano !== undefined);
     const text = (pick: (r: UsageRow) => string | number | null) => column((r) => { const v = pick(r); return v === null ? null : String(v); });
     const [result] = await this.db.run((sql) => {
       const a = (values: unknown[], type: string) => sql.array(values, type as never);
@@ -78,10 +80,11 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
             ${a(text((r) => r.costNano), "TEXT")}::bigint[], ${a(column((r) => r.source), "TEXT")}::text[],
             ${a(column((r) => r.status), "TEXT")}::text[], ${a(column((r) => r.streamed), "BOOL")}::boolean[],
             ${a(text((r) => r.startedAt), "TEXT")}::bigint[], ${a(text((r) => r.finishedAt), "TEXT")}::bigint[],
-            ${a(text((r) => r.reservedNano ?? null), "TEXT")}::bigint[], ${a(text((r) => r.overrunNano ?? 0), "TEXT")}::bigint[],
-            ${a(text((r) => r.frozenCapNano ?? null), "TEXT")}::bigint[]
+            ${a(text((r) => r.reservedNano ?? null), "TEXT")}::bigint[], ${a(text((r) => r.overrunNano ?? 0), "TEXT")}::bigint[]
           ) AS s(request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
-                 completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano, frozen_cap_nano)
+                 completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano)
+        ), frozen AS (
+          SELECT * FROM unnest(${a(frozen.map((r) => r.requestId), "TEXT")}::text[], ${a(frozen.map((r) => String(r.frozenCapNano)), "TEXT")}::bigint[]) AS f(request_id, cap)
         ), inserted AS (
           INSERT INTO usage_ledger (request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
                                     completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano)
@@ -91,8 +94,8 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
           ON CONFLICT (request_id) DO NOTHING
           RETURNING request_id, account, cost_nano
         ), per_account AS (
-          SELECT i.account, sum(i.cost_nano) AS spent, count(*) AS n, max(s.frozen_cap_nano) AS frozen
-          FROM inserted i JOIN src s USING (request_id) GROUP BY i.account
+          SELECT i.account, sum(i.cost_nano) AS spent, count(*) AS n, max(f.cap) AS frozen
+          FROM inserted i LEFT JOIN frozen f USING (request_id) GROUP BY i.account
         ), totals AS (
           INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano)
           SELECT account, spent, n, frozen FROM per_account ORDER BY account
