@@ -2,10 +2,22 @@
  * `npm test`: runs the whole suite with `bun test` and ends with the one summary line CI
  * reads, `N passed, M failed, K skipped`, derived from bun's own closing counts.
  * Extra arguments go to `bun test` (e.g. `npm test -- tests/auth`).
+ *
+ * A whole run (no arguments) first typechecks the repository (`tsc --noEmit`, strict, the
+ * tests and scripts included); that check counts as one test in the summary line.
  */
 import { ensureTestPrerequisites } from "./test-prerequisites";
 
 await ensureTestPrerequisites();
+
+const wholeRun = process.argv.length <= 2;
+let typecheckFailed = false;
+if (wholeRun) {
+  console.log("typecheck: tsc --noEmit -p .");
+  const tsc = Bun.spawnSync([process.execPath, "x", "tsc", "--noEmit", "-p", "."], { stdout: "inherit", stderr: "inherit" });
+  typecheckFailed = tsc.exitCode !== 0;
+  console.log(typecheckFailed ? "(fail) typecheck: tsc --noEmit" : "(pass) typecheck: tsc --noEmit");
+}
 
 // bun test ignores bunfig's [test] timeout here (seen with 1.4.5): real servers, Redis and
 // Chromium start inside tests, so give each test room explicitly.
@@ -34,5 +46,6 @@ async function relay(stream: ReadableStream<Uint8Array>, out: NodeJS.WriteStream
 
 await Promise.all([relay(proc.stdout, process.stdout), relay(proc.stderr, process.stderr)]);
 const code = await proc.exited;
+if (wholeRun) counts[typecheckFailed ? "fail" : "pass"]++;
 console.log(`${counts.pass} passed, ${counts.fail} failed, ${counts.skip} skipped`);
 process.exit(code !== 0 ? code : counts.fail > 0 ? 1 : 0);
