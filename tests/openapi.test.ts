@@ -18,6 +18,7 @@ const ENDPOINTS = [
   { method: "delete", path: "/api/v1/connections", security: "sessionToken", success: 204, errors: [401] },
   { method: "get", path: "/api/v1/status", security: "secretKey", success: 200, errors: [400, 401] },
   { method: "get", path: "/healthz", security: null, success: 200, errors: [503] },
+  { method: "get", path: "/readyz", security: null, success: 200, errors: [503] },
 ] as const;
 
 let t: TestApp;
@@ -91,7 +92,7 @@ describe("openapi.json documents every core endpoint", () => {
       for (const status of e.errors) {
         const schema = op.responses?.[String(status)]?.content?.["application/json"]?.schema;
         expect({ status, schema }).toMatchObject({ status, schema: expect.any(Object) });
-        if (status >= 400 && e.path !== "/healthz") {
+        if (status >= 400 && e.path !== "/healthz" && e.path !== "/readyz") {
           // The one error envelope.
           expect(schema.required).toEqual(["error"]);
           expect(schema.properties.error.required).toEqual(expect.arrayContaining(["code", "message"]));

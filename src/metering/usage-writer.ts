@@ -108,6 +108,11 @@ export class UsageWriter {
     this.timer = null;
   }
 
+  /** The last flush failed (and none has succeeded since). */
+  get failing(): boolean {
+    return this.state.lastFailed === true;
+  }
+
   get stats(): UsageWriterState {
     const { lastFailed: _, ...visible } = this.state;
     return { ...visible, pending: this.queue.length + this.inFlightRows };

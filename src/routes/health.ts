@@ -7,6 +7,7 @@ import type { OverrunMonitor } from "../metering/overrun-monitor";
 
 const HealthModel = t.Object({
   status: t.Union([t.Literal("ok"), t.Literal("degraded")]),
+  problems: t.Array(t.String(), { description: "Why the status is degraded, one sentence each; empty when ok." }),
   mode: t.Union([t.Literal("demo"), t.Literal("upstream")]),
   upstream: t.String(),
   store: t.Object({ kind: t.Union([t.Literal("sqlite"), t.Literal("postgres")]), ok: t.Boolean() }),
@@ -14,6 +15,7 @@ const HealthModel = t.Object({
   budget: t.Object({ kind: t.String(), ok: t.Boolean({ description: "False while Redis is unreachable: chat calls answer 503 (budgets fail closed)." }) }),
   pricing: t.Object({ models: Type.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
   writer: t.Object({
+    failing: t.Boolean({ description: "The last flush failed; its rows are kept for the retry." }),
     pending: Type.Integer(),
     written: Type.Integer(),
     flushes: Type.Integer(),
@@ -27,33 +29,75 @@ const HealthModel = t.Object({
   ),
 });
 
-/** GET /healthz: liveness plus what an operator needs to know at a glance. */
+const ReadyModel = t.Object({
+  ready: t.Boolean(),
+  problems: t.Array(t.String(), { description: "Why the instance should not take traffic now; empty when ready." }),
+});
+
+/**
+ * GET /healthz: liveness plus what an operator needs to know at a glance. It answers 503
+ * only when the store is unreachable (nothing can be served); other problems (an empty or
+ * stale price list, a failing usage writer, Redis down) make it `degraded` with a reason.
+ * GET /readyz: readiness, for a load balancer: 503 while any of those problems holds.
+ */
 export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMonitor) {
-  return new Elysia().get(
-    "/healthz",
-    async ({ set }) => {
-      const storeOk = await pingStore(deps);
-      if (!storeOk) set.status = 503;
-      // Budgets live in Redis when it is set, in PostgreSQL when the store is, else here.
-      const budgetKind = deps.redis ? "redis" : deps.store.engine === "postgres" ? "postgres" : "memory";
-      const budgetOk = deps.redis ? deps.redis.status === "ready" : storeOk;
-      const { pending, written, flushes, failedFlushes, lastError } = deps.usageWriter.stats;
-      const refreshedAt = deps.catalogue.refreshedAt;
-      return {
-        status: storeOk && budgetOk ? ("ok" as const) : ("degraded" as const),
-        mode: deps.config.demoMode ? ("demo" as const) : ("upstream" as const),
-        upstream: deps.config.demoMode ? "built-in mock upstream (demo mode: no UPSTREAM_API_KEY set)" : deps.config.upstreamBaseUrl,
-        store: { kind: deps.store.engine, ok: storeOk },
-        limiter: limiterState(deps),
-        budget: { kind: budgetKind, ok: budgetOk },
-        pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
-        writer: { pending, written, flushes, failedFlushes, lastError },
-        activeStreams: chat.activeStreams,
-        overruns: overruns.state,
-      };
-    },
-    { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Health and mode" } },
-  );
+  const check = async () => {
+    const storeOk = await pingStore(deps);
+    // Budgets live in Redis when it is set, in PostgreSQL when the store is, else here.
+    const budgetKind = deps.redis ? "redis" : deps.store.engine === "postgres" ? "postgres" : "memory";
+    const budgetOk = deps.redis ? deps.redis.status === "ready" : storeOk;
+    return { storeOk, budgetKind, budgetOk, problems: healthProblems(deps, storeOk, budgetOk) };
+  };
+  return new Elysia()
+    .get(
+      "/healthz",
+      async ({ set }) => {
+        const { storeOk, budgetKind, budgetOk, problems } = await check();
+        if (!storeOk) set.status = 503;
+        const { pending, written, flushes, failedFlushes, lastError } = deps.usageWriter.stats;
+        const refreshedAt = deps.catalogue.refreshedAt;
+        return {
+          status: problems.length === 0 ? ("ok" as const) : ("degraded" as const),
+          problems,
+          mode: deps.config.demoMode ? ("demo" as const) : ("upstream" as const),
+          upstream: deps.config.demoMode ? "built-in mock upstream (demo mode: no UPSTREAM_API_KEY set)" : deps.config.upstreamBaseUrl,
+          store: { kind: deps.store.engine, ok: storeOk },
+          limiter: limiterState(deps),
+          budget: { kind: budgetKind, ok: budgetOk },
+          pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
+          writer: { failing: deps.usageWriter.failing, pending, written, flushes, failedFlushes, lastError },
+          activeStreams: chat.activeStreams,
+          overruns: overruns.state,
+        };
+      },
+      { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Liveness, mode and state" } },
+    )
+    .get(
+      "/readyz",
+      async ({ set }) => {
+        const { problems } = await check();
+        if (problems.length > 0) set.status = 503;
+        return { ready: problems.length === 0, problems };
+      },
+      { response: { 200: ReadyModel, 503: ReadyModel }, detail: { tags: ["operations"], summary: "Readiness: 503 while this instance cannot serve chat calls as it should" } },
+    );
+}
+
+/** Each problem that makes the instance unfit for traffic, in words an operator can act on. */
+function healthProblems(deps: Deps, storeOk: boolean, budgetOk: boolean): string[] {
+  const problems: string[] = [];
+  if (!storeOk) problems.push(`the store (${deps.store.engine}) is unreachable`);
+  if (!budgetOk && deps.redis) problems.push("Redis is unreachable: chat calls answer 503 until it is back");
+  const { size, refreshedAt } = deps.catalogue;
+  if (size === 0) problems.push("the upstream's price list is empty (never loaded): chat calls are priced at the fallback price");
+  else if (refreshedAt !== null) {
+    // Three refresh intervals without a successful load: the upstream's /models is failing.
+    // Wall time, as the catalogue stamps its loads (not the injectable request clock).
+    const ageSeconds = Math.round((Date.now() - refreshedAt) / 1000);
+    if (ageSeconds > 3 * deps.config.pricingRefreshSeconds) problems.push(`the upstream's price list is stale: last loaded ${ageSeconds} s ago`);
+  }
+  if (deps.usageWriter.failing) problems.push(`the usage writer is failing (${deps.usageWriter.stats.lastError}); its rows are kept for the retry`);
+  return problems;
 }
 
 function limiterState(deps: Deps) {
