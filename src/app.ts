@@ -19,6 +19,7 @@ import { ApproveConsentRequest, grantRoutes } from "./routes/grants";
 import { Meter } from "./metering/meter";
 import { OverrunMonitor } from "./metering/overrun-monitor";
 import { modelCatalogueRoutes } from "./routes/model-catalogue";
+import { accessLog } from "./http/access-log";
 
 export const API_PREFIX = "/api/v1";
 
@@ -63,6 +64,7 @@ export function createApp(deps: Deps) {
     .use(modelCatalogueRoutes(deps, auth));
 
   return new Elysia()
+    .use(accessLog(deps.logger))
     .use(requestContext(deps.config.maxBodyBytes))
     .use(errorHandler(deps.logger))
     .use(connectionsCors(deps.store))

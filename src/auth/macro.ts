@@ -4,6 +4,7 @@ import type { App } from "../store/apps";
 import type { SessionClaims } from "./session-token";
 import { authenticateSecretKey, authenticateSession } from "./credentials";
 import { restrictCorsToApp } from "../routes/connections-cors";
+import { accessEntry } from "../http/access-log";
 
 type SecretKeyAuth = { app: App };
 type SessionAuth = { app: App; session: SessionClaims };
@@ -24,7 +25,10 @@ export function authPlugin(deps: Deps) {
   const bySecretKey = (request: Request): Promise<SecretKeyAuth> => {
     let found = secretKeyAuth.get(request);
     if (!found) {
-      found = authenticateSecretKey(deps.store, request.headers.get("authorization")).then((app) => ({ app }));
+      found = authenticateSecretKey(deps.store, request.headers.get("authorization")).then((app) => {
+        accessEntry(request).appId = app.id;
+        return { app };
+      });
       secretKeyAuth.set(request, found);
     }
     return found;
@@ -33,7 +37,10 @@ export function authPlugin(deps: Deps) {
   const bySession = (request: Request): Promise<SessionAuth> => {
     let found = sessionAuth.get(request);
     if (!found) {
-      found = authenticateSession(deps.store, deps.sessionTokens, request.headers.get("authorization"));
+      found = authenticateSession(deps.store, deps.sessionTokens, request.headers.get("authorization")).then((auth) => {
+        Object.assign(accessEntry(request), { appId: auth.app.id, appUserId: auth.session.appUserId });
+        return auth;
+      });
       sessionAuth.set(request, found);
     }
     return found;

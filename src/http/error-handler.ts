@@ -1,6 +1,7 @@
 import { Elysia, ValidationError } from "elysia";
 import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
+import { accessEntry } from "./access-log";
 
 /**
  * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
@@ -10,6 +11,7 @@ import type { Logger } from "../logger";
 export function errorHandler(logger: Logger) {
   return new Elysia().onError({ as: "global" }, ({ code, error, set, request }) => {
     const apiError = toApiError(code, error);
+    accessEntry(request).errorCode = apiError.code;
     if (apiError.code === "internal") {
       logger.error("unhandled error", {
         requestId: set.headers["x-request-id"],

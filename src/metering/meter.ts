@@ -7,10 +7,13 @@ import type { UpstreamUsage } from "./usage";
 import type { UsageWriter } from "./usage-writer";
 import type { UsageRow } from "../store/usage-ledger";
 import type { CostBounds } from "./worst-case";
+import type { AccessEntry } from "../http/access-log";
 
 /** A reservation held by one in-flight request, until `Meter.finish` settles it. */
 export interface MeteringTicket {
   requestId: string;
+  /** The request's access-log line, which shows the model and what was charged. */
+  access?: AccessEntry;
   target: BudgetTarget;
   /** The model id as the client asked for it (`model`, or the first of `models`). */
   model: string;
@@ -77,6 +80,10 @@ export class Meter {
       overrunNano,
       frozenCapNano: overrunNano > 0 ? target.capNano : null,
     };
+    if (ticket.access) {
+      ticket.access.model = ticket.model;
+      ticket.access.costNano = charge.costNano;
+    }
     if (this.budget.recordsRows) {
       await this.budget.settle(ticket.requestId, charge.costNano, row);
     } else {

@@ -4,6 +4,7 @@ import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import type { ChatBody, ChatService } from "../services/chat";
 import { userBudgetTarget } from "../services/budget-target";
+import { accessEntry } from "../http/access-log";
 import type { GrantService } from "../services/grants";
 import type { IdempotencyService } from "../services/idempotency";
 import { errorResponses } from "./models";
@@ -81,16 +82,23 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
       const declared = Number(request.headers.get("content-length"));
       // The key is looked up before the budget: a retry of a paid call gets its answer
       // even when that call used up the budget or the grant.
-      const response = await idempotency.run(app.id, requestId, request.headers, body, async (recorder) =>
-        chat.complete({
+      const access = accessEntry(request);
+      // Known before the budget is: a refused call's line still says whose it was.
+      access.appUserId = request.headers.get("x-service-user");
+      const response = await idempotency.run(app.id, requestId, request.headers, body, async (recorder) => {
+        const target = await budgetTargetOf(request, app.id);
+        access.appUserId = target.appUserId;
+        access.grantId = target.grantId;
+        return chat.complete({
           requestId,
-          target: await budgetTargetOf(request, app.id),
+          access,
+          target,
           body: body as ChatBody,
           bodyBytes: declared > 0 ? declared : Buffer.byteLength(JSON.stringify(body)),
           clientHeaders: request.headers,
           recorder,
-        }),
-      );
+        });
+      });
       // A quiet stream must outlive Bun's 10 s idle timeout; the relay's own stall
       // timeout bounds it instead.
       if (body.stream === true) server?.timeout(request, 0);

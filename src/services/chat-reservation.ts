@@ -1,4 +1,5 @@
 import type { Deps } from "../deps";
+import type { AccessEntry } from "../http/access-log";
 import type { MeteringTicket } from "../metering/meter";
 import { clientPin } from "../metering/price-pin";
 import type { PricingCatalogue } from "../metering/pricing";
@@ -14,6 +15,8 @@ export interface ReservationRequest {
   body: ChatBody;
   /** Size of the client's JSON body: an upper bound on the tokens of its text. */
   bodyBytes: number;
+  /** The request's access-log entry: told the model and the cost once metered. */
+  access?: AccessEntry;
 }
 
 /**
@@ -38,6 +41,7 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   }
   return {
     requestId,
+    access: request.access,
     target,
     model: shape.modelIds[0]!,
     bounds,

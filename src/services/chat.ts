@@ -8,6 +8,7 @@ import { UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
 import { relayStream } from "../upstream/stream-relay";
 import { upstreamFailure } from "../upstream/errors";
 import type { BudgetTarget } from "./budget-target";
+import type { AccessEntry } from "../http/access-log";
 import { reserveChat } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
 import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
@@ -35,6 +36,8 @@ export interface ChatRequest {
   clientHeaders: Headers;
   /** Set when the call carries an Idempotency-Key: told the answer, or that there is none to keep. */
   recorder?: AnswerRecorder;
+  /** The request's access-log entry (see src/http/access-log.ts). */
+  access?: AccessEntry;
 }
 
 /**
@@ -84,7 +87,10 @@ export class ChatService {
     headers["content-type"] = "text/event-stream";
     headers["cache-control"] = "no-cache";
     let settled!: () => void;
-    this.track(new Promise<void>((resolve) => (settled = resolve)), abort);
+    const metered = new Promise<void>((resolve) => (settled = resolve));
+    this.track(metered, abort);
+    // The access line of a stream is written once it is metered, with its cost.
+    if (request.access) request.access.metered = metered;
     const body = relayStream(
       response.body,
       abort,

@@ -6,6 +6,8 @@
  * RFC 9110 §7.6.1 says a proxy must not forward).
  */
 
+import { clientRequestId } from "../http/access-log";
+
 /** Client headers passed upstream: OpenRouter's app attribution (its docs, "App Attribution"). */
 const CLIENT_TO_UPSTREAM = ["http-referer", "x-title"] as const;
 
@@ -33,6 +35,9 @@ export function upstreamRequestHeaders(apiKey: string, client: Headers, stream: 
     const value = client.get(name);
     if (value !== null) headers[name] = value;
   }
+  // The client's own request id, when valid, travels on so the three logs line up.
+  const requestId = clientRequestId(client);
+  if (requestId) headers["x-request-id"] = requestId;
   return headers;
 }
 

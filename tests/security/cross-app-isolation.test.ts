@@ -245,6 +245,17 @@ const ROUTES: RouteEntry[] = [
     }),
   ),
   {
+    method: "GET",
+    path: "/readyz",
+    credential: "none",
+    async attack() {
+      // Ready or not (this app's price list is not loaded), it says the same to anyone.
+      const res = await call("/readyz", { bearer: B.key, headers: { origin: ORIGIN_B } });
+      expect([200, 503]).toContain(res.status);
+      return [res];
+    },
+  },
+  {
     method: "OPTIONS",
     path: `${API}/connections`,
     credential: "none",

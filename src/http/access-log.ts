@@ -1,0 +1,71 @@
+import { Elysia } from "elysia";
+import type { Logger } from "../logger";
+
+/**
+ * One structured line per request (`msg: "request"`), written once the response is done:
+ * for a streamed chat call, once it has been metered, so the line carries its cost.
+ * Fields are ids and numbers only: never a secret key, session or grant token, or the
+ * Authorization header (a test scans the log of a scripted session for them).
+ */
+export interface AccessEntry {
+  startedAt: number;
+  /** The client's own `x-request-id`, when it passed validation (see clientRequestId). */
+  clientRequestId?: string;
+  appId?: string;
+  appUserId?: string | null;
+  grantId?: string | null;
+  errorCode?: string;
+  /** Chat calls: the model asked for, and the cost charged. */
+  model?: string;
+  costNano?: number;
+  /** Chat streams: settles when the stream is metered; the line waits for it. */
+  metered?: Promise<void>;
+}
+
+const entries = new WeakMap<Request, AccessEntry>();
+
+/** The request's entry, for hooks and handlers to add what they know. */
+export function accessEntry(request: Request): AccessEntry {
+  let entry = entries.get(request);
+  if (!entry) entries.set(request, (entry = { startedAt: performance.now() }));
+  return entry;
+}
+
+/**
+ * A client's `x-request-id` is kept when it is 1–128 visible characters of a safe set
+ * (letters, digits, `-_.:`): echoed as `x-client-request-id`, logged, and sent upstream.
+ * It never replaces our own `x-request-id`, which is the ledger row's primary key and must
+ * be unique whatever a client sends.
+ */
+export function clientRequestId(headers: Headers): string | undefined {
+  const value = headers.get("x-request-id");
+  return value !== null && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : undefined;
+}
+
+export function accessLog(logger: Logger) {
+  return new Elysia()
+    .onRequest(({ request, set }) => {
+      const entry = accessEntry(request);
+      entry.clientRequestId = clientRequestId(request.headers);
+      if (entry.clientRequestId) set.headers["x-client-request-id"] = entry.clientRequestId;
+    })
+    .onAfterResponse({ as: "global" }, async ({ request, set, route }) => {
+      const entry = accessEntry(request);
+      const status = typeof set.status === "number" ? set.status : Number(set.status) || 200;
+      const requestId = set.headers["x-request-id"];
+      if (entry.metered) await entry.metered.catch(() => {});
+      logger.info("request", {
+        requestId,
+        ...(entry.clientRequestId ? { clientRequestId: entry.clientRequestId } : {}),
+        method: request.method,
+        route: route || new URL(request.url).pathname,
+        status,
+        ...(entry.errorCode ? { errorCode: entry.errorCode } : {}),
+        ...(entry.appId ? { appId: entry.appId } : {}),
+        ...(entry.appUserId ? { appUserId: entry.appUserId } : {}),
+        ...(entry.grantId ? { grantId: entry.grantId } : {}),
+        ...(entry.model ? { model: entry.model, costUsd: (entry.costNano ?? 0) / 1e9 } : {}),
+        latencyMs: Math.round((performance.now() - entry.startedAt) * 10) / 10,
+      });
+    });
+}
