@@ -24,10 +24,21 @@ export interface IssuedKey {
   secretKey: string;
 }
 
+export interface AppChanges {
+  name?: string;
+  origins?: string[];
+  /** null: back to the service default. */
+  maxGrantNano?: number | null;
+}
+
 /** Apps and their secret keys (several per app, so keys can be rotated without downtime). */
 export interface AppRepository {
   create(name: string, origins: string[], now: number, maxGrantNano?: number | null): Promise<{ app: App; key: IssuedKey }>;
   find(id: string): Promise<App | null>;
+  /** Changes the given fields (origins are replaced as a whole); null when there is no such app. */
+  update(id: string, changes: AppChanges): Promise<App | null>;
+  /** Disables (`at` a time) or enables (`null`) an app; false when there is no such app. */
+  setDisabled(id: string, at: number | null): Promise<boolean>;
   list(): Promise<App[]>;
   count(): Promise<number>;
   /** True when some active app registered this origin (used to answer CORS preflights). */

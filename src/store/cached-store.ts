@@ -58,6 +58,16 @@ export function withReadCache(store: Store, feed: ChangeFeed): Store & { readonl
   const apps: AppRepository = {
     create: (...args) => store.apps.create(...args),
     find: (id) => cache.read<App | null>(appKey(id), () => store.apps.find(id)),
+    update: async (id, changes) => {
+      const updated = await store.apps.update(id, changes);
+      cache.drop(appKey(id));
+      return updated;
+    },
+    setDisabled: async (id, at) => {
+      const changed = await store.apps.setDisabled(id, at);
+      cache.drop(appKey(id));
+      return changed;
+    },
     list: () => store.apps.list(),
     count: () => store.apps.count(),
     isRegisteredOrigin: (origin) => store.apps.isRegisteredOrigin(origin),

@@ -139,7 +139,8 @@ export async function runCli(databaseUrl: string, ...args: string[]): Promise<Cl
     stderr: "pipe",
   });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  const json = code === 0 ? stdout.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as Record<string, any>) : [];
+  // Commands print JSON lines; --help prints text, which has no JSON to read.
+  const json = code === 0 ? stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, any>) : [];
   return { code, stdout, stderr, json };
 }
 

@@ -79,6 +79,18 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.apps.revokeKey("other", second.keyId, 300)).toBe(false);
       expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id)).toEqual([second.keyId]);
       expect((await store.apps.keysOf(app.id)).map((k) => k.revokedAt)).toEqual([300, null]);
+
+      const renamed = await store.apps.update(app.id, { name: "renamed", origins: ["https://b.example"] });
+      expect(renamed).toMatchObject({ name: "renamed", origins: ["https://b.example"], maxGrantNano: 5_000 });
+      expect((await store.apps.update(app.id, { maxGrantNano: null }))!.maxGrantNano).toBeNull();
+      expect(await store.apps.update("nope", { name: "x" })).toBeNull();
+      expect(await store.apps.isRegisteredOrigin("https://b.example")).toBe(true);
+      expect(await store.apps.setDisabled(app.id, 400)).toBe(true);
+      expect((await store.apps.find(app.id))!.disabledAt).toBe(400);
+      expect(await store.apps.isRegisteredOrigin("https://b.example")).toBe(false);
+      expect(await store.apps.setDisabled(app.id, null)).toBe(true);
+      expect((await store.apps.find(app.id))!.disabledAt).toBeNull();
+      expect(await store.apps.setDisabled("nope", 1)).toBe(false);
     }));
 
   test("connections: approve, update, revoke, re-approve, funding invalid", () =>

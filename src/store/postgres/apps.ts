@@ -1,5 +1,5 @@
 import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
-import { newAppId, newKeyId, type App, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+import { newAppId, newKeyId, type App, type AppChanges, type AppKey, type AppRepository, type IssuedKey } from "../apps";
 import { bytes, num, numOrNull, type PostgresDatabase } from "./database";
 
 type Row = Record<string, unknown>;
@@ -41,6 +41,22 @@ export class PostgresAppRepository implements AppRepository {
   async find(id: string): Promise<App | null> {
     const [row] = await this.db.run((sql) => sql`SELECT * FROM apps WHERE id = ${id}`);
     return row ? toApp(row) : null;
+  }
+
+  async update(id: string, changes: AppChanges): Promise<App | null> {
+    const origins = changes.origins ? JSON.stringify(changes.origins) : null;
+    const keepGrant = changes.maxGrantNano === undefined;
+    const [row] = await this.db.run(
+      (sql) => sql`UPDATE apps SET name = COALESCE(${changes.name ?? null}, name), origins_json = COALESCE(${origins}, origins_json),
+          max_grant_nano = CASE WHEN ${keepGrant} THEN max_grant_nano ELSE ${changes.maxGrantNano ?? null}::bigint END
+        WHERE id = ${id} RETURNING *`,
+    );
+    return row ? toApp(row) : null;
+  }
+
+  async setDisabled(id: string, at: number | null): Promise<boolean> {
+    const rows = await this.db.run((sql) => sql`UPDATE apps SET disabled_at = ${at} WHERE id = ${id} RETURNING id`);
+    return rows.length === 1;
   }
 
   async list(): Promise<App[]> {

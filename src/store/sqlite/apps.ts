@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
-import { newAppId, newKeyId, type App, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+import { newAppId, newKeyId, type App, type AppChanges, type AppKey, type AppRepository, type IssuedKey } from "../apps";
 
 interface AppRow {
   id: string;
@@ -60,6 +60,24 @@ export class SqliteAppRepository implements AppRepository {
   async find(id: string): Promise<App | null> {
     const row = this.byId.get(id);
     return row ? toApp(row) : null;
+  }
+
+  async update(id: string, changes: AppChanges): Promise<App | null> {
+    const current = this.byId.get(id);
+    if (!current) return null;
+    this.db
+      .query("UPDATE apps SET name = ?, origins_json = ?, max_grant_nano = ? WHERE id = ?")
+      .run(
+        changes.name ?? current.name,
+        changes.origins ? JSON.stringify(changes.origins) : current.origins_json,
+        changes.maxGrantNano === undefined ? current.max_grant_nano : changes.maxGrantNano,
+        id,
+      );
+    return toApp(this.byId.get(id)!);
+  }
+
+  async setDisabled(id: string, at: number | null): Promise<boolean> {
+    return this.db.query("UPDATE apps SET disabled_at = ? WHERE id = ?").run(at, id).changes === 1;
   }
 
   async list(): Promise<App[]> {
