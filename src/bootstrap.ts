@@ -1,9 +1,13 @@
+import { mkdirSync, openSync, writeSync, closeSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import type { Deps } from "./deps";
 
 /**
- * First start with an empty store: create a default app and print its key once, so a
- * newcomer can call the API straight away. The key is printed to the terminal, never logged
- * through the logger (log shippers must not receive it).
+ * First start with an empty store: create a default app so a newcomer can call the API
+ * straight away. Its secret key is never logged through the logger (log shippers must not
+ * receive it). In development it is printed to the terminal, once. In production, where
+ * stdout usually goes to a log collector, it is written to a file only the service's user
+ * can read (mode 0600, never overwritten), and only that file's path is printed.
  */
 export async function ensureDefaultApp(deps: Deps, print: (line: string) => void): Promise<void> {
   if ((await deps.store.apps.count()) > 0) return;
@@ -11,11 +15,37 @@ export async function ensureDefaultApp(deps: Deps, print: (line: string) => void
   if (!(await deps.store.settings.claim("default_app_created_at", String(deps.clock.now())))) return;
   const { app, key } = await deps.store.apps.create("default", [], deps.clock.now());
   print("");
-  print("  Created a default app on this empty store. Its secret key is shown only this once:");
-  print("");
-  print(`    appId:     ${app.id}`);
-  print(`    secretKey: ${key.secretKey}`);
+  if (deps.config.env === "production") {
+    const path = defaultKeyFile(deps);
+    writePrivateFile(path, JSON.stringify({ appId: app.id, keyId: key.keyId, secretKey: key.secretKey }) + "\n");
+    print(`  Created a default app (${app.id}) on this empty store. Its secret key is in ${path}`);
+    print("  (readable by this user only): copy it somewhere safe, then delete the file.");
+  } else {
+    print("  Created a default app on this empty store. Its secret key is shown only this once:");
+    print("");
+    print(`    appId:     ${app.id}`);
+    print(`    secretKey: ${key.secretKey}`);
+  }
   print("");
   print("  Create more with: npm run cli -- app create --name NAME --origin https://your.site");
   print("");
+}
+
+/** DEFAULT_APP_KEY_FILE, else beside the SQLite file, else data/ under the working folder. */
+function defaultKeyFile(deps: Deps): string {
+  const { config } = deps;
+  if (config.defaultAppKeyFile) return resolve(config.defaultAppKeyFile);
+  const folder = config.database.engine === "sqlite" && config.database.path !== ":memory:" ? dirname(config.database.path) : "data";
+  return resolve(folder, "default-app-key.json");
+}
+
+function writePrivateFile(path: string, content: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  // "wx": fail rather than replace a key file left from an earlier store.
+  const fd = openSync(path, "wx", 0o600);
+  try {
+    writeSync(fd, content);
+  } finally {
+    closeSync(fd);
+  }
 }

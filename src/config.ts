@@ -17,6 +17,7 @@ export const ConfigSchema = t.Object({
   HOST: t.Optional(t.String({ minLength: 1 })),
   DATABASE_URL: t.Optional(t.String({ pattern: "^(sqlite:.+|postgres(ql)?://.+)$" })),
   REDIS_URL: t.Optional(t.String({ pattern: "^rediss?://.+$" })),
+  DEFAULT_APP_KEY_FILE: t.Optional(t.String({ minLength: 1 })),
   DATABASE_POOL_SIZE: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
   DATABASE_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
   UPSTREAM_BASE_URL: t.Optional(t.String({ pattern: "^https?://.+$" })),
@@ -78,6 +79,8 @@ export interface Config {
   /** `:memory:` or a file path. */
   /** `sqlite:` path (or `:memory:`), or a PostgreSQL connection URL. */
   database: DatabaseTarget;
+  /** Production: where the first start writes the default app's key (else beside the SQLite file, or data/). */
+  defaultAppKeyFile: string | undefined;
   /** PostgreSQL: connections per process. */
   databasePoolSize: number;
   /** PostgreSQL: longest wait for a connection, and longest statement (ms); past it, 503. */
@@ -147,6 +150,7 @@ function fromRaw(raw: RawConfig): Config {
     port: raw.PORT ?? 8787,
     host: raw.HOST ?? "0.0.0.0",
     database,
+    defaultAppKeyFile: raw.DEFAULT_APP_KEY_FILE,
     databasePoolSize: raw.DATABASE_POOL_SIZE ?? 10,
     databaseTimeoutMs: raw.DATABASE_TIMEOUT_MS ?? 5000,
     redisUrl: raw.REDIS_URL,
