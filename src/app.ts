@@ -20,6 +20,7 @@ import { Meter } from "./metering/meter";
 import { OverrunMonitor } from "./metering/overrun-monitor";
 import { modelCatalogueRoutes } from "./routes/model-catalogue";
 import { accessLog } from "./http/access-log";
+import { metricsRoute, ProxyMetrics } from "./http/metrics";
 
 export const API_PREFIX = "/api/v1";
 
@@ -63,13 +64,15 @@ export function createApp(deps: Deps) {
     .use(usageRoutes(deps, auth))
     .use(modelCatalogueRoutes(deps, auth));
 
+  const metrics = new ProxyMetrics(deps, chat);
   return new Elysia()
-    .use(accessLog(deps.logger))
+    .use(accessLog(deps.logger, metrics))
     .use(requestContext(deps.config.maxBodyBytes))
     .use(errorHandler(deps.logger))
     .use(connectionsCors(deps.store))
     .use(apiDocs(API_PREFIX, DOCUMENTED_BODIES, DOCUMENTATION))
     .use(healthRoutes(deps, chat, meter.overruns))
+    .use(metricsRoute(metrics, deps.config.metricsToken))
     .use(api)
     .decorate("chat", chat);
 }

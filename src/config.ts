@@ -17,6 +17,7 @@ export const ConfigSchema = t.Object({
   HOST: t.Optional(t.String({ minLength: 1 })),
   DATABASE_URL: t.Optional(t.String({ pattern: "^(sqlite:.+|postgres(ql)?://.+)$" })),
   REDIS_URL: t.Optional(t.String({ pattern: "^rediss?://.+$" })),
+  METRICS_TOKEN: t.Optional(t.String({ minLength: 16 })),
   DEFAULT_APP_KEY_FILE: t.Optional(t.String({ minLength: 1 })),
   DATABASE_POOL_SIZE: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
   DATABASE_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
@@ -66,7 +67,7 @@ export const ConfigSchema = t.Object({
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
-const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL"]);
+const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN"]);
 
 type RawConfig = Static<typeof ConfigSchema>;
 
@@ -79,6 +80,8 @@ export interface Config {
   /** `:memory:` or a file path. */
   /** `sqlite:` path (or `:memory:`), or a PostgreSQL connection URL. */
   database: DatabaseTarget;
+  /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
+  metricsToken: string | undefined;
   /** Production: where the first start writes the default app's key (else beside the SQLite file, or data/). */
   defaultAppKeyFile: string | undefined;
   /** PostgreSQL: connections per process. */
@@ -151,6 +154,7 @@ function fromRaw(raw: RawConfig): Config {
     host: raw.HOST ?? "0.0.0.0",
     database,
     defaultAppKeyFile: raw.DEFAULT_APP_KEY_FILE,
+    metricsToken: raw.METRICS_TOKEN,
     databasePoolSize: raw.DATABASE_POOL_SIZE ?? 10,
     databaseTimeoutMs: raw.DATABASE_TIMEOUT_MS ?? 5000,
     redisUrl: raw.REDIS_URL,

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { Logger } from "../logger";
+import type { ProxyMetrics } from "./metrics";
 
 /**
  * One structured line per request (`msg: "request"`), written once the response is done:
@@ -20,6 +21,9 @@ export interface AccessEntry {
   costNano?: number;
   /** Chat streams: settles when the stream is metered; the line waits for it. */
   metered?: Promise<void>;
+  /** Chat calls: whether the client asked for a stream, and when the response's headers were ready. */
+  streamed?: boolean;
+  headersAt?: number;
 }
 
 const entries = new WeakMap<Request, AccessEntry>();
@@ -42,7 +46,7 @@ export function clientRequestId(headers: Headers): string | undefined {
   return value !== null && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : undefined;
 }
 
-export function accessLog(logger: Logger) {
+export function accessLog(logger: Logger, metrics?: ProxyMetrics) {
   return new Elysia()
     .onRequest(({ request, set }) => {
       const entry = accessEntry(request);
@@ -54,6 +58,19 @@ export function accessLog(logger: Logger) {
       const status = typeof set.status === "number" ? set.status : Number(set.status) || 200;
       const requestId = set.headers["x-request-id"];
       if (entry.metered) await entry.metered.catch(() => {});
+      const finishedAt = performance.now();
+      const routeName = route || "(unmatched)";
+      metrics?.observe({
+        route: routeName,
+        method: request.method,
+        status,
+        errorCode: entry.errorCode,
+        appId: entry.appId,
+        costNano: entry.costNano,
+        streamed: entry.streamed,
+        seconds: (finishedAt - entry.startedAt) / 1000,
+        headersSeconds: entry.headersAt === undefined ? undefined : (entry.headersAt - entry.startedAt) / 1000,
+      });
       logger.info("request", {
         requestId,
         ...(entry.clientRequestId ? { clientRequestId: entry.clientRequestId } : {}),
@@ -65,7 +82,7 @@ export function accessLog(logger: Logger) {
         ...(entry.appUserId ? { appUserId: entry.appUserId } : {}),
         ...(entry.grantId ? { grantId: entry.grantId } : {}),
         ...(entry.model ? { model: entry.model, costUsd: (entry.costNano ?? 0) / 1e9 } : {}),
-        latencyMs: Math.round((performance.now() - entry.startedAt) * 10) / 10,
+        latencyMs: Math.round((finishedAt - entry.startedAt) * 10) / 10,
       });
     });
 }

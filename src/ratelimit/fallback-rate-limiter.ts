@@ -15,6 +15,8 @@ export class FallbackRateLimiter implements RateLimiter {
   }
   private degradedSince: number | null = null;
   private lastError: string | null = null;
+  /** Checks answered by the in-process limiter since start (a metric). */
+  fallbackChecks = 0;
 
   constructor(
     private readonly primary: RateLimiter,
@@ -37,6 +39,7 @@ export class FallbackRateLimiter implements RateLimiter {
         this.degradedSince = this.now();
         this.logger.warn(`rate limiter: ${this.primary.kind} unavailable; falling back to the in-process limiter`, { error: this.lastError });
       }
+      this.fallbackChecks++;
       return this.fallback.check(rule, key);
     }
   }

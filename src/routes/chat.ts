@@ -85,6 +85,7 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
       const access = accessEntry(request);
       // Known before the budget is: a refused call's line still says whose it was.
       access.appUserId = request.headers.get("x-service-user");
+      access.streamed = body.stream === true;
       const response = await idempotency.run(app.id, requestId, request.headers, body, async (recorder) => {
         const target = await budgetTargetOf(request, app.id);
         access.appUserId = target.appUserId;
@@ -99,6 +100,7 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
           recorder,
         });
       });
+      access.headersAt = performance.now();
       // A quiet stream must outlive Bun's 10 s idle timeout; the relay's own stall
       // timeout bounds it instead.
       if (body.stream === true) server?.timeout(request, 0);

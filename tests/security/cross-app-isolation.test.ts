@@ -246,6 +246,17 @@ const ROUTES: RouteEntry[] = [
   ),
   {
     method: "GET",
+    path: "/metrics",
+    credential: "none",
+    async attack() {
+      // Off without METRICS_TOKEN (it would show every app's spend), and never open to an app's key.
+      const res = await call("/metrics", { bearer: B.key, headers: { origin: ORIGIN_B } });
+      expect(res.status).toBe(404);
+      return [res];
+    },
+  },
+  {
+    method: "GET",
     path: "/readyz",
     credential: "none",
     async attack() {

@@ -1,0 +1,83 @@
+import { timingSafeEqual } from "node:crypto";
+import { Elysia } from "elysia";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Deps } from "../deps";
+import { ApiError } from "../errors";
+import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
+import type { ChatService } from "../services/chat";
+
+/** What one finished request tells the metrics (fed by the access log, src/http/access-log.ts). */
+export interface FinishedRequest {
+  route: string;
+  method: string;
+  status: number;
+  errorCode?: string;
+  appId?: string;
+  /** Chat calls: what was charged, and whether it streamed. */
+  costNano?: number;
+  streamed?: boolean;
+  seconds: number;
+  /** Chat calls: from arrival to the response's headers (the first byte a client can read). */
+  headersSeconds?: number;
+}
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const BUDGET_REFUSALS = new Set(["budget_exceeded", "grant_invalid", "not_connected", "funding_invalid"]);
+
+/**
+ * Prometheus metrics (prom-client), one registry per app so tests can build many. Request
+ * counters come from each finished request; queue and stream gauges are read when scraped.
+ */
+export class ProxyMetrics {
+  readonly registry = new Registry();
+  private readonly requests = new Counter({ name: "proxy_requests_total", help: "Requests by route, method and status.", labelNames: ["route", "method", "status"], registers: [this.registry] });
+  private readonly chatSeconds = new Histogram({ name: "proxy_chat_duration_seconds", help: "Chat calls, arrival to last byte (streams included), by stream or not.", labelNames: ["stream"], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  private readonly chatHeadersSeconds = new Histogram({ name: "proxy_chat_time_to_first_byte_seconds", help: "Chat calls, arrival to response headers (time to first byte).", labelNames: ["stream"], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  private readonly upstreamErrors = new Counter({ name: "proxy_upstream_errors_total", help: "Chat calls that failed upstream, by error code.", labelNames: ["code"], registers: [this.registry] });
+  private readonly refusals = new Counter({ name: "proxy_budget_refusals_total", help: "Chat calls refused before going upstream for want of budget, by error code.", labelNames: ["code"], registers: [this.registry] });
+  private readonly spend = new Counter({ name: "proxy_spend_usd_total", help: "USD charged to budgets, by app.", labelNames: ["app"], registers: [this.registry] });
+
+  constructor(deps: Deps, chat: ChatService) {
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
+    gauge("proxy_usage_writer_pending_rows", "Ledger rows queued in this process, not yet written.", () => deps.usageWriter.stats.pending);
+    gauge("proxy_usage_writer_failed_flushes", "Writer flushes that failed since start (their rows were kept).", () => deps.usageWriter.stats.failedFlushes);
+    gauge("proxy_usage_writer_written_rows", "Ledger rows written by this process's writer since start.", () => deps.usageWriter.stats.written);
+    gauge("proxy_rate_limit_fallback_checks", "Rate-limit checks answered in-process because the shared limiter was down.", () =>
+      deps.rateLimiter instanceof FallbackRateLimiter ? deps.rateLimiter.fallbackChecks : 0,
+    );
+    gauge("proxy_open_streams", "Chat streams open (relaying, or draining for their usage).", () => chat.activeStreams);
+  }
+
+  observe(r: FinishedRequest): void {
+    this.requests.inc({ route: r.route, method: r.method, status: String(r.status) });
+    if (r.costNano !== undefined && r.appId) this.spend.inc({ app: r.appId }, r.costNano / 1e9);
+    if (r.errorCode && BUDGET_REFUSALS.has(r.errorCode)) this.refusals.inc({ code: r.errorCode });
+    if (r.errorCode === "upstream" || (r.errorCode === "funding_invalid" && r.costNano !== undefined)) this.upstreamErrors.inc({ code: r.errorCode });
+    if (r.streamed !== undefined) {
+      const stream = String(r.streamed);
+      this.chatSeconds.observe({ stream }, r.seconds);
+      if (r.headersSeconds !== undefined) this.chatHeadersSeconds.observe({ stream }, r.headersSeconds);
+    }
+  }
+}
+
+/**
+ * GET /metrics in Prometheus's text format, behind `Authorization: Bearer $METRICS_TOKEN`.
+ * Without a token configured it is off (404): the spend of every app, by app id, is the
+ * operator's business, not any caller's.
+ */
+export function metricsRoute(metrics: ProxyMetrics, token: string | undefined) {
+  const expected = token ? Buffer.from(`Bearer ${token}`) : null;
+  return new Elysia().get(
+    "/metrics",
+    async ({ request, set }) => {
+      if (!expected) throw new ApiError("not_found", "metrics are off: set METRICS_TOKEN to serve them");
+      const given = Buffer.from(request.headers.get("authorization") ?? "");
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new ApiError("auth", "GET /metrics needs the metrics token");
+      set.headers["content-type"] = metrics.registry.contentType;
+      return metrics.registry.metrics();
+    },
+    { detail: { tags: ["operations"], summary: "Prometheus metrics (text format)", responses: { 200: { description: "Metrics.", content: { "text/plain": { schema: { type: "string" } } } } } } },
+  );
+}
