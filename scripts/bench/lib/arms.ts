@@ -10,6 +10,7 @@ import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
+import { peerGatewayScript } from "./peer-gateway";
 
 export type ArmId = "a" | "b" | "c" | "d" | "e" | "f" | "g";
 export type ServiceArmId = "c" | "d" | "f" | "g";
@@ -75,7 +76,7 @@ export async function startBare(upstream: Upstream, core: number, bunFlags: stri
 
 export async function startPortkey(upstream: Upstream, core: number): Promise<RunningArm> {
   const port = freePort();
-  const script = join(REPO_ROOT, "node_modules/@portkey-ai/gateway/build/start-server.js");
+  const script = peerGatewayScript();
   const child = spawnPinned("portkey", core, ["node", script, `--port=${port}`, "--headless"], childEnv({ NODE_ENV: "production" }));
   await waitForHttp(`http://127.0.0.1:${port}/`);
   return {

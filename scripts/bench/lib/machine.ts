@@ -2,6 +2,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "./proc";
+import { peerGatewayVersion } from "./peer-gateway";
 
 export interface Machine {
   cpus: number;
@@ -30,12 +31,7 @@ export function describeMachine(): Machine {
   const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
   const meminfo = readFileSync("/proc/meminfo", "utf8");
   const memKb = Number(/^MemTotal:\s+(\d+)/m.exec(meminfo)?.[1] ?? 0);
-  let portkey = "not installed";
-  try {
-    portkey = (JSON.parse(readFileSync(join(REPO_ROOT, "node_modules/@portkey-ai/gateway/package.json"), "utf8")) as { version: string }).version;
-  } catch {
-    // reported as not installed
-  }
+  const portkey = peerGatewayVersion();
   return {
     cpus: Number(run(["nproc"])),
     cpuModel: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? "unknown",
