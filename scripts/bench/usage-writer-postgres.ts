@@ -156,6 +156,7 @@ async function writerRun(pg: BenchPostgres, batch: number): Promise<WriterRun> {
     },
     listForUser: (...a) => store.usageLedger.listForUser(...a),
     find: (id) => store.usageLedger.find(id),
+    listForApp: (...a) => store.usageLedger.listForApp(...a),
   };
   const rows = makeRows(ROWS);
   // Outside the clock, warm what a running service has warm: each pooled connection's

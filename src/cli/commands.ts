@@ -1,29 +1,9 @@
-import type { ParseArgsConfig } from "node:util";
-import type { Store } from "../store";
+/** The operator commands on apps and keys; the ones on users, grants and usage are in data-commands.ts. */
 import { usdToNanoFloor } from "../money";
+import { DATA_COMMANDS } from "./data-commands";
+import { APP, iso, print, refuse, text, UsageError, type Command, type Values } from "./shared";
 
-/** A usage mistake: the message and the command's usage go to stderr, exit 2. */
-export class UsageError extends Error {}
-
-type Options = NonNullable<ParseArgsConfig["options"]>;
-type Values = Record<string, string | boolean | Array<string | boolean> | undefined>;
-
-export interface Command {
-  /** The two words that name it: `app create`. */
-  name: string;
-  /** The flags part of its usage line. */
-  usage: string;
-  summary: string;
-  options: Options;
-  run(store: Store, values: Values, now: number): Promise<number>;
-}
-
-const text = (values: Values, name: string, required = true): string | undefined => {
-  const value = values[name];
-  if (typeof value === "string" && value !== "") return value;
-  if (required) throw new UsageError(`--${name} is required`);
-  return undefined;
-};
+export { UsageError, type Command } from "./shared";
 
 function maxGrantNano(values: Values): number | null | undefined {
   const raw = text(values, "max-grant-usd", false);
@@ -52,14 +32,10 @@ export function normaliseOrigin(raw: string): string {
   return url.origin;
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-const print = (value: unknown) => console.log(JSON.stringify(value));
-const refuse = (message: string) => (console.error(message), 1);
 
-const APP = { app: { type: "string" } } as const;
 const APP_FIELDS = { name: { type: "string" }, origin: { type: "string", multiple: true }, "max-grant-usd": { type: "string" } } as const;
 
-export const COMMANDS: Command[] = [
+const APP_COMMANDS: Command[] = [
   {
     name: "app create",
     usage: "--name NAME [--origin ORIGIN]... [--max-grant-usd USD]",
@@ -163,3 +139,5 @@ export const COMMANDS: Command[] = [
     },
   },
 ];
+
+export const COMMANDS: Command[] = [...APP_COMMANDS, ...DATA_COMMANDS];

@@ -98,6 +98,7 @@ export function withReadCache(store: Store, feed: ChangeFeed): Store & { readonl
       return c && c.revokedAt === null ? c : null;
     },
     approve: (appId, appUserId, cap, now) => after(connectionKey(appId, appUserId), store.connections.approve(appId, appUserId, cap, now)),
+    listForApp: (appId, limit, afterUserId) => store.connections.listForApp(appId, limit, afterUserId),
     revoke: (appId, appUserId, now) => after(connectionKey(appId, appUserId), store.connections.revoke(appId, appUserId, now)),
     markFundingInvalid: (appId, appUserId, now) => after(connectionKey(appId, appUserId), store.connections.markFundingInvalid(appId, appUserId, now)),
   };

@@ -21,6 +21,8 @@ export interface ConnectionRepository {
    * A fresh approval after a revoke counts as a new connection (connectedAt moves).
    */
   approve(appId: string, appUserId: string, monthlyCapNano: number, now: number): Promise<Connection>;
+  /** An app's connections (active and revoked), by user id, a page after `afterUserId`. */
+  listForApp(appId: string, limit: number, afterUserId?: string): Promise<Connection[]>;
   /** Revokes; revoking an absent or already revoked connection is a no-op. */
   revoke(appId: string, appUserId: string, now: number): Promise<void>;
   /** Marks the connection's funding invalid (upstream said payment required). */

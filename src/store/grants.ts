@@ -43,4 +43,6 @@ export interface GrantRepository {
   /** Counts one use, unless the grant is used up, revoked or expired (atomically). */
   consumeUse(id: string, now: number): Promise<boolean>;
   revoke(id: string, now: number): Promise<void>;
+  /** An app's grants, oldest first, a page after `afterId` (ids sort by creation within a millisecond only roughly: the order is (created_at, id)). */
+  listForApp(appId: string, limit: number, after?: { createdAt: number; id: string }): Promise<Grant[]>;
 }

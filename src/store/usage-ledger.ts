@@ -43,4 +43,6 @@ export interface UsageLedgerRepository {
   /** A user's rows in one period, newest first, keyset-paginated by (started_at, request_id). */
   listForUser(appId: string, appUserId: string, period: string, limit: number, before?: UsageCursor): Promise<UsageRow[]>;
   find(requestId: string): Promise<UsageRow | null>;
+  /** An app's rows that started in [fromMs, toMs), oldest first, a page after `after` (for export). */
+  listForApp(appId: string, fromMs: number, toMs: number, limit: number, after?: UsageCursor): Promise<UsageRow[]>;
 }

@@ -5,7 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { COMMANDS } from "../../src/cli/commands";
-import { runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { connectOverHttp, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { pollUntil } from "../helpers/cluster";
+import { openSqliteStore } from "../../src/store/sqlite";
 
 const db = tempDatabase();
 let server: RunningServer;
@@ -70,5 +72,62 @@ describe("apps and keys", () => {
     expect((await runCli(db.databaseUrl, "key", "revoke", "--app", created.appId, "--key", created.keyId)).code).toBe(0);
     expect((await status()).status).toBe(401);
     expect((await runCli(db.databaseUrl, "key", "list", "--app", "appnope")).code).toBe(1);
+  });
+});
+
+describe("connections, grants and usage", () => {
+  test("list, show and revoke a connection; list and revoke a grant; export usage as JSON lines and CSV", async () => {
+    const created = (await runCli(db.databaseUrl, "app", "create", "--name", "data app", "--origin", "https://g.example")).json[0]!;
+    const { appId, secretKey } = created as { appId: string; secretKey: string };
+    await connectOverHttp(server, secretKey, "carol", 5);
+    await connectOverHttp(server, secretKey, "dave, \"the\" tester", 2);
+    const chat = await server.fetch("/api/v1/chat/completions", {
+      method: "POST",
+      headers: { authorization: `Bearer ${secretKey}`, "content-type": "application/json", "x-service-user": "carol" },
+      body: JSON.stringify({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi [[mock tokens=3]]" }], max_tokens: 8 }),
+    });
+    const requestId = chat.headers.get("x-request-id")!;
+    expect(chat.status).toBe(200);
+
+    const listed = await runCli(db.databaseUrl, "connections", "list", "--app", appId);
+    expect(listed.json.map((c) => [c.appUserId, c.monthlyUsd, c.revokedAt])).toEqual([["carol", 5, null], ['dave, "the" tester', 2, null]]);
+    const shown = await pollUntil("carol's usage recorded", async () => {
+      const r = (await runCli(db.databaseUrl, "connections", "show", "--app", appId, "--user", "carol")).json[0]!;
+      return r.usedUsd > 0 ? r : undefined;
+    });
+    expect(shown).toMatchObject({ appUserId: "carol", monthlyUsd: 5, fundingStatus: "ok" });
+
+    const day = new Date().toISOString().slice(0, 10);
+    const jsonl = await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", day, "--to", day);
+    expect(jsonl.json).toHaveLength(1);
+    expect(jsonl.json[0]).toMatchObject({ requestId, appUserId: "carol", model: "openai/gpt-4o-mini", status: "ok", costUsd: shown.usedUsd });
+    const csv = await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", day, "--to", day, "--format", "csv");
+    const [header, line] = csv.stdout.trim().split("\n");
+    expect(header).toBe("requestId,startedAt,appUserId,grantId,model,generationId,promptTokens,completionTokens,costUsd,source,status,streamed,reservedUsd,overrunUsd");
+    expect(line!.startsWith(`${requestId},`)).toBe(true);
+    expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "2020-01-01", "--to", "2020-01-31")).stdout).toBe("");
+    expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "yesterday", "--to", day)).code).toBe(2);
+
+    expect((await runCli(db.databaseUrl, "connections", "revoke", "--app", appId, "--user", "carol")).code).toBe(0);
+    const refused = await server.fetch("/api/v1/chat/completions", {
+      method: "POST",
+      headers: { authorization: `Bearer ${secretKey}`, "content-type": "application/json", "x-service-user": "carol" },
+      body: JSON.stringify({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 8 }),
+    });
+    expect(refused.status).toBe(402);
+    expect((await runCli(db.databaseUrl, "connections", "revoke", "--app", appId, "--user", "carol")).code).toBe(1);
+
+    // A grant, made the way the consent page makes one.
+    const store = openSqliteStore(db.path);
+    const token = await store.grants.createConsentRequest({ appId, usdCapNano: 1e9, maxUses: 3, ttlSeconds: 3600, origin: "https://g.example", state: "" }, Date.now(), 60_000);
+    const grant = (await store.grants.approveConsent(token, Date.now()))!;
+    await store.close();
+    const grants = await runCli(db.databaseUrl, "grants", "list", "--app", appId);
+    expect(grants.json).toEqual([expect.objectContaining({ grantId: grant.grant.id, usd: 1, uses: 0, maxUses: 3, revokedAt: null })]);
+    expect(grants.stdout).not.toContain(grant.grantToken);
+    expect((await runCli(db.databaseUrl, "grants", "revoke", "--app", appId, "--grant", grant.grant.id)).code).toBe(0);
+    expect((await runCli(db.databaseUrl, "grants", "revoke", "--app", "appother", "--grant", grant.grant.id)).code).toBe(1);
+    const status = await server.fetch("/api/v1/grants/current", { headers: { authorization: `Bearer ${secretKey}`, "x-service-grant": grant.grantToken } });
+    expect(((await status.json()) as { status: string }).status).toBe("revoked");
   });
 });

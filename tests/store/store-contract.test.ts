@@ -107,6 +107,10 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect((await store.connections.find(app.id, "u"))!.revokedAt).toBe(30);
       const again = await store.connections.approve(app.id, "u", 3_000, 40);
       expect(again).toMatchObject({ monthlyCapNano: 3_000, fundingStatus: "ok", connectedAt: 40, revokedAt: null });
+      for (const user of ["b", "A", "a", "é"]) await store.connections.approve(app.id, user, 1, 50);
+      const firstPage = await store.connections.listForApp(app.id, 3);
+      expect(firstPage.map((c) => c.appUserId)).toEqual(["A", "a", "b"]);
+      expect((await store.connections.listForApp(app.id, 10, "b")).map((c) => c.appUserId)).toEqual(["u", "é"]);
     }));
 
   test("settings: getOrCreate keeps the first value", () =>
@@ -150,6 +154,11 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       const next = await store.usageLedger.listForUser("app1", "alice", "2026-01", 10, { startedAt: last.startedAt, requestId: last.requestId });
       expect(next.map((r) => r.requestId)).toEqual(["r2", "r1", "r0"]);
       expect(await store.usageLedger.listForUser("app1", "alice", "2026-02", 10)).toEqual([]);
+      // The app's rows in [2, 4), oldest first, paged.
+      const page = await store.usageLedger.listForApp("app1", 2, 4, 2);
+      expect(page.map((r) => r.requestId)).toEqual(["r1", "r2"]);
+      const rest = await store.usageLedger.listForApp("app1", 2, 4, 10, { startedAt: page[1]!.startedAt, requestId: page[1]!.requestId });
+      expect(rest.map((r) => r.requestId)).toEqual(["r3"]);
     }));
 
   test("grants: a consent token approves one grant, once, before it expires; uses are counted", () =>
@@ -171,6 +180,9 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect((await store.grants.find(approved.grant.id))!.uses).toBe(2);
       await store.grants.revoke(approved.grant.id, 400);
       expect((await store.grants.find(approved.grant.id))!.revokedAt).toBe(400);
+      expect((await store.grants.listForApp(app.id, 10)).map((g) => g.id)).toEqual([approved.grant.id]);
+      expect(await store.grants.listForApp(app.id, 10, { createdAt: approved.grant.createdAt, id: approved.grant.id })).toEqual([]);
+      expect(await store.grants.listForApp("other", 10)).toEqual([]);
     }));
 
   test("idempotency keys: claim, conflict, mismatch, done, release, lapsed lease, purge", () =>

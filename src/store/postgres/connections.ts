@@ -39,6 +39,14 @@ export class PostgresConnectionRepository implements ConnectionRepository {
     return toConnection(row);
   }
 
+  async listForApp(appId: string, limit: number, afterUserId = ""): Promise<Connection[]> {
+    const rows: Array<Record<string, unknown>> = await this.db.run(
+      (sql) => sql`SELECT * FROM connections WHERE app_id = ${appId} AND app_user_id COLLATE "C" > ${afterUserId}
+        ORDER BY app_user_id COLLATE "C" LIMIT ${limit}`,
+    );
+    return rows.map(toConnection);
+  }
+
   async revoke(appId: string, appUserId: string, now: number): Promise<void> {
     await this.db.run(
       (sql) => sql`UPDATE connections SET revoked_at = ${now}, updated_at = ${now}

@@ -69,6 +69,14 @@ export class PostgresGrantRepository implements GrantRepository {
     return rows.length === 1;
   }
 
+  async listForApp(appId: string, limit: number, after?: { createdAt: number; id: string }): Promise<Grant[]> {
+    const from = after ?? { createdAt: -1, id: "" };
+    const rows: Array<Record<string, unknown>> = await this.db.run(
+      (sql) => sql`SELECT * FROM grants WHERE app_id = ${appId} AND (created_at, id) > (${from.createdAt}, ${from.id}) ORDER BY created_at, id LIMIT ${limit}`,
+    );
+    return rows.map(toGrant);
+  }
+
   async revoke(id: string, now: number): Promise<void> {
     await this.db.run((sql) => sql`UPDATE grants SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`);
   }

@@ -123,6 +123,17 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
     return rows.map(toUsageRow);
   }
 
+  async listForApp(appId: string, fromMs: number, toMs: number, limit: number, after?: UsageCursor): Promise<UsageRow[]> {
+    const rows: Row[] = await this.db.run((sql) =>
+      after
+        ? sql`SELECT * FROM usage_ledger WHERE app_id = ${appId} AND started_at >= ${fromMs} AND started_at < ${toMs}
+            AND (started_at, request_id) > (${after.startedAt}, ${after.requestId}) ORDER BY started_at, request_id LIMIT ${limit}`
+        : sql`SELECT * FROM usage_ledger WHERE app_id = ${appId} AND started_at >= ${fromMs} AND started_at < ${toMs}
+            ORDER BY started_at, request_id LIMIT ${limit}`,
+    );
+    return rows.map(toUsageRow);
+  }
+
   async find(requestId: string): Promise<UsageRow | null> {
     const [row] = await this.db.run((sql) => sql`SELECT * FROM usage_ledger WHERE request_id = ${requestId}`);
     return row ? toUsageRow(row) : null;

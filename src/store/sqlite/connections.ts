@@ -56,6 +56,13 @@ export class SqliteConnectionRepository implements ConnectionRepository {
     return (await this.find(appId, appUserId))!;
   }
 
+  async listForApp(appId: string, limit: number, afterUserId = ""): Promise<Connection[]> {
+    return this.db
+      .query<ConnectionRow, [string, string, number]>("SELECT * FROM connections WHERE app_id = ? AND app_user_id > ? ORDER BY app_user_id LIMIT ?")
+      .all(appId, afterUserId, limit)
+      .map(toConnection);
+  }
+
   async revoke(appId: string, appUserId: string, now: number): Promise<void> {
     this.db
       .query(

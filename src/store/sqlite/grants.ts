@@ -89,6 +89,16 @@ export class SqliteGrantRepository implements GrantRepository {
     return result.changes === 1;
   }
 
+  async listForApp(appId: string, limit: number, after?: { createdAt: number; id: string }): Promise<Grant[]> {
+    const from = after ?? { createdAt: -1, id: "" };
+    return this.db
+      .query<GrantRow, [string, number, number, string, number]>(
+        "SELECT * FROM grants WHERE app_id = ? AND (created_at > ? OR (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT ?",
+      )
+      .all(appId, from.createdAt, from.createdAt, from.id, limit)
+      .map(toGrant);
+  }
+
   async revoke(id: string, now: number): Promise<void> {
     this.db.query("UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(now, id);
   }

@@ -101,6 +101,23 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
     return rows.map(toUsageRow);
   }
 
+  async listForApp(appId: string, fromMs: number, toMs: number, limit: number, after?: UsageCursor): Promise<UsageRow[]> {
+    const rows = after
+      ? this.db
+          .query<LedgerRow, [string, number, number, number, number, string, number]>(
+            `SELECT * FROM usage_ledger WHERE app_id = ? AND started_at >= ? AND started_at < ?
+               AND (started_at > ? OR (started_at = ? AND request_id > ?))
+             ORDER BY started_at, request_id LIMIT ?`,
+          )
+          .all(appId, fromMs, toMs, after.startedAt, after.startedAt, after.requestId, limit)
+      : this.db
+          .query<LedgerRow, [string, number, number, number]>(
+            `SELECT * FROM usage_ledger WHERE app_id = ? AND started_at >= ? AND started_at < ? ORDER BY started_at, request_id LIMIT ?`,
+          )
+          .all(appId, fromMs, toMs, limit);
+    return rows.map(toUsageRow);
+  }
+
   async find(requestId: string): Promise<UsageRow | null> {
     const row = this.db.query<LedgerRow, [string]>("SELECT * FROM usage_ledger WHERE request_id = ?").get(requestId);
     return row ? toUsageRow(row) : null;
