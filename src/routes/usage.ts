@@ -56,6 +56,9 @@ export function usageRoutes(deps: Deps, auth: Guards) {
       if (!period) throw new ApiError("invalid_request", "query.period must be YYYY-MM");
       const limit = query.limit ?? 50;
       const before = query.cursor ? decodeCursor(query.cursor) : undefined;
+      // Read-your-writes: rows this process still holds in its writer's queue are written
+      // first, so a call's row shows right after the call. (A failing store keeps them queued.)
+      if (deps.usageWriter.stats.pending > 0) await deps.usageWriter.flush();
       const rows = await deps.store.usageLedger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
