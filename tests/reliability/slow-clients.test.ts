@@ -38,8 +38,10 @@ let slow: SlowReaders | null = null;
 
 beforeAll(async () => {
   stack = await startProxyStack({
-    // The upstream timeout is well below ATTACHED_MS: a stream held back by its client is not a stalled upstream.
-    env: { RL_CHAT_LIMIT: "100000", DISCONNECT_DRAIN_MS: "5000", UPSTREAM_TIMEOUT_MS: "5000" },
+    // The upstream timeout is below ATTACHED_MS: a stream held back by its client is not a stalled
+    // upstream. 10 s, not 5: in a full-suite run on a loaded machine the mock (in this test's own
+    // process, pumping 100 slow streams) once took over 5 s to answer a healthy call's headers.
+    env: { RL_CHAT_LIMIT: "100000", DISCONNECT_DRAIN_MS: "5000", UPSTREAM_TIMEOUT_MS: "10000" },
   });
   await Promise.all([stack.connect("slow", 50), stack.connect("healthy", 50)]);
 });
