@@ -1,10 +1,9 @@
-import type { PostgresDatabase } from "../store/postgres/database";
+import { num, type PostgresDatabase } from "../store/postgres/database";
 import { ledgerRecord } from "../store/postgres/usage-ledger";
 import type { UsageRow } from "../store/usage-ledger";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
 import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledger";
-import { num } from "../store/postgres/database";
 
 /** How long an instance's reservations survive it without a renewal (Redis uses the same bound). */
 const LEASE_MS = 5000;

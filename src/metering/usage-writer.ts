@@ -3,8 +3,6 @@ import type { UsageLedgerRepository, UsageRow } from "../store/usage-ledger";
 
 export interface UsageWriterState {
   pending: number;
-  /** Internal: whether the last attempt failed (slows the retry). */
-  lastFailed?: boolean;
   written: number;
   flushes: number;
   failedFlushes: number;
@@ -25,6 +23,8 @@ export class UsageWriter {
   /** Drains running now: at most `concurrency`, each writing its own batches. */
   private readonly drains = new Set<Promise<void>>();
   private inFlightRows = 0;
+  /** The last attempt failed: slows the retry, and makes the writer report itself failing. */
+  private lastFailed = false;
   private readonly state: UsageWriterState = { pending: 0, written: 0, flushes: 0, failedFlushes: 0, lastError: null, closed: false };
 
   constructor(
@@ -56,7 +56,7 @@ export class UsageWriter {
         this.drains.delete(drain);
         // Rows that arrived during the last batch's write, or a failure's retry.
         if (this.drains.size === 0 && this.queue.length > 0 && this.timer === null) {
-          this.timer = setTimeout(() => void this.flush(), this.state.lastFailed ? this.flushIntervalMs * 10 : this.flushIntervalMs);
+          this.timer = setTimeout(() => void this.flush(), this.lastFailed ? this.flushIntervalMs * 10 : this.flushIntervalMs);
         }
       });
       this.drains.add(drain);
@@ -75,14 +75,14 @@ export class UsageWriter {
       } catch (err) {
         this.queue.unshift(...batch);
         this.state.failedFlushes++;
-        this.state.lastFailed = true;
+        this.lastFailed = true;
         this.state.lastError = err instanceof Error ? err.message : String(err);
         this.logger.error("usage flush failed; rows kept for retry", { rows: this.queue.length, error: this.state.lastError });
         return;
       } finally {
         this.inFlightRows -= batch.length;
       }
-      this.state.lastFailed = false;
+      this.lastFailed = false;
       this.state.written += batch.length;
       this.state.flushes++;
     }
@@ -110,11 +110,10 @@ export class UsageWriter {
 
   /** The last flush failed (and none has succeeded since). */
   get failing(): boolean {
-    return this.state.lastFailed === true;
+    return this.lastFailed;
   }
 
   get stats(): UsageWriterState {
-    const { lastFailed: _, ...visible } = this.state;
-    return { ...visible, pending: this.queue.length + this.inFlightRows };
+    return { ...this.state, pending: this.queue.length + this.inFlightRows };
   }
 }

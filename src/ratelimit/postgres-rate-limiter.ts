@@ -10,7 +10,8 @@ import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limit
  */
 export class PostgresRateLimiter implements RateLimiter {
   readonly kind = "postgres";
-  private sweepAt = 0;
+  /** Per rule: when its idle keys are next forgotten. */
+  private readonly sweepAt = new Map<string, number>();
 
   constructor(
     private readonly db: PostgresDatabase,
@@ -20,13 +21,13 @@ export class PostgresRateLimiter implements RateLimiter {
   async check(rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
     const now = this.now();
     const [r] = await this.db.run((sql) => sql`SELECT * FROM rate_limit_take(${`${rule.name}:${key}`}, ${rule.limit}, ${rule.windowMs}, ${now})`);
-    if (now >= this.sweepAt) this.sweepIdleKeys(rule, now);
+    if (now >= (this.sweepAt.get(rule.name) ?? 0)) this.sweepIdleKeys(rule, now);
     return { allowed: r.allowed === true, limit: rule.limit, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
   }
 
   /** Keys that went quiet keep their last window's rows; forget those once a window, in the background. */
   private sweepIdleKeys(rule: RateLimitRule, now: number): void {
-    this.sweepAt = now + rule.windowMs;
+    this.sweepAt.set(rule.name, now + rule.windowMs);
     void this.db.run((sql) => sql`SELECT rate_limit_sweep(${`${rule.name}:`}, ${now - rule.windowMs})`).catch(() => {});
   }
 }

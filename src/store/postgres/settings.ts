@@ -11,7 +11,7 @@ export class PostgresSettingsRepository implements SettingsRepository {
 
   /** Several instances starting at once all get the value the first one stored. */
   async getOrCreate(key: string, make: () => string): Promise<string> {
-    await this.db.run((sql) => sql`INSERT INTO settings (key, value) VALUES (${key}, ${make()}) ON CONFLICT (key) DO NOTHING`);
+    await this.claim(key, make());
     return (await this.get(key))!;
   }
 

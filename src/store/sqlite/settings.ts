@@ -9,7 +9,7 @@ export class SqliteSettingsRepository implements SettingsRepository {
   }
 
   async getOrCreate(key: string, make: () => string): Promise<string> {
-    this.db.query("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)").run(key, make());
+    await this.claim(key, make());
     return (await this.get(key))!;
   }
 
