@@ -51,7 +51,7 @@ const DOCUMENTED_BODIES: DocumentedBody[] = [
 export function createApp(deps: Deps) {
   const auth = guardsPlugin(deps);
   const connections = new ConnectionService(deps);
-  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger));
+  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger), deps.budgetWatcher);
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
   const grants = new GrantService(deps);
   const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);

@@ -64,6 +64,12 @@ export const ConfigSchema = t.Object({
   /** Prompt tokens reserved per input image. */
   IMAGE_TOKENS_BOUND: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
   /** Plugins and server tools allowed at a fixed per-call reservation: `fusion=0.05,openrouter:web_fetch=0.01`. */
+  /** Waits before each retry of a webhook delivery, in seconds: `5,300,1800`. After the last, it fails. */
+  WEBHOOK_RETRY_SCHEDULE_SECONDS: t.Optional(t.String({ pattern: "^[0-9]+(\\.[0-9]+)?(,[0-9]+(\\.[0-9]+)?){0,19}$" })),
+  /** How often due webhook deliveries and budget thresholds are looked for. */
+  WEBHOOK_POLL_MS: t.Optional(t.Integer({ minimum: 10, maximum: 60_000 })),
+  /** Longest wait for a webhook receiver's answer; past it the attempt failed. */
+  WEBHOOK_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
@@ -115,6 +121,7 @@ export interface Config {
   imageTokensBound: number;
   /** Nano-dollars reserved per call for each plugin id or server-tool type the operator allows. */
   pluginReservationsNano: ReadonlyMap<string, number>;
+  webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number };
 }
 
 export class ConfigError extends Error {
@@ -196,6 +203,13 @@ function fromRaw(raw: RawConfig): Config {
     // 1.1k, Anthropic about 1.6k, Gemini 258 per image); the context length caps it anyway.
     imageTokensBound: raw.IMAGE_TOKENS_BOUND ?? 4096,
     pluginReservationsNano: parseReservations(raw.PLUGIN_RESERVATIONS_USD),
+    webhooks: {
+      // First try at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: about 27.5 hours
+      // in all, so a receiver down for most of a day still gets every event.
+      retryScheduleMs: (raw.WEBHOOK_RETRY_SCHEDULE_SECONDS ?? "5,300,1800,7200,18000,36000,36000").split(",").map((s) => Math.round(Number(s) * 1000)),
+      pollMs: raw.WEBHOOK_POLL_MS ?? 1000,
+      timeoutMs: raw.WEBHOOK_TIMEOUT_MS ?? 10_000,
+    },
   };
 }
 

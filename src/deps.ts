@@ -20,6 +20,7 @@ import type { PostgresStore } from "./store/postgres";
 import type { SqliteStore } from "./store/sqlite";
 import { postgresChangeFeed, sqliteChangeFeed } from "./store/change-feed";
 import { withReadCache } from "./store/cached-store";
+import { BudgetWatcher } from "./webhooks/budget-watcher";
 
 /**
  * Everything createApp needs. Each external effect sits behind one of these so tests can
@@ -38,6 +39,8 @@ export interface Deps {
   rateLimiter: RateLimiter;
   /** Set when REDIS_URL is: rate limits and budgets are shared through it. */
   redis: Redis | null;
+  /** Turns spend into budget.threshold and grant.exhausted webhook events (started by src/index.ts). */
+  budgetWatcher: BudgetWatcher;
 }
 
 export interface DepsOverrides extends Partial<Deps> {
@@ -116,7 +119,8 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
       logger,
     );
   const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, store.engine === "postgres" ? 2 : 1);
-  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis };
+  const budgetWatcher = overrides.budgetWatcher ?? new BudgetWatcher(store, budget, clock, logger);
+  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis, budgetWatcher };
 }
 
 /**

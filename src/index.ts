@@ -8,6 +8,7 @@ import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 import { createLogger } from "./logger";
 import { acquireStoreLock, StoreLockedError, type StoreLock } from "./store/process-lock";
+import { WebhookDispatcher } from "./webhooks/dispatcher";
 
 function readConfig(): Config {
   try {
@@ -71,6 +72,11 @@ async function main(): Promise<void> {
   await connectDependencies(deps);
   await deps.catalogue.refresh();
   deps.catalogue.start(config.pricingRefreshSeconds);
+  // Webhooks: deliveries left due by an earlier process (even one killed mid-send) go out
+  // on the first poll; thresholds are checked on the same beat.
+  const webhooks = new WebhookDispatcher(deps.store.webhooks, deps.clock, deps.logger, config.webhooks);
+  webhooks.start();
+  deps.budgetWatcher.start(config.webhooks.pollMs);
 
   const app = createApp(deps).listen({
     port: config.port,
@@ -108,6 +114,8 @@ async function main(): Promise<void> {
       await app.decorator.chat.idle(SETTLE_AFTER_CUT_MS);
     }
     deps.catalogue.stop();
+    await deps.budgetWatcher.check();
+    await Promise.all([deps.budgetWatcher.stop(), webhooks.stop()]);
     await deps.usageWriter.close();
     await deps.budget.close?.();
     await deps.store.close();

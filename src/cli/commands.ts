@@ -1,6 +1,7 @@
 /** The operator commands on apps and keys; the ones on users, grants and usage are in data-commands.ts. */
 import { usdToNanoFloor } from "../money";
 import { DATA_COMMANDS } from "./data-commands";
+import { WEBHOOK_COMMANDS } from "./webhook-commands";
 import { APP, iso, print, refuse, text, UsageError, type Command, type Values } from "./shared";
 
 export { UsageError, type Command } from "./shared";
@@ -140,4 +141,4 @@ const APP_COMMANDS: Command[] = [
   },
 ];
 
-export const COMMANDS: Command[] = [...APP_COMMANDS, ...DATA_COMMANDS];
+export const COMMANDS: Command[] = [...APP_COMMANDS, ...DATA_COMMANDS, ...WEBHOOK_COMMANDS];

@@ -8,6 +8,7 @@ import type { UsageWriter } from "./usage-writer";
 import type { UsageRow } from "../store/usage-ledger";
 import type { CostBounds } from "./worst-case";
 import type { AccessEntry } from "../http/access-log";
+import type { BudgetWatcher } from "../webhooks/budget-watcher";
 
 /** A reservation held by one in-flight request, until `Meter.finish` settles it. */
 export interface MeteringTicket {
@@ -43,6 +44,7 @@ export class Meter {
     private readonly writer: UsageWriter,
     private readonly clock: Clock,
     readonly overruns: OverrunMonitor,
+    private readonly watcher?: BudgetWatcher,
   ) {}
 
   async finish(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
@@ -90,6 +92,7 @@ export class Meter {
       await this.budget.settle(ticket.requestId, charge.costNano);
       this.writer.enqueue(row);
     }
+    this.watcher?.note(target);
     return charge;
   }
 }

@@ -32,11 +32,16 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   const bounds = costBounds(catalogue, { shape, bodyBytes: request.bodyBytes, clientPin: clientPin(body), imageTokenBound: config.imageTokensBound });
   const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
   const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano);
-  if (!outcome.ok) throw budgetExceeded(target, outcome);
+  if (!outcome.ok) {
+    deps.budgetWatcher.note(target, true);
+    throw budgetExceeded(target, outcome);
+  }
   try {
     await target.admit?.();
   } catch (err) {
     await deps.budget.settle(requestId, 0);
+    // A grant refused for its uses: the watcher reports it exhausted if that is why.
+    deps.budgetWatcher.note(target);
     throw err;
   }
   return {

@@ -5,6 +5,7 @@ import type { UsageTotalsRepository } from "./usage-totals";
 import type { UsageLedgerRepository } from "./usage-ledger";
 import type { GrantRepository } from "./grants";
 import type { IdempotencyKeyRepository } from "./idempotency-keys";
+import type { WebhookRepository } from "./webhooks";
 
 export type StoreEngine = "sqlite" | "postgres";
 
@@ -23,6 +24,7 @@ export interface Store {
   readonly usageLedger: UsageLedgerRepository;
   readonly grants: GrantRepository;
   readonly idempotencyKeys: IdempotencyKeyRepository;
+  readonly webhooks: WebhookRepository;
   /** One round trip to the database; throws when it is unreachable. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -37,6 +37,7 @@ export function withCachedReads(real: Store): Store {
     usageLedger: real.usageLedger,
     grants: real.grants,
     idempotencyKeys: real.idempotencyKeys,
+    webhooks: real.webhooks,
     ping: () => real.ping(),
     close: () => real.close(),
   };

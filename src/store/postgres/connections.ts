@@ -1,5 +1,7 @@
 import type { Connection, ConnectionRepository, FundingStatus } from "../connections";
 import { num, numOrNull, type PostgresDatabase } from "./database";
+import { approvalEvent, fundingInvalidEvent, revokedEvent } from "../connection-events";
+import { recordWebhookEvent } from "./webhooks";
 
 const toConnection = (r: Record<string, unknown>): Connection => ({
   appId: String(r.app_id),
@@ -25,18 +27,25 @@ export class PostgresConnectionRepository implements ConnectionRepository {
   }
 
   async approve(appId: string, appUserId: string, monthlyCapNano: number, now: number): Promise<Connection> {
-    const [row] = await this.db.run(
-      (sql) => sql`INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, connected_at, updated_at)
-        VALUES (${appId}, ${appUserId}, ${monthlyCapNano}, 'ok', ${now}, ${now})
-        ON CONFLICT (app_id, app_user_id) DO UPDATE SET
-          monthly_cap_nano = EXCLUDED.monthly_cap_nano,
-          funding_status = 'ok',
-          connected_at = CASE WHEN connections.revoked_at IS NULL THEN connections.connected_at ELSE EXCLUDED.connected_at END,
-          updated_at = EXCLUDED.updated_at,
-          revoked_at = NULL
-        RETURNING *`,
+    // The change and the webhook event it causes commit together (ARCHITECTURE.md §7);
+    // the row lock taken by FOR UPDATE makes "before" the state this change replaced.
+    return this.db.run((sql) =>
+      sql.begin(async (tx) => {
+        const [prior] = await tx`SELECT * FROM connections WHERE app_id = ${appId} AND app_user_id = ${appUserId} FOR UPDATE`;
+        const [row] = await tx`INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, connected_at, updated_at)
+          VALUES (${appId}, ${appUserId}, ${monthlyCapNano}, 'ok', ${now}, ${now})
+          ON CONFLICT (app_id, app_user_id) DO UPDATE SET
+            monthly_cap_nano = EXCLUDED.monthly_cap_nano,
+            funding_status = 'ok',
+            connected_at = CASE WHEN connections.revoked_at IS NULL THEN connections.connected_at ELSE EXCLUDED.connected_at END,
+            updated_at = EXCLUDED.updated_at,
+            revoked_at = NULL
+          RETURNING *`;
+        const after = toConnection(row);
+        await recordWebhookEvent(tx, approvalEvent(prior ? toConnection(prior) : null, after), now);
+        return after;
+      }),
     );
-    return toConnection(row);
   }
 
   async listForApp(appId: string, limit: number, afterUserId = ""): Promise<Connection[]> {
@@ -48,15 +57,22 @@ export class PostgresConnectionRepository implements ConnectionRepository {
   }
 
   async revoke(appId: string, appUserId: string, now: number): Promise<void> {
-    await this.db.run(
-      (sql) => sql`UPDATE connections SET revoked_at = ${now}, updated_at = ${now}
-        WHERE app_id = ${appId} AND app_user_id = ${appUserId} AND revoked_at IS NULL`,
+    await this.db.run((sql) =>
+      sql.begin(async (tx) => {
+        const revoked = await tx`UPDATE connections SET revoked_at = ${now}, updated_at = ${now}
+          WHERE app_id = ${appId} AND app_user_id = ${appUserId} AND revoked_at IS NULL RETURNING app_id`;
+        if (revoked.length > 0) await recordWebhookEvent(tx, revokedEvent(appId, appUserId), now);
+      }),
     );
   }
 
   async markFundingInvalid(appId: string, appUserId: string, now: number): Promise<void> {
-    await this.db.run(
-      (sql) => sql`UPDATE connections SET funding_status = 'invalid', updated_at = ${now} WHERE app_id = ${appId} AND app_user_id = ${appUserId}`,
+    await this.db.run((sql) =>
+      sql.begin(async (tx) => {
+        const marked = await tx`UPDATE connections SET funding_status = 'invalid', updated_at = ${now}
+          WHERE app_id = ${appId} AND app_user_id = ${appUserId} AND funding_status = 'ok' AND revoked_at IS NULL RETURNING app_id`;
+        if (marked.length > 0) await recordWebhookEvent(tx, fundingInvalidEvent(appId, appUserId), now);
+      }),
     );
   }
 }

@@ -9,6 +9,7 @@ import { PostgresUsageTotalsRepository } from "./usage-totals";
 import { PostgresUsageLedgerRepository } from "./usage-ledger";
 import { PostgresGrantRepository } from "./grants";
 import { PostgresIdempotencyKeyRepository } from "./idempotency-keys";
+import { PostgresWebhookRepository } from "./webhooks";
 
 /** The Postgres store also hands out its pool, for the budget ledger, rate limiter and change feed built on it. */
 export interface PostgresStore extends Store {
@@ -35,6 +36,7 @@ export async function openPostgresStore(url: string, options: OpenStoreOptions =
     usageLedger: new PostgresUsageLedgerRepository(database),
     grants: new PostgresGrantRepository(database),
     idempotencyKeys: new PostgresIdempotencyKeyRepository(database),
+    webhooks: new PostgresWebhookRepository(database),
     ping: async () => {
       await database.run((sql) => sql`SELECT 1`);
     },

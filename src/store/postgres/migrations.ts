@@ -147,6 +147,47 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     name: "rate limits shared by every instance",
     sql: RATE_LIMITS_SQL,
   },
+  {
+    version: 5,
+    name: "webhook endpoints and the outbox of events and deliveries",
+    sql: `
+      CREATE TABLE webhook_endpoints (
+        id              text PRIMARY KEY,
+        app_id          text NOT NULL REFERENCES apps(id),
+        url             text NOT NULL,
+        secret          text NOT NULL,
+        event_types     text,
+        created_at      bigint NOT NULL,
+        disabled_at     bigint,
+        disabled_reason text
+      );
+      CREATE INDEX webhook_endpoints_by_app ON webhook_endpoints(app_id);
+      CREATE TABLE webhook_events (
+        id          text PRIMARY KEY,
+        app_id      text NOT NULL,
+        type        text NOT NULL,
+        payload     text NOT NULL,
+        dedup_key   text UNIQUE,
+        created_at  bigint NOT NULL
+      );
+      CREATE TABLE webhook_deliveries (
+        event_id        text NOT NULL REFERENCES webhook_events(id) ON DELETE CASCADE,
+        endpoint_id     text NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+        app_id          text NOT NULL,
+        state           text NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts        integer NOT NULL DEFAULT 0,
+        next_attempt_at bigint,
+        last_status     integer,
+        last_error      text,
+        created_at      bigint NOT NULL,
+        finished_at     bigint,
+        PRIMARY KEY (event_id, endpoint_id)
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at) WHERE state = 'pending';
+      CREATE INDEX webhook_deliveries_by_app ON webhook_deliveries(app_id, created_at);
+      CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries(endpoint_id);
+    `,
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */

@@ -1,5 +1,7 @@
 import type { Database } from "bun:sqlite";
 import type { Connection, ConnectionRepository, FundingStatus } from "../connections";
+import { approvalEvent, fundingInvalidEvent, revokedEvent } from "../connection-events";
+import { recordWebhookEvent } from "./webhooks";
 
 interface ConnectionRow {
   app_id: string;
@@ -41,19 +43,25 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   }
 
   async approve(appId: string, appUserId: string, monthlyCapNano: number, now: number): Promise<Connection> {
-    this.db
-      .query(
-        `INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, connected_at, updated_at)
-         VALUES (?1, ?2, ?3, 'ok', ?4, ?4)
-         ON CONFLICT (app_id, app_user_id) DO UPDATE SET
-           monthly_cap_nano = excluded.monthly_cap_nano,
-           funding_status = 'ok',
-           connected_at = CASE WHEN revoked_at IS NULL THEN connected_at ELSE excluded.connected_at END,
-           updated_at = excluded.updated_at,
-           revoked_at = NULL`,
-      )
-      .run(appId, appUserId, monthlyCapNano, now);
-    return (await this.find(appId, appUserId))!;
+    // The change and the webhook event it causes commit together (ARCHITECTURE.md §7).
+    return this.db.transaction(() => {
+      const before = this.findStmt.get(appId, appUserId);
+      this.db
+        .query(
+          `INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, connected_at, updated_at)
+           VALUES (?1, ?2, ?3, 'ok', ?4, ?4)
+           ON CONFLICT (app_id, app_user_id) DO UPDATE SET
+             monthly_cap_nano = excluded.monthly_cap_nano,
+             funding_status = 'ok',
+             connected_at = CASE WHEN revoked_at IS NULL THEN connected_at ELSE excluded.connected_at END,
+             updated_at = excluded.updated_at,
+             revoked_at = NULL`,
+        )
+        .run(appId, appUserId, monthlyCapNano, now);
+      const after = toConnection(this.findStmt.get(appId, appUserId)!);
+      recordWebhookEvent(this.db, approvalEvent(before ? toConnection(before) : null, after), now);
+      return after;
+    })();
   }
 
   async listForApp(appId: string, limit: number, afterUserId = ""): Promise<Connection[]> {
@@ -64,16 +72,20 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   }
 
   async revoke(appId: string, appUserId: string, now: number): Promise<void> {
-    this.db
-      .query(
-        "UPDATE connections SET revoked_at = ?, updated_at = ? WHERE app_id = ? AND app_user_id = ? AND revoked_at IS NULL",
-      )
-      .run(now, now, appId, appUserId);
+    this.db.transaction(() => {
+      const revoked = this.db
+        .query("UPDATE connections SET revoked_at = ?, updated_at = ? WHERE app_id = ? AND app_user_id = ? AND revoked_at IS NULL")
+        .run(now, now, appId, appUserId);
+      if (revoked.changes > 0) recordWebhookEvent(this.db, revokedEvent(appId, appUserId), now);
+    })();
   }
 
   async markFundingInvalid(appId: string, appUserId: string, now: number): Promise<void> {
-    this.db
-      .query("UPDATE connections SET funding_status = 'invalid', updated_at = ? WHERE app_id = ? AND app_user_id = ?")
-      .run(now, appId, appUserId);
+    this.db.transaction(() => {
+      const marked = this.db
+        .query("UPDATE connections SET funding_status = 'invalid', updated_at = ? WHERE app_id = ? AND app_user_id = ? AND funding_status = 'ok' AND revoked_at IS NULL")
+        .run(now, appId, appUserId);
+      if (marked.changes > 0) recordWebhookEvent(this.db, fundingInvalidEvent(appId, appUserId), now);
+    })();
   }
 }

@@ -8,6 +8,7 @@ import { SqliteUsageTotalsRepository } from "./usage-totals";
 import { SqliteUsageLedgerRepository } from "./usage-ledger";
 import { SqliteGrantRepository } from "./grants";
 import { SqliteIdempotencyKeyRepository } from "./idempotency-keys";
+import { SqliteWebhookRepository } from "./webhooks";
 
 /** The SQLite store also hands out its database handle, for tests and benchmarks that read it directly. */
 export interface SqliteStore extends Store {
@@ -28,6 +29,7 @@ export function openSqliteStore(path: string): SqliteStore {
     usageLedger: new SqliteUsageLedgerRepository(db),
     grants: new SqliteGrantRepository(db),
     idempotencyKeys: new SqliteIdempotencyKeyRepository(db),
+    webhooks: new SqliteWebhookRepository(db),
     ping: async () => {
       db.query("SELECT 1").get();
     },

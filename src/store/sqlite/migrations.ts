@@ -145,6 +145,49 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE usage_totals ADD COLUMN frozen_cap_nano INTEGER;
     `,
   },
+  {
+    version: 6,
+    name: "webhook endpoints and the outbox of events and deliveries",
+    sql: `
+      CREATE TABLE webhook_endpoints (
+        id              TEXT PRIMARY KEY,
+        app_id          TEXT NOT NULL REFERENCES apps(id),
+        url             TEXT NOT NULL,
+        secret          TEXT NOT NULL,
+        event_types     TEXT,            -- JSON array; NULL: every type
+        created_at      INTEGER NOT NULL,
+        disabled_at     INTEGER,
+        disabled_reason TEXT
+      );
+      CREATE INDEX webhook_endpoints_by_app ON webhook_endpoints(app_id);
+      -- The outbox: an event is a row before anything is sent. dedup_key makes "at most
+      -- one event per key" (a threshold per account and period) a constraint, not a race.
+      CREATE TABLE webhook_events (
+        id          TEXT PRIMARY KEY,
+        app_id      TEXT NOT NULL,
+        type        TEXT NOT NULL,
+        payload     TEXT NOT NULL,
+        dedup_key   TEXT UNIQUE,
+        created_at  INTEGER NOT NULL
+      );
+      CREATE TABLE webhook_deliveries (
+        event_id        TEXT NOT NULL REFERENCES webhook_events(id) ON DELETE CASCADE,
+        endpoint_id     TEXT NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+        app_id          TEXT NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER,
+        last_status     INTEGER,
+        last_error      TEXT,
+        created_at      INTEGER NOT NULL,
+        finished_at     INTEGER,
+        PRIMARY KEY (event_id, endpoint_id)
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at) WHERE state = 'pending';
+      CREATE INDEX webhook_deliveries_by_app ON webhook_deliveries(app_id, created_at);
+      CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries(endpoint_id);
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {

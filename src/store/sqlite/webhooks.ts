@@ -1,0 +1,139 @@
+import type { Database } from "bun:sqlite";
+import {
+  eventPayload,
+  newEndpointId,
+  newEventId,
+  newWebhookSecret,
+  type DeliveryRecord,
+  type DueDelivery,
+  type WebhookEndpoint,
+  type WebhookEventDraft,
+  type WebhookEventType,
+  type WebhookRepository,
+} from "../webhooks";
+import { subscribed, toEndpoint, toDelivery, type EndpointRow } from "../webhook-rows";
+
+/**
+ * Records an event and its deliveries on `db`, inside the caller's transaction: the
+ * connection repository calls it in the transaction that makes the change it reports.
+ */
+export function recordWebhookEvent(db: Database, draft: WebhookEventDraft, now: number): string | null {
+  const endpoints = db.query<EndpointRow, [string]>("SELECT * FROM webhook_endpoints WHERE app_id = ? AND disabled_at IS NULL").all(draft.appId).map(toEndpoint);
+  const targets = subscribed(endpoints, draft.type);
+  if (targets.length === 0) return null;
+  const id = newEventId();
+  const inserted = db
+    .query("INSERT INTO webhook_events (id, app_id, type, payload, dedup_key, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (dedup_key) DO NOTHING")
+    .run(id, draft.appId, draft.type, eventPayload(draft, now), draft.dedupKey ?? null, now);
+  if (inserted.changes === 0) return null;
+  const delivery = db.query(
+    "INSERT INTO webhook_deliveries (event_id, endpoint_id, app_id, state, next_attempt_at, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
+  );
+  for (const endpoint of targets) delivery.run(id, endpoint.id, draft.appId, now, now);
+  return id;
+}
+
+export class SqliteWebhookRepository implements WebhookRepository {
+  constructor(private readonly db: Database) {}
+
+  async createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<WebhookEndpoint> {
+    const id = newEndpointId();
+    this.db
+      .query("INSERT INTO webhook_endpoints (id, app_id, url, secret, event_types, created_at) VALUES (?, ?, ?, ?, ?, ?)")
+      .run(id, appId, url, newWebhookSecret(), eventTypes === null ? null : JSON.stringify(eventTypes), now);
+    return this.endpoint(id)!;
+  }
+
+  async listEndpoints(appId: string): Promise<WebhookEndpoint[]> {
+    return this.db.query<EndpointRow, [string]>("SELECT * FROM webhook_endpoints WHERE app_id = ? ORDER BY created_at, id").all(appId).map(toEndpoint);
+  }
+
+  async deleteEndpoint(appId: string, endpointId: string): Promise<boolean> {
+    return this.db.query("DELETE FROM webhook_endpoints WHERE app_id = ? AND id = ?").run(appId, endpointId).changes > 0;
+  }
+
+  async disableEndpoint(endpointId: string, reason: string, now: number): Promise<void> {
+    this.db.transaction(() => {
+      this.db.query("UPDATE webhook_endpoints SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL").run(now, reason, endpointId);
+      this.db
+        .query("UPDATE webhook_deliveries SET state = 'failed', finished_at = ?, last_error = ? WHERE endpoint_id = ? AND state = 'pending'")
+        .run(now, `endpoint disabled (${reason})`, endpointId);
+    })();
+  }
+
+  async enableEndpoint(appId: string, endpointId: string): Promise<WebhookEndpoint | null> {
+    this.db.query("UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL WHERE app_id = ? AND id = ?").run(appId, endpointId);
+    const endpoint = this.endpoint(endpointId);
+    return endpoint && endpoint.appId === appId ? endpoint : null;
+  }
+
+  async record(draft: WebhookEventDraft, now: number): Promise<string | null> {
+    return this.db.transaction(() => recordWebhookEvent(this.db, draft, now))();
+  }
+
+  async claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]> {
+    return this.db.transaction(() => {
+      const due = this.db
+        .query<Record<string, unknown>, [number, number]>(
+          `SELECT d.event_id, d.endpoint_id, d.attempts, d.created_at, e.payload, p.url, p.secret
+           FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints p ON p.id = d.endpoint_id
+           WHERE d.state = 'pending' AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`,
+        )
+        .all(now, limit);
+      const lease = this.db.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE event_id = ? AND endpoint_id = ?");
+      for (const d of due) lease.run(now + leaseMs, String(d.event_id), String(d.endpoint_id));
+      return due.map((d) => ({
+        eventId: String(d.event_id),
+        endpointId: String(d.endpoint_id),
+        url: String(d.url),
+        secret: String(d.secret),
+        payload: String(d.payload),
+        attempts: Number(d.attempts),
+        createdAt: Number(d.created_at),
+      }));
+    })();
+  }
+
+  async markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void> {
+    this.db
+      .query("UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = ?, last_error = NULL, finished_at = ? WHERE event_id = ? AND endpoint_id = ? AND state = 'pending'")
+      .run(status, now, eventId, endpointId);
+  }
+
+  async markAttemptFailed(eventId: string, endpointId: string, attempts: number, nextAttemptAt: number | null, status: number | null, error: string, now: number): Promise<void> {
+    this.db
+      .query(
+        `UPDATE webhook_deliveries SET attempts = ?, last_status = ?, last_error = ?,
+           state = CASE WHEN ? IS NULL THEN 'failed' ELSE 'pending' END,
+           next_attempt_at = ?, finished_at = CASE WHEN ? IS NULL THEN ? ELSE NULL END
+         WHERE event_id = ? AND endpoint_id = ? AND state = 'pending'`,
+      )
+      .run(attempts, status, error.slice(0, 500), nextAttemptAt, nextAttemptAt, nextAttemptAt, now, eventId, endpointId);
+  }
+
+  async listDeliveries(appId: string, limit: number, endpointId?: string): Promise<DeliveryRecord[]> {
+    return this.db
+      .query<Record<string, unknown>, [string, string | null, string | null, number]>(
+        `SELECT d.*, e.type FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+         WHERE d.app_id = ? AND (? IS NULL OR d.endpoint_id = ?) ORDER BY d.created_at DESC, d.event_id DESC LIMIT ?`,
+      )
+      .all(appId, endpointId ?? null, endpointId ?? null, limit)
+      .map(toDelivery);
+  }
+
+  async purgeFinished(before: number, limit: number): Promise<number> {
+    return this.db
+      .query(
+        `DELETE FROM webhook_events WHERE id IN (
+           SELECT e.id FROM webhook_events e WHERE e.created_at < ?1
+             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND (d.state = 'pending' OR d.finished_at >= ?1))
+           LIMIT ?2)`,
+      )
+      .run(before, limit).changes;
+  }
+
+  private endpoint(id: string): WebhookEndpoint | null {
+    const row = this.db.query<EndpointRow, [string]>("SELECT * FROM webhook_endpoints WHERE id = ?").get(id);
+    return row ? toEndpoint(row) : null;
+  }
+}

@@ -1,0 +1,42 @@
+import type { DeliveryRecord, WebhookEndpoint, WebhookEventType } from "./webhooks";
+
+/** Row mappers shared by both engines: the webhook tables have the same columns on each. */
+export interface EndpointRow {
+  id: string;
+  app_id: string;
+  url: string;
+  secret: string;
+  event_types: string | null;
+  created_at: number;
+  disabled_at: number | null;
+  disabled_reason: string | null;
+}
+
+export const toEndpoint = (r: EndpointRow): WebhookEndpoint => ({
+  id: r.id,
+  appId: r.app_id,
+  url: r.url,
+  secret: r.secret,
+  eventTypes: r.event_types === null ? null : (JSON.parse(r.event_types) as WebhookEventType[]),
+  createdAt: Number(r.created_at),
+  disabledAt: r.disabled_at === null ? null : Number(r.disabled_at),
+  disabledReason: r.disabled_reason,
+});
+
+export const toDelivery = (r: Record<string, unknown>): DeliveryRecord => ({
+  eventId: String(r.event_id),
+  endpointId: String(r.endpoint_id),
+  type: r.type as WebhookEventType,
+  state: r.state as DeliveryRecord["state"],
+  attempts: Number(r.attempts),
+  nextAttemptAt: r.state === "pending" && r.next_attempt_at !== null ? Number(r.next_attempt_at) : null,
+  lastStatus: r.last_status === null ? null : Number(r.last_status),
+  lastError: (r.last_error as string | null) ?? null,
+  createdAt: Number(r.created_at),
+  finishedAt: r.finished_at === null ? null : Number(r.finished_at),
+});
+
+/** The endpoints of an app that want this type of event. */
+export const subscribed = (endpoints: WebhookEndpoint[], type: WebhookEventType) =>
+  endpoints.filter((e) => e.disabledAt === null && (e.eventTypes === null || e.eventTypes.includes(type)));
+

@@ -1,0 +1,108 @@
+import { randomBytes } from "node:crypto";
+import { LOWER_ALNUM, randomString } from "../random";
+
+/** Every event an app can subscribe to (ARCHITECTURE.md §7 "Webhooks"). */
+export const WEBHOOK_EVENT_TYPES = [
+  "connection.approved",
+  "connection.updated",
+  "connection.revoked",
+  "budget.threshold",
+  "funding.invalid",
+  "grant.exhausted",
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+export interface WebhookEndpoint {
+  id: string;
+  appId: string;
+  url: string;
+  /** `whsec_` + base64 key: the Standard Webhooks secret format, kept in clear because signing needs it. */
+  secret: string;
+  /** The event types sent to it; null means all of them, including types added later. */
+  eventTypes: WebhookEventType[] | null;
+  createdAt: number;
+  disabledAt: number | null;
+  /** Why it was disabled: `gone` (the receiver answered 410) or `operator`. */
+  disabledReason: string | null;
+}
+
+/** An event to record: one message, fanned out to the app's subscribed endpoints. */
+export interface WebhookEventDraft {
+  appId: string;
+  type: WebhookEventType;
+  data: Record<string, unknown>;
+  /** At most one event is ever recorded per key (e.g. one 80% threshold per account and period). */
+  dedupKey?: string;
+}
+
+export type DeliveryState = "pending" | "delivered" | "failed";
+
+/** One message due to one endpoint, as the dispatcher sends it. */
+export interface DueDelivery {
+  eventId: string;
+  endpointId: string;
+  url: string;
+  secret: string;
+  /** The exact bytes that are signed and sent. */
+  payload: string;
+  /** Attempts made before this one. */
+  attempts: number;
+  createdAt: number;
+}
+
+export interface DeliveryRecord {
+  eventId: string;
+  endpointId: string;
+  type: WebhookEventType;
+  state: DeliveryState;
+  attempts: number;
+  nextAttemptAt: number | null;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: number;
+  finishedAt: number | null;
+}
+
+export const newEndpointId = () => `whe${randomString(16, LOWER_ALNUM)}`;
+export const newWebhookSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
+/** Message ids are the Standard Webhooks `webhook-id`: the same on every retry, so receivers can drop repeats. */
+export const newEventId = () => `msg_${randomString(24)}`;
+
+/** The payload every event carries: `{type, timestamp, data}`, the Standard Webhooks shape. */
+export function eventPayload(draft: WebhookEventDraft, now: number): string {
+  return JSON.stringify({ type: draft.type, timestamp: new Date(now).toISOString(), data: draft.data });
+}
+
+/**
+ * The webhook outbox. An event is a row before anything is sent, written in the same
+ * transaction as the change it reports where there is one, so a crash can delay a
+ * delivery but never lose it. Deliveries are claimed with a lease: a process that dies
+ * mid-send leaves the delivery due again once the lease runs out.
+ */
+export interface WebhookRepository {
+  createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<WebhookEndpoint>;
+  listEndpoints(appId: string): Promise<WebhookEndpoint[]>;
+  /** Deletes the endpoint and its deliveries; false when the app has no such endpoint. */
+  deleteEndpoint(appId: string, endpointId: string): Promise<boolean>;
+  /** Disables it and fails its pending deliveries (nothing more is sent to it). */
+  disableEndpoint(endpointId: string, reason: string, now: number): Promise<void>;
+  /** Enables it again; deliveries failed while it was disabled stay failed. */
+  enableEndpoint(appId: string, endpointId: string): Promise<WebhookEndpoint | null>;
+  /**
+   * Records an event for every enabled endpoint of the app subscribed to its type. Returns
+   * the event id, or null when no endpoint wants it or its dedup key was already recorded.
+   */
+  record(draft: WebhookEventDraft, now: number): Promise<string | null>;
+  /**
+   * Claims up to `limit` deliveries due at `now`: each is leased until `now + leaseMs`
+   * (its next attempt time moves there) so no other claim takes it meanwhile.
+   */
+  claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]>;
+  markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void>;
+  /** A failed attempt: retried at `nextAttemptAt`, or failed for good when that is null. */
+  markAttemptFailed(eventId: string, endpointId: string, attempts: number, nextAttemptAt: number | null, status: number | null, error: string, now: number): Promise<void>;
+  /** An app's deliveries, newest first. */
+  listDeliveries(appId: string, limit: number, endpointId?: string): Promise<DeliveryRecord[]>;
+  /** Deletes events whose deliveries all finished before `before`; returns how many. */
+  purgeFinished(before: number, limit: number): Promise<number>;
+}

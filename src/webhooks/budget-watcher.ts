@@ -1,0 +1,147 @@
+import type { BudgetAccount } from "../metering/accounts";
+import type { BudgetLedger } from "../metering/budget-ledger";
+import type { Logger } from "../logger";
+import type { Clock } from "../clock";
+import { nanoToUsd } from "../money";
+import type { Store } from "../store";
+import type { WebhookEventType } from "../store/webhooks";
+import { subscribed } from "../store/webhook-rows";
+import type { BudgetTarget } from "../services/budget-target";
+
+interface Watched {
+  target: BudgetTarget;
+  /** A call on it was refused for want of budget since the last check. */
+  refused: boolean;
+}
+
+/** A refusal counts as "used up" only past this share of the cap: a huge prompt can be refused on a fresh budget. */
+const REFUSAL_MEANS_EXHAUSTED_PCT = 80;
+const KNOWN_KEYS_BOUND = 100_000;
+
+/**
+ * Turns spend into `budget.threshold` (80 % and 100 % of a user's monthly cap) and
+ * `grant.exhausted` events (ARCHITECTURE.md §7 "Webhooks"). The request path only marks an
+ * account as touched (a map write); the check runs off it, on the dispatcher's poll, and
+ * reads the live counters once per touched account. Each event has a dedup key (account
+ * and period, or grant), so however many instances see the crossing it is recorded once.
+ *
+ * 100 % means "used up": spend reached the cap, or a call was refused with the spend past
+ * 80 % (reservations shrink the last calls to what is left, so spend may stop just short).
+ */
+export class BudgetWatcher {
+  private touched = new Map<BudgetAccount, Watched>();
+  /** Dedup keys already recorded (or already found present): skips the store on repeats. */
+  private readonly known = new Set<string>();
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private checking: Promise<void> | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly budget: BudgetLedger,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Called on the request path after a settle, and on a refusal: no I/O here. */
+  note(target: BudgetTarget, refused = false): void {
+    const seen = this.touched.get(target.account);
+    this.touched.set(target.account, { target, refused: refused || seen?.refused === true });
+  }
+
+  start(pollMs: number): void {
+    this.timer ??= setInterval(() => void this.check(), pollMs);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.checking;
+  }
+
+  /** Checks every account touched since the last check; a check already running is joined. */
+  check(): Promise<void> {
+    this.checking ??= this.checkTouched()
+      .catch((err) => this.logger.warn("budget threshold check failed", { error: (err as Error).message }))
+      .finally(() => (this.checking = null));
+    return this.checking;
+  }
+
+  private async checkTouched(): Promise<void> {
+    const batch = this.touched;
+    this.touched = new Map();
+    const byApp = new Map<string, Watched[]>();
+    for (const watched of batch.values()) byApp.set(watched.target.appId, [...(byApp.get(watched.target.appId) ?? []), watched]);
+    for (const [appId, list] of byApp) {
+      const endpoints = await this.store.webhooks.listEndpoints(appId);
+      const wants = (type: WebhookEventType) => subscribed(endpoints, type).length > 0;
+      for (const watched of list) {
+        try {
+          if (watched.target.grantId) {
+            if (wants("grant.exhausted")) await this.checkGrant(watched);
+          } else if (wants("budget.threshold")) {
+            await this.checkUser(watched);
+          }
+        } catch (err) {
+          // Checked again on its next call; the dedup key keeps a retry from doubling it.
+          this.touched.set(watched.target.account, watched);
+          throw err;
+        }
+      }
+    }
+  }
+
+  private async checkUser({ target, refused }: Watched): Promise<void> {
+    const keys = [80, 100].map((pct) => ({ pct, key: `budget.threshold:${target.account}:${pct}` })).filter((k) => !this.known.has(k.key));
+    if (keys.length === 0) return;
+    const { spentNano } = await this.budget.snapshot(target.account);
+    for (const { pct, key } of keys) {
+      const reached = spentNano * 100 >= target.capNano * pct;
+      const usedUp = pct === 100 && refused && spentNano * 100 >= target.capNano * REFUSAL_MEANS_EXHAUSTED_PCT;
+      if (!reached && !usedUp) continue;
+      await this.record(key, {
+        appId: target.appId,
+        type: "budget.threshold",
+        dedupKey: key,
+        data: {
+          appId: target.appId,
+          userId: target.appUserId,
+          threshold: pct,
+          limitUsd: nanoToUsd(target.capNano),
+          usedUsd: nanoToUsd(spentNano),
+          period: { start: target.period.start, end: target.period.end },
+          resetsAt: target.resetsAt,
+        },
+      });
+    }
+  }
+
+  private async checkGrant({ target, refused }: Watched): Promise<void> {
+    const key = `grant.exhausted:${target.grantId}`;
+    if (this.known.has(key)) return;
+    const [{ spentNano }, grant] = await Promise.all([this.budget.snapshot(target.account), this.store.grants.find(target.grantId!)]);
+    if (!grant) return;
+    const usesUp = grant.maxUses !== null && grant.uses >= grant.maxUses;
+    const budgetUp = spentNano >= grant.usdCapNano || (refused && spentNano * 100 >= grant.usdCapNano * REFUSAL_MEANS_EXHAUSTED_PCT);
+    if (!usesUp && !budgetUp) return;
+    await this.record(key, {
+      appId: target.appId,
+      type: "grant.exhausted",
+      dedupKey: key,
+      data: {
+        appId: target.appId,
+        grantId: grant.id,
+        reason: budgetUp ? "budget" : "uses",
+        usdCap: nanoToUsd(grant.usdCapNano),
+        usedUsd: nanoToUsd(spentNano),
+        uses: grant.uses,
+        maxUses: grant.maxUses,
+      },
+    });
+  }
+
+  private async record(key: string, draft: Parameters<Store["webhooks"]["record"]>[0]): Promise<void> {
+    await this.store.webhooks.record(draft, this.clock.now());
+    if (this.known.size >= KNOWN_KEYS_BOUND) this.known.clear();
+    this.known.add(key);
+  }
+}

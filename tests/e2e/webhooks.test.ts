@@ -1,0 +1,92 @@
+/**
+ * Webhooks end to end, as an operator and an app run them: the endpoint registered with the
+ * CLI, a real server process, and a receiver in its own process that verifies every
+ * signature with the `standardwebhooks` package. Delivery, a retry after the receiver
+ * fails, an event caused by the CLI in another process, and an event that survives a
+ * SIGKILL of the proxy while its receiver is down.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { cliCreateApp, connectOverHttp, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { pollUntil } from "../helpers/cluster";
+import { startReceiver, type ReceivedWebhook, type ReceiverProcess } from "../helpers/webhook-receiver-process";
+
+const db = tempDatabase();
+// Fast polls and retries, so that the test waits on delivery and not on the production schedule.
+const ENV = { WEBHOOK_POLL_MS: "50", WEBHOOK_RETRY_SCHEDULE_SECONDS: Array(20).fill("0.2").join(",") };
+let receiver: ReceiverProcess;
+let server: RunningServer;
+let app: { appId: string; secretKey: string };
+let secret: string;
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+  app = await cliCreateApp(db.databaseUrl, "hooks");
+  const added = await runCli(db.databaseUrl, "webhook", "add", "--app", app.appId, "--url", receiver.url);
+  expect(added.code).toBe(0);
+  secret = added.json[0]!.secret;
+  await receiver.control({ secret });
+  server = await startServer({ databaseUrl: db.databaseUrl, env: ENV });
+});
+afterAll(async () => {
+  await server?.stop();
+  await receiver?.stop();
+  db.cleanup();
+});
+
+/** Waits until the receiver has accepted (204, signature verified) an event matching `match`. */
+function accepted(what: string, match: (r: ReceivedWebhook) => boolean): Promise<ReceivedWebhook> {
+  return pollUntil(what, async () => (await receiver.received()).find((r) => r.verified && r.status === 204 && match(r)));
+}
+
+const about = (type: string, userId: string) => (r: ReceivedWebhook) => r.event?.type === type && r.event.data.userId === userId;
+
+describe("webhooks end to end", () => {
+  test("the CLI registers an endpoint and shows its secret once", async () => {
+    expect(secret).toMatch(/^whsec_/);
+    const listed = await runCli(db.databaseUrl, "webhook", "list", "--app", app.appId);
+    expect(listed.json).toEqual([expect.objectContaining({ url: receiver.url, events: "all", disabledAt: null })]);
+    expect(listed.stdout).not.toContain(secret);
+  });
+
+  test("a user's approval reaches the receiver, signed, with the Standard Webhooks payload", async () => {
+    await connectOverHttp(server, app.secretKey, "alice", 5);
+    const got = await accepted("alice's connection.approved", about("connection.approved", "alice"));
+    expect(got.webhookId).toMatch(/^msg_/);
+    expect(got.event).toMatchObject({ type: "connection.approved", data: { appId: app.appId, userId: "alice", monthlyUsd: 5 } });
+    expect(Date.parse(got.event!.timestamp)).not.toBeNaN();
+  });
+
+  test("a receiver failure is retried until it is accepted; the CLI shows the attempts", async () => {
+    await receiver.control({ fail: 2, status: 500 });
+    await connectOverHttp(server, app.secretKey, "bob", 5);
+    const got = await accepted("bob's connection.approved after two failures", about("connection.approved", "bob"));
+    const attempts = (await receiver.received()).filter((r) => r.webhookId === got.webhookId);
+    expect(attempts.map((r) => r.status)).toEqual([500, 500, 204]);
+    const listed = await runCli(db.databaseUrl, "webhook", "deliveries", "--app", app.appId);
+    expect(listed.json.find((d) => d.eventId === got.webhookId)).toMatchObject({ state: "delivered", attempts: 3, lastStatus: 204 });
+  });
+
+  test("an operator's revoke in the CLI process is delivered by the server", async () => {
+    const revoked = await runCli(db.databaseUrl, "connections", "revoke", "--app", app.appId, "--user", "alice");
+    expect(revoked.code).toBe(0);
+    await accepted("alice's connection.revoked", about("connection.revoked", "alice"));
+  });
+
+  test("an event recorded before a SIGKILL, with its receiver down, is delivered after both come back", async () => {
+    const port = receiver.port;
+    await receiver.stop();
+    await connectOverHttp(server, app.secretKey, "carol", 5);
+    // The proxy has at least tried (and failed) before it is killed.
+    await pollUntil("a failed attempt for carol", async () => {
+      const listed = await runCli(db.databaseUrl, "webhook", "deliveries", "--app", app.appId, "--limit", "1");
+      return listed.json[0]?.attempts > 0 ? true : undefined;
+    });
+    server.proc.kill("SIGKILL");
+    await server.proc.exited;
+    receiver = await startReceiver(port);
+    await receiver.control({ secret });
+    server = await startServer({ databaseUrl: db.databaseUrl, env: ENV });
+    const got = await accepted("carol's connection.approved after the restart", about("connection.approved", "carol"));
+    expect((await receiver.received()).filter((r) => r.webhookId === got.webhookId)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,145 @@
+/**
+ * The webhook outbox on both engines (in-memory SQLite, a real PostgreSQL server): fan-out
+ * to subscribed endpoints, events recorded with the connection change that causes them,
+ * dedup keys under concurrency, leases, and claims by several instances at once.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Store } from "../../src/store";
+import { openSqliteStore } from "../../src/store/sqlite";
+import { openPostgresStore } from "../../src/store/postgres";
+import { startPostgres, type TestPostgres } from "../helpers/postgres";
+
+let pg: TestPostgres;
+beforeAll(async () => {
+  pg = await startPostgres();
+});
+afterAll(async () => {
+  await pg?.destroy();
+});
+
+const T0 = Date.UTC(2026, 0, 15);
+
+/** Each case gets its own database; `open()` opens another store (another instance) on it. */
+const engines: Array<[string, () => Promise<{ store: Store; open?: () => Promise<Store> }>]> = [
+  ["sqlite", async () => ({ store: openSqliteStore(":memory:") })],
+  [
+    "postgres",
+    async () => {
+      const url = await pg.createDatabase();
+      return { store: await openPostgresStore(url, { poolSize: 4 }), open: () => openPostgresStore(url, { poolSize: 4 }) };
+    },
+  ],
+];
+
+describe.each(engines)("webhook outbox on %s", (engine, make) => {
+  async function withStore(work: (store: Store, open?: () => Promise<Store>) => Promise<void>): Promise<void> {
+    const { store, open } = await make();
+    try {
+      await work(store, open);
+    } finally {
+      await store.close();
+    }
+  }
+
+  test("endpoints: created with a whsec_ secret, listed, disabled, enabled, deleted; scoped by app", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const { app: other } = await store.apps.create("b", [], T0);
+      const e = await store.webhooks.createEndpoint(app.id, "https://hooks.example/x", ["connection.revoked"], T0);
+      expect(e.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+      expect(e).toMatchObject({ appId: app.id, url: "https://hooks.example/x", eventTypes: ["connection.revoked"], disabledAt: null });
+      expect((await store.webhooks.listEndpoints(app.id)).map((x) => x.id)).toEqual([e.id]);
+      expect(await store.webhooks.listEndpoints(other.id)).toEqual([]);
+      await store.webhooks.disableEndpoint(e.id, "operator", T0 + 1);
+      expect((await store.webhooks.listEndpoints(app.id))[0]).toMatchObject({ disabledAt: T0 + 1, disabledReason: "operator" });
+      expect(await store.webhooks.enableEndpoint(other.id, e.id)).toBeNull();
+      expect(await store.webhooks.enableEndpoint(app.id, e.id)).toMatchObject({ disabledAt: null, disabledReason: null });
+      expect(await store.webhooks.deleteEndpoint(other.id, e.id)).toBe(false);
+      expect(await store.webhooks.deleteEndpoint(app.id, e.id)).toBe(true);
+      expect(await store.webhooks.listEndpoints(app.id)).toEqual([]);
+    }));
+
+  test("connection changes record their events in the same transaction; no-op changes record none", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("a", [], T0);
+      // Without an endpoint nothing is recorded at all.
+      await store.connections.approve(app.id, "u0", 1e9, T0);
+      await store.webhooks.createEndpoint(app.id, "https://hooks.example/x", null, T0);
+      await store.connections.approve(app.id, "u1", 1e9, T0);
+      await store.connections.approve(app.id, "u1", 2e9, T0 + 1);
+      await store.connections.markFundingInvalid(app.id, "u1", T0 + 2);
+      await store.connections.markFundingInvalid(app.id, "u1", T0 + 3);
+      await store.connections.approve(app.id, "u1", 2e9, T0 + 4);
+      await store.connections.revoke(app.id, "u1", T0 + 5);
+      await store.connections.revoke(app.id, "u1", T0 + 6);
+      await store.connections.approve(app.id, "u1", 1e9, T0 + 7);
+      const recorded = (await store.webhooks.listDeliveries(app.id, 100)).reverse();
+      expect(recorded.map((d) => d.type)).toEqual([
+        "connection.approved",
+        "connection.updated",
+        "funding.invalid",
+        "connection.updated",
+        "connection.revoked",
+        "connection.approved",
+      ]);
+      expect(recorded.every((d) => d.state === "pending" && d.attempts === 0)).toBe(true);
+    }));
+
+  test("a dedup key is recorded once, even by many instances at the same moment", () =>
+    withStore(async (store, open) => {
+      const { app } = await store.apps.create("a", [], T0);
+      await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
+      await store.webhooks.createEndpoint(app.id, "https://hooks.example/2", ["budget.threshold"], T0);
+      await store.webhooks.createEndpoint(app.id, "https://hooks.example/3", ["connection.revoked"], T0);
+      const others = open ? await Promise.all([open(), open()]) : [];
+      try {
+        const stores = [store, ...others];
+        const draft = { appId: app.id, type: "budget.threshold" as const, data: { threshold: 80 }, dedupKey: "budget.threshold:acct:80" };
+        const ids = await Promise.all(Array.from({ length: 12 }, (_, i) => stores[i % stores.length]!.webhooks.record(draft, T0)));
+        expect(ids.filter((id) => id !== null)).toHaveLength(1);
+        // Fanned out to the two endpoints that want it, not the third.
+        expect(await store.webhooks.listDeliveries(app.id, 10)).toHaveLength(2);
+      } finally {
+        await Promise.all(others.map((s) => s.close()));
+      }
+    }));
+
+  test("claims lease deliveries; instances claiming together never take the same one", () =>
+    withStore(async (store, open) => {
+      const { app } = await store.apps.create("a", [], T0);
+      await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
+      for (let i = 0; i < 40; i++) await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0);
+      const others = open ? await Promise.all([open(), open()]) : [];
+      try {
+        const stores = [store, ...others];
+        const claims = await Promise.all(stores.flatMap((s) => [s, s]).map((s) => s.webhooks.claimDue(T0, 8, 30_000)));
+        const ids = claims.flat().map((d) => d.eventId);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect(ids.length).toBe(Math.min(40, stores.length * 2 * 8));
+        // Leased: not due again until the lease ends, then due again (the claimer died).
+        expect(await store.webhooks.claimDue(T0 + 29_999, 100, 30_000)).toHaveLength(40 - ids.length);
+        expect(await store.webhooks.claimDue(T0 + 30_000, 100, 30_000)).toHaveLength(ids.length);
+      } finally {
+        await Promise.all(others.map((s) => s.close()));
+      }
+    }));
+
+  test(`attempt outcomes, the deliveries listing, and the purge of finished events (${engine})`, () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const e = await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
+      const first = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0))!;
+      const second = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0 + 1))!;
+      await store.webhooks.markAttemptFailed(first, e.id, 1, T0 + 5000, 500, "HTTP 500", T0);
+      await store.webhooks.markAttemptFailed(second, e.id, 1, null, null, "refused", T0 + 1);
+      expect(await store.webhooks.listDeliveries(app.id, 10, e.id)).toMatchObject([
+        { eventId: second, state: "failed", attempts: 1, lastStatus: null, lastError: "refused", nextAttemptAt: null, finishedAt: T0 + 1 },
+        { eventId: first, state: "pending", attempts: 1, lastStatus: 500, nextAttemptAt: T0 + 5000, finishedAt: null },
+      ]);
+      await store.webhooks.markDelivered(first, e.id, 200, T0 + 6000);
+      // Only events whose every delivery finished before the cutoff go.
+      expect(await store.webhooks.purgeFinished(T0 + 2, 100)).toBe(1);
+      expect(await store.webhooks.purgeFinished(T0 + 7000, 100)).toBe(1);
+      expect(await store.webhooks.listDeliveries(app.id, 10)).toEqual([]);
+    }));
+});

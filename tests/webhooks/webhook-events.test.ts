@@ -1,0 +1,133 @@
+/**
+ * Every webhook event type, caused the way it happens in service (the HTTP API, a chat call
+ * that the upstream refuses, spend crossing a threshold, a grant used up), delivered by the
+ * dispatcher to a receiver in its own process that verifies each signature.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
+import { startReceiver, type ReceiverProcess } from "../helpers/webhook-receiver-process";
+import { WebhookEndpointOperations } from "../../src/services/webhook-endpoints";
+import { WebhookDispatcher } from "../../src/webhooks/dispatcher";
+import type { WebhookEventType } from "../../src/store/webhooks";
+
+let receiver: ReceiverProcess;
+beforeAll(async () => {
+  receiver = await startReceiver();
+});
+afterAll(async () => {
+  await receiver?.stop();
+});
+
+let t: ChatTestApp;
+let dispatcher: WebhookDispatcher;
+let seen = 0;
+
+beforeEach(async () => {
+  t = await chatTestApp({ env: { RL_CHAT_LIMIT: "100000" } });
+  const endpoint = await new WebhookEndpointOperations(t.deps.store).add(t.appId, receiver.url, undefined, t.clock.now());
+  await receiver.control({ secret: endpoint.secret, fail: 0 });
+  dispatcher = new WebhookDispatcher(t.deps.store.webhooks, t.clock, t.deps.logger, { pollMs: 1000, retryScheduleMs: [1000], timeoutMs: 5000 });
+  seen = (await receiver.received()).length;
+});
+
+/** Checks thresholds, sends what is due, and returns the events the receiver verified since the test began. */
+async function deliveredEvents() {
+  await t.deps.budgetWatcher.check();
+  await dispatcher.runRound();
+  const all = (await receiver.received()).slice(seen);
+  expect(all.every((r) => r.verified)).toBe(true);
+  return all.map((r) => r.event!);
+}
+
+const types = (events: Array<{ type: string }>) => events.map((e) => e.type as WebhookEventType);
+
+async function session(userId: string, limitUsd?: number): Promise<string> {
+  const res = await t.app.handle(
+    new Request("http://localhost/api/v1/sessions", {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.secretKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ appUserId: userId, ...(limitUsd ? { requestLimit: { monthlyUsd: limitUsd } } : {}) }),
+    }),
+  );
+  return ((await res.json()) as { token: string }).token;
+}
+
+const connections = (token: string, method: string, body?: unknown) =>
+  t.app.handle(
+    new Request("http://localhost/api/v1/connections", {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", origin: "http://localhost:3000" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }),
+  );
+
+const ask = (content: string) => ({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content }] });
+
+describe("webhook events", () => {
+  test("connection.approved, .updated and .revoked from the browser's calls, in order, signed", async () => {
+    const token = await session("alice", 20);
+    expect((await connections(token, "POST", { monthlyUsd: 10 })).status).toBe(200);
+    expect((await connections(token, "POST", { monthlyUsd: 15 })).status).toBe(200);
+    expect((await connections(token, "DELETE")).status).toBeLessThan(300);
+    // A second revoke changes nothing, so it reports nothing.
+    await connections(token, "DELETE");
+    const events = await deliveredEvents();
+    expect(types(events)).toEqual(["connection.approved", "connection.updated", "connection.revoked"]);
+    expect(events[0]!.data).toMatchObject({ appId: t.appId, userId: "alice", monthlyUsd: 10 });
+    expect(events[1]!.data).toMatchObject({ userId: "alice", monthlyUsd: 15, previousMonthlyUsd: 10 });
+    expect(events[2]!.data).toEqual({ appId: t.appId, userId: "alice" });
+  });
+
+  test("funding.invalid once when the upstream refuses payment, not again while it stays invalid", async () => {
+    await t.connect("alice", 5);
+    expect((await t.chat(ask("hi [[mock status=402]]"))).status).toBe(402);
+    expect((await t.chat(ask("hi"))).status).toBe(402);
+    const events = await deliveredEvents();
+    expect(types(events)).toEqual(["connection.approved", "funding.invalid"]);
+    expect(events[1]!.data).toEqual({ appId: t.appId, userId: "alice" });
+  });
+
+  test("budget.threshold at 80 % and at 100 %, each once per period", async () => {
+    await t.connect("alice", 0.002);
+    let refused = false;
+    for (let i = 0; i < 200 && !refused; i++) refused = (await t.chat(ask("hello there"))).status === 402;
+    expect(refused).toBe(true);
+    await t.chat(ask("hello there"));
+    const events = (await deliveredEvents()).filter((e) => e.type === "budget.threshold");
+    expect(events.map((e) => e.data.threshold)).toEqual([80, 100]);
+    for (const e of events) {
+      expect(e.data).toMatchObject({ appId: t.appId, userId: "alice", limitUsd: 0.002 });
+      expect(e.data.usedUsd).toBeGreaterThanOrEqual(0.002 * 0.8);
+    }
+    // Nothing new however often it is checked again.
+    await t.chat(ask("hello there"));
+    expect((await deliveredEvents()).filter((e) => e.type === "budget.threshold")).toHaveLength(2);
+  });
+
+  test("grant.exhausted when a grant's last use is spent", async () => {
+    const consent = await t.deps.store.grants.createConsentRequest(
+      { appId: t.appId, usdCapNano: 1e9, maxUses: 1, ttlSeconds: 3600, origin: "http://localhost:3000", state: "" },
+      t.clock.now(),
+      60_000,
+    );
+    const { grant, grantToken } = (await t.deps.store.grants.approveConsent(consent, t.clock.now()))!;
+    const withGrant = { "x-service-user": "", "x-service-grant": grantToken };
+    expect((await t.chat(ask("hi"), withGrant)).status).toBe(200);
+    expect((await t.chat(ask("hi"), withGrant)).status).toBe(402);
+    const events = await deliveredEvents();
+    expect(types(events)).toEqual(["grant.exhausted"]);
+    expect(events[0]!.data).toMatchObject({ appId: t.appId, grantId: grant.id, reason: "uses", uses: 1, maxUses: 1 });
+  });
+
+  test("an endpoint subscribed to some types gets only those; a disabled one gets nothing", async () => {
+    const ops = new WebhookEndpointOperations(t.deps.store);
+    const [all] = await ops.list(t.appId);
+    await ops.disable(t.appId, all!.endpointId, t.clock.now());
+    const only = await ops.add(t.appId, receiver.url, ["connection.revoked"], t.clock.now());
+    await receiver.control({ secret: only.secret });
+    const token = await session("bob", 20);
+    await connections(token, "POST", { monthlyUsd: 10 });
+    await connections(token, "DELETE");
+    expect(types(await deliveredEvents())).toEqual(["connection.revoked"]);
+  });
+});
