@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { LOWER_ALNUM, randomString } from "../random";
 
-/** Every event an app can subscribe to (ARCHITECTURE.md §7 "Webhooks"). */
+/** Every event an app can subscribe to (ARCHITECTURE.md §6 "Webhooks"). */
 export const WEBHOOK_EVENT_TYPES = [
   "connection.approved",
   "connection.updated",

@@ -20,7 +20,7 @@ const KNOWN_KEYS_BOUND = 100_000;
 
 /**
  * Turns spend into `budget.threshold` (80 % and 100 % of a user's monthly cap) and
- * `grant.exhausted` events (ARCHITECTURE.md §7 "Webhooks"). The request path only marks an
+ * `grant.exhausted` events (ARCHITECTURE.md §6 "Webhooks"). The request path only marks an
  * account as touched (a map write); the check runs off it, on the dispatcher's poll, and
  * reads the live counters once per touched account. Each event has a dedup key (account
  * and period, or grant), so however many instances see the crossing it is recorded once.

@@ -23,7 +23,7 @@ const PURGE_EVERY_MS = 60 * 60 * 1000;
 /**
  * Sends the outbox's due deliveries, signed as Standard Webhooks specifies (`webhook-id`,
  * `webhook-timestamp`, `webhook-signature: v1,<HMAC-SHA256>`), and records each outcome
- * (ARCHITECTURE.md §7 "Webhooks"): 2xx delivered; 410 Gone disables the endpoint;
+ * (ARCHITECTURE.md §6 "Webhooks"): 2xx delivered; 410 Gone disables the endpoint;
  * anything else (another status, a redirect, a timeout, no connection) is retried on the
  * schedule. A claimed delivery is leased for longer than one attempt can take, so if this
  * process dies mid-send the delivery becomes due again and another round sends it.

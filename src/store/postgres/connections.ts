@@ -27,7 +27,7 @@ export class PostgresConnectionRepository implements ConnectionRepository {
   }
 
   async approve(appId: string, appUserId: string, monthlyCapNano: number, now: number): Promise<Connection> {
-    // The change and the webhook event it causes commit together (ARCHITECTURE.md §7);
+    // The change and the webhook event it causes commit together (ARCHITECTURE.md §6);
     // the row lock taken by FOR UPDATE makes "before" the state this change replaced.
     return this.db.run((sql) =>
       sql.begin(async (tx) => {

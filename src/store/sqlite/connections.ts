@@ -43,7 +43,7 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   }
 
   async approve(appId: string, appUserId: string, monthlyCapNano: number, now: number): Promise<Connection> {
-    // The change and the webhook event it causes commit together (ARCHITECTURE.md §7).
+    // The change and the webhook event it causes commit together (ARCHITECTURE.md §6).
     return this.db.transaction(() => {
       const before = this.findStmt.get(appId, appUserId);
       this.db
