@@ -21,6 +21,7 @@ import type { SqliteStore } from "./store/sqlite";
 import { postgresChangeFeed, sqliteChangeFeed } from "./store/change-feed";
 import { withReadCache } from "./store/cached-store";
 import { BudgetWatcher } from "./webhooks/budget-watcher";
+import { WebhookDispatcher } from "./webhooks/dispatcher";
 
 /**
  * Everything createApp needs. Each external effect sits behind one of these so tests can
@@ -41,6 +42,8 @@ export interface Deps {
   redis: Redis | null;
   /** Turns spend into budget.threshold and grant.exhausted webhook events (started by src/index.ts). */
   budgetWatcher: BudgetWatcher;
+  /** Sends the webhook outbox (started by src/index.ts; tests run its rounds by hand). */
+  webhooks: WebhookDispatcher;
 }
 
 export interface DepsOverrides extends Partial<Deps> {
@@ -120,7 +123,8 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
     );
   const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, store.engine === "postgres" ? 2 : 1);
   const budgetWatcher = overrides.budgetWatcher ?? new BudgetWatcher(store, budget, clock, logger);
-  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis, budgetWatcher };
+  const webhooks = overrides.webhooks ?? new WebhookDispatcher(store.webhooks, clock, logger, config.webhooks);
+  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis, budgetWatcher, webhooks };
 }
 
 /**

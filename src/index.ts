@@ -8,7 +8,6 @@ import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 import { createLogger } from "./logger";
 import { acquireStoreLock, StoreLockedError, type StoreLock } from "./store/process-lock";
-import { WebhookDispatcher } from "./webhooks/dispatcher";
 
 function readConfig(): Config {
   try {
@@ -74,8 +73,7 @@ async function main(): Promise<void> {
   deps.catalogue.start(config.pricingRefreshSeconds);
   // Webhooks: deliveries left due by an earlier process (even one killed mid-send) go out
   // on the first poll; thresholds are checked on the same beat.
-  const webhooks = new WebhookDispatcher(deps.store.webhooks, deps.clock, deps.logger, config.webhooks);
-  webhooks.start();
+  deps.webhooks.start();
   deps.budgetWatcher.start(config.webhooks.pollMs);
 
   const app = createApp(deps).listen({
@@ -115,7 +113,7 @@ async function main(): Promise<void> {
     }
     deps.catalogue.stop();
     await deps.budgetWatcher.check();
-    await Promise.all([deps.budgetWatcher.stop(), webhooks.stop()]);
+    await Promise.all([deps.budgetWatcher.stop(), deps.webhooks.stop()]);
     await deps.usageWriter.close();
     await deps.budget.close?.();
     await deps.store.close();

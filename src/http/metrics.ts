@@ -46,6 +46,11 @@ export class ProxyMetrics {
     gauge("proxy_rate_limit_fallback_checks", "Rate-limit checks answered in-process because the shared limiter was down.", () =>
       deps.rateLimiter instanceof FallbackRateLimiter ? deps.rateLimiter.fallbackChecks : 0,
     );
+    const webhooks = deps.webhooks.stats;
+    gauge("proxy_webhook_delivered", "Webhook deliveries accepted (2xx) by receivers, since start.", () => webhooks.delivered);
+    gauge("proxy_webhook_failed_attempts", "Webhook attempts that failed (to be retried, or given up), since start.", () => webhooks.failedAttempts);
+    gauge("proxy_webhook_given_up", "Webhook deliveries that failed for good after the last retry, since start.", () => webhooks.gaveUp);
+    gauge("proxy_webhook_endpoints_disabled", "Webhook endpoints disabled because they answered 410 Gone, since start.", () => webhooks.endpointsDisabled);
     gauge("proxy_open_streams", "Chat streams open (relaying, or draining for their usage).", () => chat.activeStreams);
   }
 

@@ -88,7 +88,7 @@ test("the counters move with a scripted session", async () => {
     const counts = [...text.matchAll(new RegExp(`^${name}_count\\{stream="(true|false)"\\} (\\d+)$`, "gm"))];
     expect(Object.fromEntries(counts.map((m) => [m[1], Number(m[2])]))).toEqual(want);
   }
-  for (const name of ["proxy_usage_writer_pending_rows", "proxy_usage_writer_failed_flushes", "proxy_rate_limit_fallback_checks", "proxy_open_streams"]) {
+  for (const name of ["proxy_usage_writer_pending_rows", "proxy_usage_writer_failed_flushes", "proxy_rate_limit_fallback_checks", "proxy_open_streams", "proxy_webhook_delivered", "proxy_webhook_failed_attempts"]) {
     expect(after.get(name)?.type).toBe("GAUGE");
   }
 });

@@ -12,7 +12,8 @@ import { startReceiver, type ReceivedWebhook, type ReceiverProcess } from "../he
 
 const db = tempDatabase();
 // Fast polls and retries, so that the test waits on delivery and not on the production schedule.
-const ENV = { WEBHOOK_POLL_MS: "50", WEBHOOK_RETRY_SCHEDULE_SECONDS: Array(20).fill("0.2").join(",") };
+const METRICS_TOKEN = "metrics-token-for-webhook-tests";
+const ENV = { WEBHOOK_POLL_MS: "50", WEBHOOK_RETRY_SCHEDULE_SECONDS: Array(20).fill("0.2").join(","), METRICS_TOKEN };
 let receiver: ReceiverProcess;
 let server: RunningServer;
 let app: { appId: string; secretKey: string };
@@ -64,6 +65,9 @@ describe("webhooks end to end", () => {
     expect(attempts.map((r) => r.status)).toEqual([500, 500, 204]);
     const listed = await runCli(db.databaseUrl, "webhook", "deliveries", "--app", app.appId);
     expect(listed.json.find((d) => d.eventId === got.webhookId)).toMatchObject({ state: "delivered", attempts: 3, lastStatus: 204 });
+    const metrics = await (await server.fetch("/metrics", { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    expect(Number(/^proxy_webhook_failed_attempts (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
+    expect(Number(/^proxy_webhook_delivered (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
   });
 
   test("an operator's revoke in the CLI process is delivered by the server", async () => {
