@@ -70,24 +70,31 @@ export class BudgetWatcher {
     const batch = this.touched;
     this.touched = new Map();
     const byApp = new Map<string, Watched[]>();
-    for (const watched of batch.values()) byApp.set(watched.target.appId, [...(byApp.get(watched.target.appId) ?? []), watched]);
+    for (const watched of batch.values()) {
+      const list = byApp.get(watched.target.appId);
+      if (list) list.push(watched);
+      else byApp.set(watched.target.appId, [watched]);
+    }
+    let failure: unknown = null;
     for (const [appId, list] of byApp) {
-      const endpoints = await this.store.webhooks.listEndpoints(appId);
-      const wants = (type: WebhookEventType) => subscribed(endpoints, type).length > 0;
-      for (const watched of list) {
-        try {
+      try {
+        const endpoints = await this.store.webhooks.listEndpoints(appId);
+        const wants = (type: WebhookEventType) => subscribed(endpoints, type).length > 0;
+        for (const watched of list) {
           if (watched.target.grantId) {
             if (wants("grant.exhausted")) await this.checkGrant(watched);
           } else if (wants("budget.threshold")) {
             await this.checkUser(watched);
           }
-        } catch (err) {
-          // Checked again on its next call; the dedup key keeps a retry from doubling it.
-          this.touched.set(watched.target.account, watched);
-          throw err;
         }
+      } catch (err) {
+        // Checked again at the next poll (unless touched again meanwhile, which is newer);
+        // the dedup keys keep a repeat from recording anything twice.
+        for (const watched of list) if (!this.touched.has(watched.target.account)) this.touched.set(watched.target.account, watched);
+        failure = err;
       }
     }
+    if (failure) throw failure;
   }
 
   private async checkUser({ target, refused }: Watched): Promise<void> {

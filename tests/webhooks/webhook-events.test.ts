@@ -111,6 +111,21 @@ describe("webhook events", () => {
     expect(await thresholds()).toEqual([80, 100]);
   });
 
+  test("a threshold check that fails (store down) is made again at the next poll", async () => {
+    await t.connect("alice", 0.002);
+    for (let i = 0; i < 200; i++) if ((await t.chat(ask("hello there"))).status === 402) break;
+    const repo = t.deps.store.webhooks;
+    const record = repo.record.bind(repo);
+    repo.record = async () => {
+      throw new Error("database unavailable");
+    };
+    await t.deps.budgetWatcher.check();
+    expect(t.logs.some((l) => l.includes("budget threshold check failed"))).toBe(true);
+    repo.record = record;
+    const events = (await deliveredEvents()).filter((e) => e.type === "budget.threshold");
+    expect(events.map((e) => e.data.threshold)).toEqual([80, 100]);
+  });
+
   test("grant.exhausted when a grant's last use is spent", async () => {
     const consent = await t.deps.store.grants.createConsentRequest(
       { appId: t.appId, usdCapNano: 1e9, maxUses: 1, ttlSeconds: 3600, origin: "http://localhost:3000", state: "" },
