@@ -1,4 +1,5 @@
-import type { ConsentOffer } from "../services/grants";
+import { formatUsd } from "../money";
+import type { ConsentOffer } from "../services/grant-consent";
 
 /**
  * The consent popup: plain HTML, no framework, no external assets. Its one script and one
@@ -49,7 +50,7 @@ const STYLE = `
 `;
 
 export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
-  const usd = offer.usd.toLocaleString("en-US", { style: "currency", currency: "USD", maximumFractionDigits: 6 });
+  const usd = formatUsd(offer.usd);
   const uses = offer.maxUses === null ? "Unlimited, within the amount" : `${offer.maxUses} ${offer.maxUses === 1 ? "request" : "requests"}`;
   const expires = new Date(offer.expiresAt).toUTCString();
   const config = { consentToken: offer.consentToken, origin: offer.origin, state: offer.state };

@@ -147,6 +147,17 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     name: "rate limits shared by every instance",
     sql: RATE_LIMITS_SQL,
   },
+  {
+    version: 5,
+    name: "grant consent hardening: per-app daily ceiling, purgeable consent requests",
+    sql: `
+      -- As SQLite's version 6 (../sqlite/migrations.ts), whose comments say why.
+      ALTER TABLE apps ADD COLUMN grant_daily_ceiling_nano bigint;
+      CREATE INDEX consent_requests_by_end ON consent_requests((COALESCE(used_at, expires_at)));
+      CREATE INDEX grants_by_app_created ON grants(app_id, created_at);
+      DROP INDEX grants_by_app;
+    `,
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */
