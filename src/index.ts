@@ -8,6 +8,7 @@ import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 import { createLogger } from "./logger";
 import { acquireStoreLock, StoreLockedError, type StoreLock } from "./store/process-lock";
+import { ConsentRequestSweeper } from "./grants/consent-sweeper";
 
 function readConfig(): Config {
   try {
@@ -71,6 +72,8 @@ async function main(): Promise<void> {
   await connectDependencies(deps);
   await deps.catalogue.refresh();
   deps.catalogue.start(config.pricingRefreshSeconds);
+  const consentSweeper = new ConsentRequestSweeper(deps.store.grants, deps.clock, deps.logger);
+  consentSweeper.start();
 
   const app = createApp(deps).listen({
     port: config.port,
@@ -108,6 +111,7 @@ async function main(): Promise<void> {
       await app.decorator.chat.idle(SETTLE_AFTER_CUT_MS);
     }
     deps.catalogue.stop();
+    await consentSweeper.stop();
     await deps.usageWriter.close();
     await deps.budget.close?.();
     await deps.store.close();
