@@ -103,3 +103,19 @@ describe("the per-app daily ceiling on grant dollars", () => {
     await expectErrorPage(await openConsentPage(t, { usd: "1" }), 402, /may have at most \$0\.50 of grants approved a day, and this \$1\.00 grant is larger than that/);
   });
 });
+
+describe("the consent page says who pays", () => {
+  test("the app pays, up to the amount, over the uses, until the expiry; the user is not charged; nothing autofocuses Approve", async () => {
+    const t = await chatTestApp();
+    const html = await (await openConsentPage(t, { usd: "0.5", maxUses: "3", ttl: "3600" })).text();
+    const whoPays = /<p id="who-pays">([\s\S]*?)<\/p>/.exec(html)![1]!.replace(/<[^>]+>/g, "").replace(/\s+/g, " ");
+    expect(whoPays).toBe(
+      "chat-test pays for the AI model requests this grant allows: up to $0.50 over at most 3 requests, until Thu, 15 Jan 2026 13:00:00 GMT. " +
+        "You are not charged. Approving only lets chat-test spend up to this amount on AI requests made for you.",
+    );
+    expect(html).toContain('<dt>Paid by</dt><dd id="payer">chat-test, not you</dd>');
+    expect(html).not.toContain("autofocus");
+    // Deny comes first in the document, so it is the first Tab stop.
+    expect(html.indexOf('id="deny"')).toBeLessThan(html.indexOf('id="approve"'));
+  });
+});
