@@ -29,8 +29,8 @@ export const newGrantToken = () => `gt_${randomString(40)}`;
 export const newGrantId = () => `grt${randomString(16, LOWER_ALNUM)}`;
 
 /**
- * The per-app daily ceiling on grant dollars (ARCHITECTURE.md §3 "Money": a cap that holds
- * whatever the concurrency): the caps of an app's grants created since `dayStart` plus the
+ * The per-app daily ceiling on grant dollars, a cap that holds whatever the concurrency
+ * (ARCHITECTURE.md §1): the caps of an app's grants created since `dayStart` plus the
  * new one may not pass the app's own ceiling, or `defaultNano` when it has none.
  */
 export interface DailyCeiling {
