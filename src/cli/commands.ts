@@ -27,6 +27,9 @@ const grantLimitsUsd = (app: App) => ({
   grantDailyCeilingUsd: app.grantDailyCeilingNano === null ? null : nanoToUsd(app.grantDailyCeilingNano),
 });
 
+/** Only the limits the app sets: `app create`'s line keeps its fixed keys otherwise (ARCHITECTURE.md §4). */
+const grantLimitsSetUsd = (app: App) => Object.fromEntries(Object.entries(grantLimitsUsd(app)).filter(([, usd]) => usd !== null));
+
 function origins(values: Values): string[] | undefined {
   const given = values.origin as string[] | undefined;
   return given?.map(normaliseOrigin);
@@ -61,7 +64,7 @@ const APP_COMMANDS: Command[] = [
     options: APP_FIELDS,
     async run(store, values, now) {
       const { app, key } = await store.apps.create(text(values, "name")!, origins(values) ?? [], now, grantLimits(values));
-      print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...grantLimitsUsd(app) });
+      print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...grantLimitsSetUsd(app) });
       return 0;
     },
   },

@@ -81,7 +81,8 @@ describe("grant limits", () => {
     const created = await runCli(db.databaseUrl, "app", "create", "--name", "ceiling app", "--origin", "https://c.example", "--grant-daily-ceiling-usd", "0.5");
     expect(created.code).toBe(0);
     const { appId } = created.json[0]!;
-    expect(created.json[0]).toMatchObject({ appId, maxGrantUsd: null, grantDailyCeilingUsd: 0.5 });
+    expect(created.json[0]).toMatchObject({ appId, grantDailyCeilingUsd: 0.5 });
+    expect(created.json[0]).not.toHaveProperty("maxGrantUsd"); // not set: app create shows only what is
     const listed = () => runCli(db.databaseUrl, "app", "list").then((r) => r.json.find((a) => a.appId === appId)!);
     expect(await listed()).toMatchObject({ maxGrantUsd: null, grantDailyCeilingUsd: 0.5 });
 
