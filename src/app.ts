@@ -15,7 +15,9 @@ import { usageRoutes } from "./routes/usage";
 import { ChatService } from "./services/chat";
 import { GrantService } from "./services/grants";
 import { IdempotencyService } from "./services/idempotency";
-import { ApproveConsentRequest, grantRoutes } from "./routes/grants";
+import { grantRoutes } from "./routes/grants";
+import { ApproveConsentRequest, consentRoutes } from "./routes/grant-consent";
+import { ConsentService } from "./services/grant-consent";
 import { Meter } from "./metering/meter";
 import { OverrunMonitor } from "./metering/overrun-monitor";
 import { modelCatalogueRoutes } from "./routes/model-catalogue";
@@ -60,7 +62,8 @@ export function createApp(deps: Deps) {
     .use(connectionRoutes(connections, auth))
     .use(statusRoutes(connections, auth))
     .use(chatRoutes(deps, chat, grants, idempotency, auth))
-    .use(grantRoutes(deps, grants, auth))
+    .use(consentRoutes(deps, new ConsentService(deps)))
+    .use(grantRoutes(grants, auth))
     .use(usageRoutes(deps, auth))
     .use(modelCatalogueRoutes(deps, auth));
 

@@ -4,7 +4,7 @@
  */
 import { Type as t, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import { usdToNanoCeil } from "./money";
+import { usdToNanoCeil, usdToNanoFloor } from "./money";
 
 const Port = t.Integer({ minimum: 1, maximum: 65535 });
 const PositiveInt = t.Integer({ minimum: 1 });
@@ -53,6 +53,12 @@ export const ConfigSchema = t.Object({
   RL_GRANTS_APP_LIMIT: t.Optional(PositiveInt),
   RL_GRANTS_IP_LIMIT: t.Optional(PositiveInt),
   RL_GRANTS_WINDOW_SECONDS: t.Optional(PositiveInt),
+  /** Consent-page opens (each records a consent request row): per app, and per client address. */
+  RL_CONSENT_APP_LIMIT: t.Optional(PositiveInt),
+  RL_CONSENT_IP_LIMIT: t.Optional(PositiveInt),
+  RL_CONSENT_WINDOW_SECONDS: t.Optional(PositiveInt),
+  /** Most grant dollars an app may have approved in one UTC day, unless the app sets its own. */
+  GRANT_DAILY_CEILING_USD: t.Optional(PositiveUsd),
   /** Deadline of every Redis command; past it the call counts as failed. */
   REDIS_COMMAND_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 10, maximum: 10_000 })),
   /** How long a chat call's Idempotency-Key and its answer are kept for retries. */
@@ -112,8 +118,10 @@ export interface Config {
   usageFlushMs: number;
   disconnectDrainMs: number;
   shutdownGraceMs: number;
-  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress", { limit: number; windowMs: number }>;
+  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerApp" | "consentPerAddress", { limit: number; windowMs: number }>;
   defaultMaxGrantUsd: number;
+  /** The per-app daily ceiling on grant dollars for apps without their own. */
+  grantDailyCeilingNano: number;
   redisCommandTimeoutMs: number;
   idempotencyTtlSeconds: number;
   idempotencyMaxAnswerBytes: number;
@@ -188,8 +196,17 @@ function fromRaw(raw: RawConfig): Config {
       chat: { limit: raw.RL_CHAT_LIMIT ?? 30, windowMs: (raw.RL_CHAT_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerApp: { limit: raw.RL_GRANTS_APP_LIMIT ?? 60, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerAddress: { limit: raw.RL_GRANTS_IP_LIMIT ?? 10, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
+      // Twice the approval limits: every approval opens a page first, and some pages are
+      // denied or closed. Each open records a row that lives 10 minutes (then is purged), so
+      // an app's live consent rows stay in the low thousands however hard the page is hit.
+      consentPerApp: { limit: raw.RL_CONSENT_APP_LIMIT ?? 120, windowMs: (raw.RL_CONSENT_WINDOW_SECONDS ?? 60) * 1000 },
+      consentPerAddress: { limit: raw.RL_CONSENT_IP_LIMIT ?? 20, windowMs: (raw.RL_CONSENT_WINDOW_SECONDS ?? 60) * 1000 },
     },
     defaultMaxGrantUsd: raw.DEFAULT_MAX_GRANT_USD ?? 5,
+    // $100 a day: twenty grants of the default largest size ($5), room for a small app's busy
+    // day, while a consent flow that is abused (or a page that loops) costs the operator at
+    // most $100 a day of upstream spend. Apps that need more get their own ceiling.
+    grantDailyCeilingNano: usdToNanoFloor(raw.GRANT_DAILY_CEILING_USD ?? 100),
     redisCommandTimeoutMs: raw.REDIS_COMMAND_TIMEOUT_MS ?? 250,
     // A day, as Stripe keeps its keys: longer than any client's retry schedule.
     idempotencyTtlSeconds: raw.IDEMPOTENCY_TTL_SECONDS ?? 86_400,

@@ -8,6 +8,7 @@ import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 import { createLogger } from "./logger";
 import { acquireStoreLock, StoreLockedError, type StoreLock } from "./store/process-lock";
+import { ConsentRequestSweeper } from "./grants/consent-sweeper";
 
 function readConfig(): Config {
   try {
@@ -75,6 +76,8 @@ async function main(): Promise<void> {
   // on the first poll; thresholds are checked on the same beat.
   deps.webhooks.start();
   deps.budgetWatcher.start(config.webhooks.pollMs);
+  const consentSweeper = new ConsentRequestSweeper(deps.store.grants, deps.clock, deps.logger);
+  consentSweeper.start();
 
   const app = createApp(deps).listen({
     port: config.port,
@@ -113,7 +116,7 @@ async function main(): Promise<void> {
     }
     deps.catalogue.stop();
     await deps.budgetWatcher.check();
-    await Promise.all([deps.budgetWatcher.stop(), deps.webhooks.stop()]);
+    await Promise.all([deps.budgetWatcher.stop(), deps.webhooks.stop(), consentSweeper.stop()]);
     await deps.usageWriter.close();
     await deps.budget.close?.();
     await deps.store.close();

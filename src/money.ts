@@ -51,3 +51,16 @@ export function parsePeriod(id: string): Period | null {
   if (!m) return null;
   return periodAt(Date.UTC(Number(m[1]), Number(m[2]) - 1, 1));
 }
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** The UTC calendar day holding `ms`: [start, end) in epoch milliseconds (every UTC day is 86 400 000 ms in epoch time). */
+export function utcDayAt(ms: number): { start: number; end: number } {
+  const start = ms - (((ms % DAY_MS) + DAY_MS) % DAY_MS);
+  return { start, end: start + DAY_MS };
+}
+
+/** Dollars as people read them, in messages and pages: $1.00, $0.25, $0.000001. */
+export function formatUsd(usd: number): string {
+  return usd.toLocaleString("en-US", { style: "currency", currency: "USD", maximumFractionDigits: 6 });
+}

@@ -1,19 +1,35 @@
 /** The operator commands on apps and keys; the ones on users, grants and usage are in data-commands.ts. */
-import { usdToNanoFloor } from "../money";
+import { nanoToUsd, usdToNanoFloor } from "../money";
+import type { App, AppGrantLimits } from "../store/apps";
 import { DATA_COMMANDS } from "./data-commands";
 import { WEBHOOK_COMMANDS } from "./webhook-commands";
 import { APP, iso, print, refuse, text, UsageError, type Command, type Values } from "./shared";
 
 export { UsageError, type Command } from "./shared";
 
-function maxGrantNano(values: Values): number | null | undefined {
-  const raw = text(values, "max-grant-usd", false);
+/** A `--NAME USD|default` option: undefined when absent, null for `default` (the service's), else nano-dollars. */
+function usdLimit(values: Values, name: string): number | null | undefined {
+  const raw = text(values, name, false);
   if (raw === undefined) return undefined;
   if (raw === "default") return null;
   const usd = Number(raw);
-  if (!(Number.isFinite(usd) && usd > 0)) throw new UsageError("--max-grant-usd must be a number > 0 (or `default`)");
+  if (!(Number.isFinite(usd) && usd > 0)) throw new UsageError(`--${name} must be a number > 0 (or \`default\`)`);
   return usdToNanoFloor(usd);
 }
+
+const grantLimits = (values: Values): AppGrantLimits => ({
+  maxGrantNano: usdLimit(values, "max-grant-usd"),
+  grantDailyCeilingNano: usdLimit(values, "grant-daily-ceiling-usd"),
+});
+
+/** The app's own grant limits in USD; null: the service default applies. */
+const grantLimitsUsd = (app: App) => ({
+  maxGrantUsd: app.maxGrantNano === null ? null : nanoToUsd(app.maxGrantNano),
+  grantDailyCeilingUsd: app.grantDailyCeilingNano === null ? null : nanoToUsd(app.grantDailyCeilingNano),
+});
+
+/** Only the limits the app sets: `app create`'s line keeps its fixed keys otherwise (ARCHITECTURE.md §4). */
+const grantLimitsSetUsd = (app: App) => Object.fromEntries(Object.entries(grantLimitsUsd(app)).filter(([, usd]) => usd !== null));
 
 function origins(values: Values): string[] | undefined {
   const given = values.origin as string[] | undefined;
@@ -34,46 +50,51 @@ export function normaliseOrigin(raw: string): string {
 }
 
 
-const APP_FIELDS = { name: { type: "string" }, origin: { type: "string", multiple: true }, "max-grant-usd": { type: "string" } } as const;
+const APP_FIELDS = {
+  name: { type: "string" },
+  origin: { type: "string", multiple: true },
+  "max-grant-usd": { type: "string" },
+  "grant-daily-ceiling-usd": { type: "string" },
+} as const;
 
 const APP_COMMANDS: Command[] = [
   {
     name: "app create",
-    usage: "--name NAME [--origin ORIGIN]... [--max-grant-usd USD]",
+    usage: "--name NAME [--origin ORIGIN]... [--max-grant-usd USD] [--grant-daily-ceiling-usd USD]",
     summary: "create an app; prints its secret key, once",
     options: APP_FIELDS,
     async run(store, values, now) {
-      const grant = maxGrantNano(values);
-      const { app, key } = await store.apps.create(text(values, "name")!, origins(values) ?? [], now, grant ?? null);
-      const maxGrantUsd = app.maxGrantNano === null ? {} : { maxGrantUsd: app.maxGrantNano / 1e9 };
-      print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...maxGrantUsd });
+      const { app, key } = await store.apps.create(text(values, "name")!, origins(values) ?? [], now, grantLimits(values));
+      print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...grantLimitsSetUsd(app) });
       return 0;
     },
   },
   {
     name: "app list",
     usage: "",
-    summary: "one JSON line per app, with its key ids (no secrets)",
+    summary: "one JSON line per app, with its grant limits (null: the service default) and key ids (no secrets)",
     options: {},
     async run(store) {
       for (const app of await store.apps.list()) {
         const keys = (await store.apps.keysOf(app.id)).map((k) => ({ keyId: k.id, createdAt: iso(k.createdAt), revokedAt: iso(k.revokedAt) }));
-        print({ appId: app.id, name: app.name, origins: app.origins, createdAt: iso(app.createdAt), disabledAt: iso(app.disabledAt), keys });
+        print({ appId: app.id, name: app.name, origins: app.origins, ...grantLimitsUsd(app), createdAt: iso(app.createdAt), disabledAt: iso(app.disabledAt), keys });
       }
       return 0;
     },
   },
   {
     name: "app update",
-    usage: "--app APP_ID [--name NAME] [--origin ORIGIN]... [--max-grant-usd USD|default]",
-    summary: "change an app's name, origins (the list given replaces the old one) or largest grant",
+    usage: "--app APP_ID [--name NAME] [--origin ORIGIN]... [--max-grant-usd USD|default] [--grant-daily-ceiling-usd USD|default]",
+    summary: "change an app's name, origins (the list given replaces the old one), largest grant or daily ceiling on grant dollars",
     options: { ...APP, ...APP_FIELDS },
     async run(store, values) {
-      const changes = { name: text(values, "name", false), origins: origins(values), maxGrantNano: maxGrantNano(values) };
-      if (Object.values(changes).every((v) => v === undefined)) throw new UsageError("nothing to change: give --name, --origin or --max-grant-usd");
+      const changes = { name: text(values, "name", false), origins: origins(values), ...grantLimits(values) };
+      if (Object.values(changes).every((v) => v === undefined)) {
+        throw new UsageError("nothing to change: give --name, --origin, --max-grant-usd or --grant-daily-ceiling-usd");
+      }
       const app = await store.apps.update(text(values, "app")!, changes);
       if (!app) return refuse(`no app ${values.app}`);
-      print({ appId: app.id, name: app.name, origins: app.origins, maxGrantUsd: app.maxGrantNano === null ? null : app.maxGrantNano / 1e9 });
+      print({ appId: app.id, name: app.name, origins: app.origins, ...grantLimitsUsd(app) });
       return 0;
     },
   },

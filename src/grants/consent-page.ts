@@ -1,4 +1,5 @@
-import type { ConsentOffer } from "../services/grants";
+import { formatUsd } from "../money";
+import type { ConsentOffer } from "../services/grant-consent";
 
 /**
  * The consent popup: plain HTML, no framework, no external assets. Its one script and one
@@ -37,6 +38,9 @@ const STYLE = `
   body { font: 16px/1.5 system-ui, sans-serif; margin: 0; padding: 24px; color: #1a1a1a; background: #fff; }
   main { max-width: 420px; margin: 0 auto; }
   h1 { font-size: 1.35rem; margin: 0 0 12px; }
+  /* The heading takes focus on load only to set where reading (and Tab) starts; it is not a control. */
+  h1:focus { outline: none; }
+  #who-pays { padding: 12px; border-left: 4px solid #0b57d0; background: #eef3fd; }
   dl { display: grid; grid-template-columns: max-content 1fr; gap: 6px 16px; margin: 16px 0 24px; }
   dt { font-weight: 600; }
   dd { margin: 0; overflow-wrap: anywhere; }
@@ -49,32 +53,42 @@ const STYLE = `
 `;
 
 export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
-  const usd = offer.usd.toLocaleString("en-US", { style: "currency", currency: "USD", maximumFractionDigits: 6 });
+  const app = escapeHtml(offer.app.name);
+  const usd = formatUsd(offer.usd);
   const uses = offer.maxUses === null ? "Unlimited, within the amount" : `${offer.maxUses} ${offer.maxUses === 1 ? "request" : "requests"}`;
-  const expires = new Date(offer.expiresAt).toUTCString();
+  const usesClause = offer.maxUses === null ? "" : ` over at most ${uses}`;
+  const expiresIso = new Date(offer.expiresAt).toISOString();
+  const expires = escapeHtml(new Date(offer.expiresAt).toUTCString());
   const config = { consentToken: offer.consentToken, origin: offer.origin, state: offer.state };
+  // Who pays, said plainly (ARCHITECTURE.md §1): the calls go upstream on the service's key,
+  // billed to whoever runs it for the app; the user approves an allowance, not a payment.
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Allow ${escapeHtml(offer.app.name)} to spend up to ${escapeHtml(usd)}</title>
+<title>Allow ${app} to spend up to ${escapeHtml(usd)}</title>
 <style nonce="${nonce}">${STYLE}</style>
 </head>
 <body>
 <main>
-  <h1 id="title">Allow <span id="app-name">${escapeHtml(offer.app.name)}</span> to use AI models on your behalf?</h1>
-  <p id="summary">This grants a one-time budget. You can close this window to decline.</p>
+  <h1 id="title" tabindex="-1">Allow <span id="app-name">${app}</span> to use AI models on your behalf?</h1>
+  <p id="who-pays"><strong>${app} pays</strong> for the AI model requests this grant allows: up to ${escapeHtml(usd)}${escapeHtml(usesClause)},
+    until <time datetime="${expiresIso}">${expires}</time>. <strong>You are not charged.</strong>
+    Approving only lets ${app} spend up to this amount on AI requests made for you.</p>
   <dl aria-labelledby="title">
-    <dt>App</dt><dd>${escapeHtml(offer.app.name)}</dd>
+    <dt>App</dt><dd>${app}</dd>
     <dt>Requested by</dt><dd id="origin">${escapeHtml(offer.origin)}</dd>
+    <dt>Paid by</dt><dd id="payer">${app}, not you</dd>
     <dt>Amount</dt><dd id="amount">Up to ${escapeHtml(usd)}</dd>
     <dt>Uses</dt><dd id="uses">${escapeHtml(uses)}</dd>
-    <dt>Expires</dt><dd id="expires"><time datetime="${new Date(offer.expiresAt).toISOString()}">${escapeHtml(expires)}</time></dd>
+    <dt>Expires</dt><dd id="expires"><time datetime="${expiresIso}">${expires}</time></dd>
   </dl>
+  <p>You can close this window to decline.</p>
+  <!-- Deny comes first and nothing is focused but the heading: Enter on load approves nothing. -->
   <div class="actions">
-    <button type="button" id="approve" autofocus aria-describedby="summary">Approve</button>
     <button type="button" id="deny">Deny</button>
+    <button type="button" id="approve" aria-describedby="who-pays">Approve</button>
   </div>
   <p id="status" role="alert" aria-live="assertive"></p>
 </main>
@@ -84,6 +98,9 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
   const approve = document.getElementById("approve");
   const deny = document.getElementById("deny");
   const status = document.getElementById("status");
+  // Focus starts on the heading, not on Approve: an Enter pressed out of habit (or meant
+  // for the page that opened us) must not spend anyone's money.
+  document.getElementById("title").focus();
   // The server wrote the expiry in UTC; show it in the user's own time zone.
   for (const time of document.querySelectorAll("time")) time.textContent = new Date(time.dateTime).toLocaleString();
   const send = (message) => {
@@ -92,6 +109,7 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
     window.opener.postMessage(message, config.origin);
     return true;
   };
+  let refusedForGood = false;
   approve.addEventListener("click", async () => {
     // Without an opener the token would have nowhere to go: create no grant at all.
     if (!window.opener) { status.textContent = "Open this page from the app that asked for it."; return; }
@@ -105,6 +123,8 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
         credentials: "omit",
       });
       const body = await response.json();
+      // 402: the app's daily ceiling on grants is reached; approving again cannot work today.
+      if (response.status === 402) refusedForGood = true;
       if (!response.ok) throw new Error(body && body.error ? body.error.message : "The grant could not be created.");
       if (send({ type: "grant", grantToken: body.grantToken, usd: body.usd, maxUses: body.maxUses, expiresAt: body.expiresAt, state: body.state })) {
         status.textContent = "Approved. You can close this window.";
@@ -112,7 +132,8 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
       }
     } catch (error) {
       status.textContent = error.message;
-      approve.disabled = deny.disabled = false;
+      deny.disabled = false;
+      approve.disabled = refusedForGood;
     }
   });
   deny.addEventListener("click", () => {

@@ -1,38 +1,9 @@
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
-import { nanoToUsd, periodAt, usdToNanoFloor } from "../money";
+import { nanoToUsd, periodAt } from "../money";
 import { grantAccount } from "../metering/accounts";
-import type { App } from "../store/apps";
 import type { Grant } from "../store/grants";
 import type { BudgetTarget } from "./budget-target";
-
-export const DEFAULT_GRANT_TTL_SECONDS = 24 * 60 * 60;
-export const MAX_GRANT_TTL_SECONDS = 30 * 24 * 60 * 60;
-/** How long a consent page's anti-forgery token can be used. */
-const CONSENT_LIFETIME_MS = 10 * 60 * 1000;
-
-/** A consent request that failed validation: shown as an error page, never as a token. */
-export class ConsentError extends Error {}
-
-export interface ConsentParams {
-  appId?: string;
-  usd?: string;
-  origin?: string;
-  maxUses?: string;
-  ttl?: string;
-  state?: string;
-}
-
-export interface ConsentOffer {
-  app: App;
-  usd: number;
-  maxUses: number | null;
-  ttlSeconds: number;
-  origin: string;
-  state: string;
-  expiresAt: number;
-  consentToken: string;
-}
 
 export interface GrantView {
   grantId: string;
@@ -45,59 +16,9 @@ export interface GrantView {
   status: "active" | "expired" | "revoked" | "exhausted";
 }
 
-/** One-time grants for apps without a user system: consent, redemption, status, revoke. */
+/** One-time grants for apps without a user system: redemption, status, revoke (consent: grant-consent.ts). */
 export class GrantService {
   constructor(private readonly deps: Deps) {}
-
-  /** Validates a consent page's parameters and pins them behind a one-time token. */
-  async offer(params: ConsentParams): Promise<ConsentOffer> {
-    const app = params.appId ? await this.deps.store.apps.find(params.appId) : null;
-    if (!app || app.disabledAt !== null) throw new ConsentError("This app is unknown or no longer active.");
-    if (!params.origin || !app.origins.includes(params.origin)) {
-      throw new ConsentError("The page asking for this grant is not one of the app's registered origins.");
-    }
-    const usd = Number(params.usd);
-    const maxUsd = app.maxGrantNano !== null ? nanoToUsd(app.maxGrantNano) : this.deps.config.defaultMaxGrantUsd;
-    if (!params.usd || !Number.isFinite(usd) || usd <= 0) throw new ConsentError("The amount must be a number of dollars greater than 0.");
-    if (usd > maxUsd) throw new ConsentError(`This app may ask for at most $${maxUsd} at a time.`);
-    const maxUses = params.maxUses ? Number(params.maxUses) : null;
-    if (maxUses !== null && (!Number.isSafeInteger(maxUses) || maxUses < 1)) throw new ConsentError("maxUses must be a whole number of at least 1.");
-    const ttlSeconds = params.ttl ? Number(params.ttl) : DEFAULT_GRANT_TTL_SECONDS;
-    if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 60 || ttlSeconds > MAX_GRANT_TTL_SECONDS) {
-      throw new ConsentError(`ttl must be a whole number of seconds from 60 to ${MAX_GRANT_TTL_SECONDS} (30 days).`);
-    }
-    const state = params.state ?? "";
-    if (state.length > 512) throw new ConsentError("state is too long (512 characters at most).");
-    const now = this.deps.clock.now();
-    const consentToken = await this.deps.store.grants.createConsentRequest(
-      { appId: app.id, usdCapNano: usdToNanoFloor(usd), maxUses, ttlSeconds, origin: params.origin, state },
-      now,
-      CONSENT_LIFETIME_MS,
-    );
-    return { app, usd, maxUses, ttlSeconds, origin: params.origin, state, expiresAt: now + ttlSeconds * 1000, consentToken };
-  }
-
-  /** The user approved: consume the consent token and create the grant. */
-  async approve(consentToken: string) {
-    const approved = await this.deps.store.grants.approveConsent(consentToken, this.deps.clock.now());
-    if (!approved) throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
-    const { grant, grantToken, state } = approved;
-    return {
-      type: "grant" as const,
-      grantToken,
-      grantId: grant.id,
-      usd: nanoToUsd(grant.usdCapNano),
-      maxUses: grant.maxUses,
-      expiresAt: new Date(grant.expiresAt).toISOString(),
-      state,
-      origin: grant.origin,
-    };
-  }
-
-  /** The app id a consent token belongs to, for per-app rate limiting before approval. */
-  appOfConsent(consentToken: string): Promise<string | null> {
-    return this.deps.store.grants.consentAppId(consentToken);
-  }
 
   /** The grant behind a token, or 402 grant_invalid saying why it cannot be used. */
   async usableGrant(appId: string, token: string): Promise<Grant> {

@@ -8,6 +8,8 @@ export interface App {
   disabledAt: number | null;
   /** Largest one-time grant this app may ask for; null: the service default. */
   maxGrantNano: number | null;
+  /** Most grant dollars this app may have approved in one UTC day; null: the service default. */
+  grantDailyCeilingNano: number | null;
 }
 
 export interface AppKey {
@@ -24,16 +26,21 @@ export interface IssuedKey {
   secretKey: string;
 }
 
-export interface AppChanges {
+/** An app's own grant limits; null (or absent at creation): the service default. */
+export interface AppGrantLimits {
+  maxGrantNano?: number | null;
+  grantDailyCeilingNano?: number | null;
+}
+
+/** Absent fields are kept; a null limit goes back to the service default. */
+export interface AppChanges extends AppGrantLimits {
   name?: string;
   origins?: string[];
-  /** null: back to the service default. */
-  maxGrantNano?: number | null;
 }
 
 /** Apps and their secret keys (several per app, so keys can be rotated without downtime). */
 export interface AppRepository {
-  create(name: string, origins: string[], now: number, maxGrantNano?: number | null): Promise<{ app: App; key: IssuedKey }>;
+  create(name: string, origins: string[], now: number, limits?: AppGrantLimits): Promise<{ app: App; key: IssuedKey }>;
   find(id: string): Promise<App | null>;
   /** Changes the given fields (origins are replaced as a whole); null when there is no such app. */
   update(id: string, changes: AppChanges): Promise<App | null>;

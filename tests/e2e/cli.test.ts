@@ -8,6 +8,7 @@ import { COMMANDS } from "../../src/cli/commands";
 import { connectOverHttp, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { pollUntil } from "../helpers/cluster";
 import { openSqliteStore } from "../../src/store/sqlite";
+import { approveConsentOrThrow } from "../helpers/grants";
 
 const db = tempDatabase();
 let server: RunningServer;
@@ -55,7 +56,7 @@ describe("apps and keys", () => {
 
     const updated = await runCli(db.databaseUrl, "app", "update", "--app", created.appId, "--name", "renamed", "--origin", "https://b.example", "--max-grant-usd", "2.5");
     expect(updated.code).toBe(0);
-    expect(updated.json[0]).toEqual({ appId: created.appId, name: "renamed", origins: ["https://b.example"], maxGrantUsd: 2.5 });
+    expect(updated.json[0]).toEqual({ appId: created.appId, name: "renamed", origins: ["https://b.example"], maxGrantUsd: 2.5, grantDailyCeilingUsd: null });
     expect((await runCli(db.databaseUrl, "app", "update", "--app", "appnope", "--name", "x")).code).toBe(1);
 
     expect((await runCli(db.databaseUrl, "app", "disable", "--app", created.appId)).json[0]).toEqual({ appId: created.appId, disabled: true });
@@ -72,6 +73,34 @@ describe("apps and keys", () => {
     expect((await runCli(db.databaseUrl, "key", "revoke", "--app", created.appId, "--key", created.keyId)).code).toBe(0);
     expect((await status()).status).toBe(401);
     expect((await runCli(db.databaseUrl, "key", "list", "--app", "appnope")).code).toBe(1);
+  });
+});
+
+describe("grant limits", () => {
+  test("--grant-daily-ceiling-usd: set at creation, shown by list, changed and reset by update; the server's consent page follows", async () => {
+    const created = await runCli(db.databaseUrl, "app", "create", "--name", "ceiling app", "--origin", "https://c.example", "--grant-daily-ceiling-usd", "0.5");
+    expect(created.code).toBe(0);
+    const { appId } = created.json[0]!;
+    expect(created.json[0]).toMatchObject({ appId, grantDailyCeilingUsd: 0.5 });
+    expect(created.json[0]).not.toHaveProperty("maxGrantUsd"); // not set: app create shows only what is
+    const listed = () => runCli(db.databaseUrl, "app", "list").then((r) => r.json.find((a) => a.appId === appId)!);
+    expect(await listed()).toMatchObject({ maxGrantUsd: null, grantDailyCeilingUsd: 0.5 });
+
+    // A running server refuses a $1 grant for this app at once, and offers it once the ceiling is raised.
+    const consent = () => server.fetch(`/api/v1/grants/consent?${new URLSearchParams({ appId, usd: "1", origin: "https://c.example" })}`);
+    expect((await consent()).status).toBe(402);
+    const raised = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--grant-daily-ceiling-usd", "20", "--max-grant-usd", "1");
+    expect(raised.json[0]).toEqual({ appId, name: "ceiling app", origins: ["https://c.example"], maxGrantUsd: 1, grantDailyCeilingUsd: 20 });
+    expect((await consent()).status).toBe(200);
+
+    const reset = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--grant-daily-ceiling-usd", "default");
+    expect(reset.json[0]).toMatchObject({ maxGrantUsd: 1, grantDailyCeilingUsd: null });
+    expect(await listed()).toMatchObject({ maxGrantUsd: 1, grantDailyCeilingUsd: null });
+    for (const bad of ["0", "-1", "lots"]) {
+      const refused = await runCli(db.databaseUrl, "app", "update", "--app", appId, `--grant-daily-ceiling-usd=${bad}`);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain("--grant-daily-ceiling-usd must be a number > 0 (or `default`)");
+    }
   });
 });
 
@@ -120,7 +149,7 @@ describe("connections, grants and usage", () => {
     // A grant, made the way the consent page makes one.
     const store = openSqliteStore(db.path);
     const token = await store.grants.createConsentRequest({ appId, usdCapNano: 1e9, maxUses: 3, ttlSeconds: 3600, origin: "https://g.example", state: "" }, Date.now(), 60_000);
-    const grant = (await store.grants.approveConsent(token, Date.now()))!;
+    const grant = await approveConsentOrThrow(store.grants, token, Date.now());
     await store.close();
     const grants = await runCli(db.databaseUrl, "grants", "list", "--app", appId);
     expect(grants.json).toEqual([expect.objectContaining({ grantId: grant.grant.id, usd: 1, uses: 0, maxUses: 3, revokedAt: null })]);

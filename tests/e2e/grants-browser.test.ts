@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
 import { appPageHtml, launchChromium, serveHtml, watchPageProblems, type HtmlServer, type PageProblems } from "../helpers/browser";
-import { cliCreateApp, REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { cliCreateApp, REPO_ROOT, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 
 /**
  * What the callbacks run inside Chromium (page.evaluate, waitForFunction) touch. The project
@@ -140,6 +140,14 @@ describe("the consent popup in Chromium", () => {
     // Shown in the user's own time zone and locale, as the browser formats it.
     const localExpiry = await popup.evaluate((ms) => new Date(ms).toLocaleString(), shownExpiry);
     expect((await popup.locator("#expires").textContent())!.trim()).toBe(localExpiry);
+    // Who pays and what for, in words, where the user sees it.
+    const whoPays = popup.locator("#who-pays");
+    expect(await whoPays.isVisible()).toBe(true);
+    expect((await whoPays.innerText()).replace(/\s+/g, " ")).toBe(
+      `${APP_NAME} pays for the AI model requests this grant allows: up to $0.50 over at most 3 requests, until ${localExpiry}. ` +
+        `You are not charged. Approving only lets ${APP_NAME} spend up to this amount on AI requests made for you.`,
+    );
+    expect(await popup.locator("#payer").textContent()).toBe(`${APP_NAME}, not you`);
 
     const popupClosed = closed(popup);
     await popup.getByRole("button", { name: "Approve", exact: true }).click();
@@ -231,7 +239,7 @@ describe("the consent popup in Chromium", () => {
     expect(await receivedMessages(page)).toEqual([]);
   });
 
-  test("accessibility basics, focus order and keyboard approve; the CSP blocks injected script", async () => {
+  test("accessibility basics; focus starts on the heading, not Approve, and Enter there approves nothing; keyboard approve; the CSP blocks injected script", async () => {
     const { page, popup } = await openConsent(appSite, { usd: 1, maxUses: 1 });
     expect(await popup.locator("html").getAttribute("lang")).toBe("en");
     expect(await popup.title()).toBe(`Allow ${APP_NAME} to spend up to $1.00`);
@@ -241,18 +249,27 @@ describe("the consent popup in Chromium", () => {
     const deny = popup.getByRole("button", { name: "Deny", exact: true });
     expect(await approve.count()).toBe(1);
     expect(await deny.count()).toBe(1);
-    expect(await popup.locator("dl dt").allTextContents()).toEqual(["App", "Requested by", "Amount", "Uses", "Expires"]);
+    expect(await popup.locator("dl dt").allTextContents()).toEqual(["App", "Requested by", "Paid by", "Amount", "Uses", "Expires"]);
+    expect(await popup.locator("#who-pays").isVisible()).toBe(true);
 
-    // Approve is autofocused; Tab reaches Deny next. From the top of the page, Approve is the first Tab stop.
+    // On load the heading has focus (where a screen reader starts reading), never Approve.
     const focused = () => popup.evaluate(() => (document.activeElement === document.body ? "body" : (document.activeElement?.id ?? null)));
-    await popup.waitForFunction(() => document.activeElement?.id === "approve", undefined, WAIT);
+    await popup.waitForFunction(() => document.activeElement?.id === "title", undefined, WAIT);
+    expect(await focused()).not.toBe("approve");
+    // Enter pressed out of habit approves nothing: Approve's click handler would have
+    // disabled both buttons and said "Creating the grant…" before the key press returned.
+    await popup.keyboard.press("Enter");
+    expect(await approve.isEnabled()).toBe(true);
+    expect(await popup.locator("#status").textContent()).toBe("");
+    expect(await page.locator("#result").textContent()).toBe("pending");
+    // Tab goes to Deny first, then Approve; from the top of the page, Deny is the first Tab stop.
     await popup.keyboard.press("Tab");
     expect(await focused()).toBe("deny");
+    await popup.keyboard.press("Tab");
+    expect(await focused()).toBe("approve");
     // A click on the page's empty top corner moves the Tab starting point to the start of the document.
     await popup.mouse.click(1, 1);
     expect(await focused()).toBe("body");
-    await popup.keyboard.press("Tab");
-    expect(await focused()).toBe("approve");
     await popup.keyboard.press("Tab");
     expect(await focused()).toBe("deny");
     expectNoCspProblems();
@@ -283,6 +300,40 @@ describe("the consent popup in Chromium", () => {
     expect(result.outcome).toBe("resolved");
     expect(result.value).toMatchObject({ type: "grant", usd: 1, maxUses: 1 });
     expect(result.value.grantToken).toMatch(/^gt_/);
+    expectNoCspProblems();
+  });
+
+  test("an approval past the app's daily ceiling is refused on the page, in plain words, and nothing is granted", async () => {
+    const created = await runCli(db.databaseUrl, "app", "create", "--name", "Capped App", "--origin", appSite.origin, "--grant-daily-ceiling-usd", "0.75");
+    expect(created.code).toBe(0);
+    const capped = created.json[0] as { appId: string };
+    const { page, popup } = await openConsent(appSite, { appId: capped.appId, usd: 0.5 });
+    expect(await popup.locator("#amount").textContent()).toBe("Up to $0.50");
+    // Meanwhile another user's $0.50 grant for the same app is approved: this one no longer fits today.
+    const other = await server.fetch(`/api/v1/grants/consent?${new URLSearchParams({ appId: capped.appId, usd: "0.5", origin: appSite.origin })}`);
+    const consentToken = /"consentToken":"(ct_[0-9A-Za-z]+)"/.exec(await other.text())![1]!;
+    const approvedElsewhere = await server.fetch("/api/v1/grants/consent", {
+      method: "POST",
+      headers: { "content-type": "application/json", "sec-fetch-site": "same-origin" },
+      body: JSON.stringify({ consentToken }),
+    });
+    expect(approvedElsewhere.status).toBe(200);
+
+    await popup.getByRole("button", { name: "Approve", exact: true }).click();
+    const alert = popup.getByRole("alert").filter({ hasText: "Nothing was granted" });
+    await alert.waitFor(WAIT);
+    expect(await alert.textContent()).toMatch(
+      /^Capped App has reached its daily limit for grants: \$0\.50 of its \$0\.75 a day is already approved, so this \$0\.50 grant cannot be approved until \d{4}-\d\d-\d\d 00:00 UTC\. Nothing was granted\.$/,
+    );
+    // Approving again cannot work today; declining still can.
+    expect(await popup.getByRole("button", { name: "Approve", exact: true }).isDisabled()).toBe(true);
+    const popupClosed = closed(popup);
+    await popup.getByRole("button", { name: "Deny", exact: true }).click();
+    expect(await outcome(page)).toMatchObject({ outcome: "rejected", value: { code: "grant_denied" } });
+    await popupClosed;
+    expect((await receivedMessages(page)).some((m) => JSON.stringify(m.data).includes("gt_"))).toBe(false);
+    const grants = await runCli(db.databaseUrl, "grants", "list", "--app", capped.appId);
+    expect(grants.json).toHaveLength(1);
     expectNoCspProblems();
   });
 

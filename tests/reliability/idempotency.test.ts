@@ -10,6 +10,7 @@ import { dirname } from "node:path";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { chatTestApp, handDrivenUpstream, type ChatTestApp } from "../helpers/chat-app";
 import { tempDatabase } from "../helpers/server";
+import { approveConsentOrThrow } from "../helpers/grants";
 
 const MODEL = "openai/gpt-4o-mini";
 const ask = (text = "hi", extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: "user", content: text }], max_tokens: 20, ...extra });
@@ -110,7 +111,7 @@ describe("a retry with the same Idempotency-Key", () => {
       t.clock.now(),
       600_000,
     );
-    const { grantToken } = (await t.deps.store.grants.approveConsent(consent, t.clock.now()))!;
+    const { grantToken } = await approveConsentOrThrow(t.deps.store.grants, consent, t.clock.now());
     const withGrant = keyed("k-grant", { "x-service-user": "", "x-service-grant": grantToken });
     const first = await t.chat(ask(), withGrant);
     expect(first.status).toBe(200);

@@ -1,32 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
+import { CONSENT_ORIGIN as ORIGIN, consentTokenIn, obtainGrant, openConsentPage as consentPage } from "../helpers/consent";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies are checked field by field
 const json = async (r: Response): Promise<any> => r.json();
-const ORIGIN = "http://localhost:3000";
 const ask = (extra: Record<string, unknown> = {}) => ({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 20, ...extra });
-
-function consentPage(t: ChatTestApp, params: Record<string, string>) {
-  const query = new URLSearchParams({ appId: t.appId, usd: "1", origin: ORIGIN, state: "s1", ...params });
-  return t.app.handle(new Request(`http://localhost/api/v1/grants/consent?${query}`));
-}
-
-/** Opens the consent page and approves it, as the page's own script would. */
-async function obtainGrant(t: ChatTestApp, params: Record<string, string> = {}) {
-  const page = await consentPage(t, params);
-  expect(page.status).toBe(200);
-  const html = await page.text();
-  const consentToken = /"consentToken":"(ct_[0-9A-Za-z]+)"/.exec(html)![1]!;
-  const res = await t.app.handle(
-    new Request("http://localhost/api/v1/grants/consent", {
-      method: "POST",
-      headers: { "content-type": "application/json", "sec-fetch-site": "same-origin" },
-      body: JSON.stringify({ consentToken }),
-    }),
-  );
-  expect(res.status).toBe(200);
-  return { ...(await json(res)), consentToken };
-}
 
 const withGrant = (token: string) => ({ "x-service-user": "", "x-service-grant": token });
 const current = (t: ChatTestApp, token: string, method = "GET") =>
@@ -72,8 +50,7 @@ describe("consent page", () => {
 
   test("a cross-site POST is refused", async () => {
     const t = await chatTestApp();
-    const html = await (await consentPage(t, {})).text();
-    const consentToken = /"consentToken":"(ct_[0-9A-Za-z]+)"/.exec(html)![1]!;
+    const consentToken = consentTokenIn(await (await consentPage(t, {})).text());
     const res = await t.app.handle(
       new Request("http://localhost/api/v1/grants/consent", { method: "POST", headers: { "content-type": "application/json", "sec-fetch-site": "cross-site" }, body: JSON.stringify({ consentToken }) }),
     );

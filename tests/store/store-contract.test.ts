@@ -9,6 +9,7 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import type { UsageRow } from "../../src/store/usage-ledger";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { approveConsentOrThrow, NO_DAILY_CEILING } from "../helpers/grants";
 
 let pg: TestPostgres;
 beforeAll(async () => {
@@ -58,8 +59,8 @@ describe.each(engines)("store contract on %s", (_name, open) => {
   test("apps: create, find, list, count, origins, keys issued, listed and revoked", () =>
     withStore(async (store) => {
       expect(await store.apps.count()).toBe(0);
-      const { app, key } = await store.apps.create("one", ["https://a.example"], 100, 5_000);
-      expect(app).toMatchObject({ name: "one", origins: ["https://a.example"], createdAt: 100, disabledAt: null, maxGrantNano: 5_000 });
+      const { app, key } = await store.apps.create("one", ["https://a.example"], 100, { maxGrantNano: 5_000 });
+      expect(app).toMatchObject({ name: "one", origins: ["https://a.example"], createdAt: 100, disabledAt: null, maxGrantNano: 5_000, grantDailyCeilingNano: null });
       expect(app.id).not.toContain("_");
       expect(key.secretKey.startsWith(`sk_live_${app.id}_`)).toBe(true);
       expect(await store.apps.find(app.id)).toEqual(app);
@@ -82,7 +83,11 @@ describe.each(engines)("store contract on %s", (_name, open) => {
 
       const renamed = await store.apps.update(app.id, { name: "renamed", origins: ["https://b.example"] });
       expect(renamed).toMatchObject({ name: "renamed", origins: ["https://b.example"], maxGrantNano: 5_000 });
-      expect((await store.apps.update(app.id, { maxGrantNano: null }))!.maxGrantNano).toBeNull();
+      expect(await store.apps.update(app.id, { grantDailyCeilingNano: 70_000 })).toMatchObject({ maxGrantNano: 5_000, grantDailyCeilingNano: 70_000 });
+      expect(await store.apps.update(app.id, { maxGrantNano: null })).toMatchObject({ maxGrantNano: null, grantDailyCeilingNano: 70_000 });
+      expect((await store.apps.update(app.id, { grantDailyCeilingNano: null }))!.grantDailyCeilingNano).toBeNull();
+      const both = await store.apps.create("two", [], 100, { maxGrantNano: 1, grantDailyCeilingNano: 2 });
+      expect(await store.apps.find(both.app.id)).toMatchObject({ maxGrantNano: 1, grantDailyCeilingNano: 2 });
       expect(await store.apps.update("nope", { name: "x" })).toBeNull();
       expect(await store.apps.isRegisteredOrigin("https://b.example")).toBe(true);
       expect(await store.apps.setDisabled(app.id, 400)).toBe(true);
@@ -166,11 +171,12 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       const { app } = await store.apps.create("g", ["https://g.example"], 1);
       const token = await store.grants.createConsentRequest({ appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" }, 100, 1_000);
       expect(await store.grants.consentAppId(token)).toBe(app.id);
-      expect(await store.grants.approveConsent(token, 2_000)).toBeNull(); // expired
+      expect(await store.grants.approveConsent(token, 2_000, NO_DAILY_CEILING)).toEqual({ kind: "unusable" }); // expired
       const token2 = await store.grants.createConsentRequest({ appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" }, 100, 1_000);
-      const [x, y] = await Promise.all([store.grants.approveConsent(token2, 200), store.grants.approveConsent(token2, 200)]);
-      const approved = (x ?? y)!;
-      expect([x, y].filter((v) => v !== null)).toHaveLength(1);
+      const both = await Promise.all([store.grants.approveConsent(token2, 200, NO_DAILY_CEILING), store.grants.approveConsent(token2, 200, NO_DAILY_CEILING)]);
+      expect(both.map((a) => a.kind).sort()).toEqual(["approved", "unusable"]);
+      const approved = both.find((a) => a.kind === "approved")!;
+      if (approved.kind !== "approved") throw new Error("unreachable");
       expect(approved.state).toBe("s");
       expect(approved.grant).toMatchObject({ appId: app.id, usdCapNano: 5_000, maxUses: 2, uses: 0, origin: "https://g.example", createdAt: 200, expiresAt: 60_200, revokedAt: null });
       expect(await store.grants.findByToken(approved.grantToken)).toEqual(approved.grant);
@@ -183,6 +189,65 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect((await store.grants.listForApp(app.id, 10)).map((g) => g.id)).toEqual([approved.grant.id]);
       expect(await store.grants.listForApp(app.id, 10, { createdAt: approved.grant.createdAt, id: approved.grant.id })).toEqual([]);
       expect(await store.grants.listForApp("other", 10)).toEqual([]);
+    }));
+
+  test("grants: the daily ceiling counts the app's grants since the day's start; a refusal changes nothing", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("ceiling", ["https://c.example"], 1);
+      const other = (await store.apps.create("other", ["https://c.example"], 1)).app;
+      const ask = (appId: string, usdCapNano: number, now: number) =>
+        store.grants.createConsentRequest({ appId, usdCapNano, maxUses: null, ttlSeconds: 60, origin: "https://c.example", state: "" }, now, 10_000);
+      const ceiling = { dayStart: 1_000, defaultNano: 10_000 };
+      // Yesterday's grant and another app's do not count.
+      await approveConsentOrThrow(store.grants, await ask(app.id, 9_000, 500), 500, { dayStart: 0, defaultNano: 10_000 });
+      await approveConsentOrThrow(store.grants, await ask(other.id, 9_000, 1_000), 1_000, ceiling);
+      expect(await store.grants.approvedSince(app.id, 1_000)).toBe(0);
+      expect(await store.grants.approvedSince(app.id, 0)).toBe(9_000);
+      await approveConsentOrThrow(store.grants, await ask(app.id, 6_000, 1_100), 1_100, ceiling);
+      const revoked = await approveConsentOrThrow(store.grants, await ask(app.id, 4_000, 1_200), 1_200, ceiling); // exactly at the ceiling
+      await store.grants.revoke(revoked.grant.id, 1_250); // still counts: it may have been spent
+      expect(await store.grants.approvedSince(app.id, 1_000)).toBe(10_000);
+
+      const refused = await ask(app.id, 1, 1_300);
+      expect(await store.grants.approveConsent(refused, 1_300, ceiling)).toEqual({ kind: "over_ceiling", appId: app.id, ceilingNano: 10_000, approvedNano: 10_000, requestedNano: 1 });
+      expect(await store.grants.approvedSince(app.id, 1_000)).toBe(10_000);
+      // The app's own ceiling replaces the default, and the refused token was not consumed.
+      await store.apps.update(app.id, { grantDailyCeilingNano: 10_001 });
+      expect((await store.grants.approveConsent(refused, 1_400, ceiling)).kind).toBe("approved");
+      expect((await store.grants.approveConsent(await ask(app.id, 1, 1_500), 1_500, ceiling)).kind).toBe("over_ceiling");
+    }));
+
+  test("grants: concurrent approvals for one app never pass its daily ceiling together", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("race", ["https://r.example"], 1, { grantDailyCeilingNano: 3_500 });
+      const tokens = await Promise.all(
+        Array.from({ length: 12 }, () =>
+          store.grants.createConsentRequest({ appId: app.id, usdCapNano: 1_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" }, 100, 10_000),
+        ),
+      );
+      const outcomes = await Promise.all(tokens.map((token) => store.grants.approveConsent(token, 200, { dayStart: 0, defaultNano: 1_000_000 })));
+      expect(outcomes.filter((o) => o.kind === "approved")).toHaveLength(3);
+      expect(outcomes.filter((o) => o.kind === "over_ceiling")).toHaveLength(9);
+      expect(await store.grants.approvedSince(app.id, 0)).toBe(3_000);
+    }));
+
+  test("grants: purging deletes used and expired consent requests in bounded batches, and keeps live ones", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("purge", ["https://p.example"], 1);
+      const ask = (now: number, lifetimeMs: number) =>
+        store.grants.createConsentRequest({ appId: app.id, usdCapNano: 1, maxUses: null, ttlSeconds: 60, origin: "https://p.example", state: "" }, now, lifetimeMs);
+      const expired = await Promise.all([1, 2, 3, 4, 5].map((i) => ask(0, 1_000 + i))); // expire at 1 001..1 005
+      const used = await ask(1_000, 60_000);
+      await approveConsentOrThrow(store.grants, used, 1_500);
+      const live = await ask(1_000, 60_000); // expires at 61 000
+      const endsExactlyAtCutoff = await ask(0, 2_000);
+
+      expect(await store.grants.purgeConsentRequests(2_000, 2)).toBe(2);
+      expect(await store.grants.purgeConsentRequests(2_000, 100)).toBe(5); // the other 3 expired, the used one, the one ending at 2 000
+      expect(await store.grants.purgeConsentRequests(2_000, 100)).toBe(0);
+      for (const token of [...expired, used, endsExactlyAtCutoff]) expect(await store.grants.consentAppId(token)).toBeNull();
+      expect(await store.grants.consentAppId(live)).toBe(app.id);
+      expect((await store.grants.approveConsent(live, 2_000, NO_DAILY_CEILING)).kind).toBe("approved");
     }));
 
   test("idempotency keys: claim, conflict, mismatch, done, release, lapsed lease, purge", () =>

@@ -9,6 +9,7 @@ import { startReceiver, type ReceiverProcess } from "../helpers/webhook-receiver
 import { WebhookEndpointOperations } from "../../src/services/webhook-endpoints";
 import { WebhookDispatcher } from "../../src/webhooks/dispatcher";
 import type { WebhookEventType } from "../../src/store/webhooks";
+import { approveConsentOrThrow } from "../helpers/grants";
 
 let receiver: ReceiverProcess;
 beforeAll(async () => {
@@ -132,7 +133,7 @@ describe("webhook events", () => {
       t.clock.now(),
       60_000,
     );
-    const { grant, grantToken } = (await t.deps.store.grants.approveConsent(consent, t.clock.now()))!;
+    const { grant, grantToken } = await approveConsentOrThrow(t.deps.store.grants, consent, t.clock.now());
     const withGrant = { "x-service-user": "", "x-service-grant": grantToken };
     expect((await t.chat(ask("hi"), withGrant)).status).toBe(200);
     expect((await t.chat(ask("hi"), withGrant)).status).toBe(402);

@@ -1,5 +1,5 @@
 import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
-import { newAppId, newKeyId, type App, type AppChanges, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+import { newAppId, newKeyId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type IssuedKey } from "../apps";
 import { bytes, num, numOrNull, type PostgresDatabase } from "./database";
 
 type Row = Record<string, unknown>;
@@ -11,6 +11,7 @@ const toApp = (r: Row): App => ({
   createdAt: num(r.created_at),
   disabledAt: numOrNull(r.disabled_at),
   maxGrantNano: numOrNull(r.max_grant_nano),
+  grantDailyCeilingNano: numOrNull(r.grant_daily_ceiling_nano),
 });
 
 const toKey = (r: Row): AppKey => ({
@@ -24,14 +25,14 @@ const toKey = (r: Row): AppKey => ({
 export class PostgresAppRepository implements AppRepository {
   constructor(private readonly db: PostgresDatabase) {}
 
-  create(name: string, origins: string[], now: number, maxGrantNano: number | null = null): Promise<{ app: App; key: IssuedKey }> {
+  create(name: string, origins: string[], now: number, limits: AppGrantLimits = {}): Promise<{ app: App; key: IssuedKey }> {
     const id = newAppId();
     const keyId = newKeyId();
     const secret = generateSecret();
     return this.db.run((sql) =>
       sql.begin(async (tx) => {
-        const [app] = await tx`INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano)
-          VALUES (${id}, ${name}, ${JSON.stringify(origins)}, ${now}, ${maxGrantNano}) RETURNING *`;
+        const [app] = await tx`INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano)
+          VALUES (${id}, ${name}, ${JSON.stringify(origins)}, ${now}, ${limits.maxGrantNano ?? null}, ${limits.grantDailyCeilingNano ?? null}) RETURNING *`;
         await tx`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${keyId}, ${id}, ${Buffer.from(hashSecret(secret))}, ${now})`;
         return { app: toApp(app), key: { keyId, secretKey: formatSecretKey(id, secret) } };
       }),
@@ -45,10 +46,13 @@ export class PostgresAppRepository implements AppRepository {
 
   async update(id: string, changes: AppChanges): Promise<App | null> {
     const origins = changes.origins ? JSON.stringify(changes.origins) : null;
+    // A null limit is a change (back to the default), so "keep" is told apart from null.
     const keepGrant = changes.maxGrantNano === undefined;
+    const keepCeiling = changes.grantDailyCeilingNano === undefined;
     const [row] = await this.db.run(
       (sql) => sql`UPDATE apps SET name = COALESCE(${changes.name ?? null}, name), origins_json = COALESCE(${origins}, origins_json),
-          max_grant_nano = CASE WHEN ${keepGrant} THEN max_grant_nano ELSE ${changes.maxGrantNano ?? null}::bigint END
+          max_grant_nano = CASE WHEN ${keepGrant} THEN max_grant_nano ELSE ${changes.maxGrantNano ?? null}::bigint END,
+          grant_daily_ceiling_nano = CASE WHEN ${keepCeiling} THEN grant_daily_ceiling_nano ELSE ${changes.grantDailyCeilingNano ?? null}::bigint END
         WHERE id = ${id} RETURNING *`,
     );
     return row ? toApp(row) : null;

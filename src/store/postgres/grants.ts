@@ -1,4 +1,14 @@
-import { hashToken, newConsentToken, newGrantId, newGrantToken, type ConsentRequest, type Grant, type GrantRepository } from "../grants";
+import {
+  hashToken,
+  newConsentToken,
+  newGrantId,
+  newGrantToken,
+  type ConsentApproval,
+  type ConsentRequest,
+  type DailyCeiling,
+  type Grant,
+  type GrantRepository,
+} from "../grants";
 import { num, numOrNull, type PostgresDatabase } from "./database";
 
 const toGrant = (r: Record<string, unknown>): Grant => ({
@@ -28,22 +38,52 @@ export class PostgresGrantRepository implements GrantRepository {
     return token;
   }
 
-  /** The UPDATE … RETURNING consumes the token: of two concurrent approvals, one gets the row. */
-  approveConsent(consentToken: string, now: number): Promise<{ grant: Grant; grantToken: string; state: string } | null> {
+  /**
+   * One transaction, two row locks taken in one order (the consent row, then the app row):
+   * - the consent row FOR UPDATE: of two approvals of one token, the second waits, then
+   *   finds it used (READ COMMITTED re-checks the row) and approves nothing;
+   * - the app row FOR NO KEY UPDATE: approvals for one app run one at a time, so each sums
+   *   the day's grants after the previous one's insert committed. (NO KEY: consent pages
+   *   inserting rows that reference the app only take KEY SHARE, and need not wait.)
+   */
+  approveConsent(consentToken: string, now: number, ceiling: DailyCeiling): Promise<ConsentApproval> {
+    const tokenHash = hashed(consentToken);
     return this.db.run((sql) =>
-      sql.begin(async (tx) => {
-        const [consumed] = await tx`UPDATE consent_requests SET used_at = ${now}
-          WHERE token_hash = ${hashed(consentToken)} AND used_at IS NULL AND expires_at > ${now}
-          RETURNING app_id, usd_cap_nano, max_uses, ttl_seconds, origin, state`;
-        if (!consumed) return null;
+      sql.begin(async (tx): Promise<ConsentApproval> => {
+        const [pending] = await tx`SELECT app_id, usd_cap_nano, max_uses, ttl_seconds, origin, state FROM consent_requests
+          WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${now} FOR UPDATE`;
+        if (!pending) return { kind: "unusable" };
+        const appId = String(pending.app_id);
+        const [app] = await tx`SELECT grant_daily_ceiling_nano FROM apps WHERE id = ${appId} FOR NO KEY UPDATE`;
+        const ceilingNano = numOrNull(app?.grant_daily_ceiling_nano) ?? ceiling.defaultNano;
+        const [sum] = await tx`SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ${appId} AND created_at >= ${ceiling.dayStart}`;
+        const approvedNano = num(sum.total);
+        const requestedNano = num(pending.usd_cap_nano);
+        if (approvedNano + requestedNano > ceilingNano) return { kind: "over_ceiling", appId, ceilingNano, approvedNano, requestedNano };
+        await tx`UPDATE consent_requests SET used_at = ${now} WHERE token_hash = ${tokenHash}`;
         const grantToken = newGrantToken();
         const [grant] = await tx`INSERT INTO grants (id, app_id, token_hash, usd_cap_nano, max_uses, origin, created_at, expires_at)
-          VALUES (${newGrantId()}, ${consumed.app_id}, ${hashed(grantToken)}, ${consumed.usd_cap_nano}, ${consumed.max_uses}, ${consumed.origin},
-                  ${now}, ${now + num(consumed.ttl_seconds) * 1000})
+          VALUES (${newGrantId()}, ${appId}, ${hashed(grantToken)}, ${requestedNano}, ${pending.max_uses}, ${pending.origin},
+                  ${now}, ${now + num(pending.ttl_seconds) * 1000})
           RETURNING *`;
-        return { grant: toGrant(grant), grantToken, state: String(consumed.state) };
+        return { kind: "approved", grant: toGrant(grant), grantToken, state: String(pending.state) };
       }),
     );
+  }
+
+  async approvedSince(appId: string, since: number): Promise<number> {
+    const [row] = await this.db.run((sql) => sql`SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ${appId} AND created_at >= ${since}`);
+    return num(row.total);
+  }
+
+  /** SKIP LOCKED: instances purging at once share the work, and a row being approved is left alone. */
+  async purgeConsentRequests(cutoff: number, limit: number): Promise<number> {
+    const rows = await this.db.run(
+      (sql) => sql`DELETE FROM consent_requests WHERE token_hash IN (
+          SELECT token_hash FROM consent_requests WHERE COALESCE(used_at, expires_at) <= ${cutoff} LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        RETURNING 1`,
+    );
+    return rows.length;
   }
 
   async consentAppId(consentToken: string): Promise<string | null> {

@@ -149,6 +149,17 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   },
   {
     version: 5,
+    name: "grant consent hardening: per-app daily ceiling, purgeable consent requests",
+    sql: `
+      -- As SQLite's version 6 (../sqlite/migrations.ts), whose comments say why.
+      ALTER TABLE apps ADD COLUMN grant_daily_ceiling_nano bigint;
+      CREATE INDEX consent_requests_by_end ON consent_requests((COALESCE(used_at, expires_at)));
+      CREATE INDEX grants_by_app_created ON grants(app_id, created_at);
+      DROP INDEX grants_by_app;
+    `,
+  },
+  {
+    version: 6,
     name: "webhook endpoints and the outbox of events and deliveries",
     sql: `
       CREATE TABLE webhook_endpoints (

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
-import { newAppId, newKeyId, type App, type AppChanges, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+import { newAppId, newKeyId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type IssuedKey } from "../apps";
 
 interface AppRow {
   id: string;
@@ -9,6 +9,7 @@ interface AppRow {
   created_at: number;
   disabled_at: number | null;
   max_grant_nano: number | null;
+  grant_daily_ceiling_nano: number | null;
 }
 
 interface KeyRow {
@@ -26,6 +27,7 @@ const toApp = (r: AppRow): App => ({
   createdAt: r.created_at,
   disabledAt: r.disabled_at,
   maxGrantNano: r.max_grant_nano,
+  grantDailyCeilingNano: r.grant_daily_ceiling_nano,
 });
 
 const toKey = (r: KeyRow): AppKey => ({
@@ -45,13 +47,13 @@ export class SqliteAppRepository implements AppRepository {
     this.activeKeys = db.query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? AND revoked_at IS NULL");
   }
 
-  async create(name: string, origins: string[], now: number, maxGrantNano: number | null = null): Promise<{ app: App; key: IssuedKey }> {
+  async create(name: string, origins: string[], now: number, limits: AppGrantLimits = {}): Promise<{ app: App; key: IssuedKey }> {
     const id = newAppId();
     return this.db
       .transaction(() => {
         this.db
-          .query("INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano) VALUES (?, ?, ?, ?, ?)")
-          .run(id, name, JSON.stringify(origins), now, maxGrantNano);
+          .query("INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano) VALUES (?, ?, ?, ?, ?, ?)")
+          .run(id, name, JSON.stringify(origins), now, limits.maxGrantNano ?? null, limits.grantDailyCeilingNano ?? null);
         return { app: toApp(this.byId.get(id)!), key: this.insertKey(id, now) };
       })
       .immediate();
@@ -66,11 +68,12 @@ export class SqliteAppRepository implements AppRepository {
     const current = this.byId.get(id);
     if (!current) return null;
     this.db
-      .query("UPDATE apps SET name = ?, origins_json = ?, max_grant_nano = ? WHERE id = ?")
+      .query("UPDATE apps SET name = ?, origins_json = ?, max_grant_nano = ?, grant_daily_ceiling_nano = ? WHERE id = ?")
       .run(
         changes.name ?? current.name,
         changes.origins ? JSON.stringify(changes.origins) : current.origins_json,
         changes.maxGrantNano === undefined ? current.max_grant_nano : changes.maxGrantNano,
+        changes.grantDailyCeilingNano === undefined ? current.grant_daily_ceiling_nano : changes.grantDailyCeilingNano,
         id,
       );
     return toApp(this.byId.get(id)!);

@@ -1,5 +1,15 @@
 import type { Database } from "bun:sqlite";
-import { hashToken, newConsentToken, newGrantId, newGrantToken, type ConsentRequest, type Grant, type GrantRepository } from "../grants";
+import {
+  hashToken,
+  newConsentToken,
+  newGrantId,
+  newGrantToken,
+  type ConsentApproval,
+  type ConsentRequest,
+  type DailyCeiling,
+  type Grant,
+  type GrantRepository,
+} from "../grants";
 
 interface GrantRow {
   id: string;
@@ -11,6 +21,15 @@ interface GrantRow {
   created_at: number;
   expires_at: number;
   revoked_at: number | null;
+}
+
+interface ConsentRow {
+  app_id: string;
+  usd_cap_nano: number;
+  max_uses: number | null;
+  ttl_seconds: number;
+  origin: string;
+  state: string;
 }
 
 const toGrant = (r: GrantRow): Grant => ({
@@ -39,16 +58,29 @@ export class SqliteGrantRepository implements GrantRepository {
     return token;
   }
 
-  async approveConsent(consentToken: string, now: number): Promise<{ grant: Grant; grantToken: string; state: string } | null> {
+  /**
+   * BEGIN IMMEDIATE takes the database's write lock before the first read, so the day's sum
+   * cannot change under us, in this process or another, until the grant is in.
+   */
+  async approveConsent(consentToken: string, now: number, ceiling: DailyCeiling): Promise<ConsentApproval> {
     return this.db
-      .transaction(() => {
-        const consumed = this.db
-          .query<{ app_id: string; usd_cap_nano: number; max_uses: number | null; ttl_seconds: number; origin: string; state: string }, [number, Uint8Array, number]>(
-            `UPDATE consent_requests SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?
-             RETURNING app_id, usd_cap_nano, max_uses, ttl_seconds, origin, state`,
+      .transaction((): ConsentApproval => {
+        const tokenHash = hashToken(consentToken);
+        const pending = this.db
+          .query<ConsentRow, [Uint8Array, number]>(
+            `SELECT app_id, usd_cap_nano, max_uses, ttl_seconds, origin, state FROM consent_requests
+             WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?`,
           )
-          .get(now, hashToken(consentToken), now);
-        if (!consumed) return null;
+          .get(tokenHash, now);
+        if (!pending) return { kind: "unusable" };
+        const ceilingNano =
+          this.db.query<{ c: number | null }, [string]>("SELECT grant_daily_ceiling_nano AS c FROM apps WHERE id = ?").get(pending.app_id)?.c ??
+          ceiling.defaultNano;
+        const approvedNano = this.sumSince(pending.app_id, ceiling.dayStart);
+        if (approvedNano + pending.usd_cap_nano > ceilingNano) {
+          return { kind: "over_ceiling", appId: pending.app_id, ceilingNano, approvedNano, requestedNano: pending.usd_cap_nano };
+        }
+        this.db.query("UPDATE consent_requests SET used_at = ? WHERE token_hash = ?").run(now, tokenHash);
         const grantToken = newGrantToken();
         const id = newGrantId();
         this.db
@@ -56,10 +88,31 @@ export class SqliteGrantRepository implements GrantRepository {
             `INSERT INTO grants (id, app_id, token_hash, usd_cap_nano, max_uses, origin, created_at, expires_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
           )
-          .run(id, consumed.app_id, hashToken(grantToken), consumed.usd_cap_nano, consumed.max_uses, consumed.origin, now, now + consumed.ttl_seconds * 1000);
-        return { grant: toGrant(this.db.query<GrantRow, [string]>("SELECT * FROM grants WHERE id = ?").get(id)!), grantToken, state: consumed.state };
+          .run(id, pending.app_id, hashToken(grantToken), pending.usd_cap_nano, pending.max_uses, pending.origin, now, now + pending.ttl_seconds * 1000);
+        const grant = toGrant(this.db.query<GrantRow, [string]>("SELECT * FROM grants WHERE id = ?").get(id)!);
+        return { kind: "approved", grant, grantToken, state: pending.state };
       })
       .immediate();
+  }
+
+  async approvedSince(appId: string, since: number): Promise<number> {
+    return this.sumSince(appId, since);
+  }
+
+  private sumSince(appId: string, since: number): number {
+    return this.db
+      .query<{ total: number }, [string, number]>("SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ? AND created_at >= ?")
+      .get(appId, since)!.total;
+  }
+
+  async purgeConsentRequests(cutoff: number, limit: number): Promise<number> {
+    // The expression is spelled as in the index consent_requests_by_end, so the index serves it.
+    return this.db
+      .query(
+        `DELETE FROM consent_requests WHERE rowid IN (
+           SELECT rowid FROM consent_requests WHERE COALESCE(used_at, expires_at) <= ? LIMIT ?)`,
+      )
+      .run(cutoff, limit).changes;
   }
 
   async consentAppId(consentToken: string): Promise<string | null> {

@@ -147,6 +147,22 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   },
   {
     version: 6,
+    name: "grant consent hardening: per-app daily ceiling, purgeable consent requests",
+    sql: `
+      -- The most grant dollars an app may have approved in one UTC day; NULL: the service
+      -- default (GRANT_DAILY_CEILING_USD).
+      ALTER TABLE apps ADD COLUMN grant_daily_ceiling_nano INTEGER;
+      -- A consent request is dead once used or expired, whichever comes first (a use always
+      -- comes before the expiry): the purge finds dead rows by this one expression.
+      CREATE INDEX consent_requests_by_end ON consent_requests(COALESCE(used_at, expires_at));
+      -- The approval sums an app's grants of the day; (app_id, created_at) also serves what
+      -- grants_by_app did, so that index goes.
+      CREATE INDEX grants_by_app_created ON grants(app_id, created_at);
+      DROP INDEX grants_by_app;
+    `,
+  },
+  {
+    version: 7,
     name: "webhook endpoints and the outbox of events and deliveries",
     sql: `
       CREATE TABLE webhook_endpoints (

@@ -1,0 +1,146 @@
+import { Elysia, t } from "elysia";
+import { Type } from "@sinclair/typebox";
+import type { Deps } from "../deps";
+import { ApiError } from "../errors";
+import { ConsentError, type ConsentService } from "../services/grant-consent";
+import { consentHeaders, renderConsentError, renderConsentPage } from "../grants/consent-page";
+import { POPUP_SCRIPT } from "../grants/popup-script";
+import { enforceRateLimit } from "../ratelimit/macro";
+import type { RateLimitRule } from "../ratelimit/rate-limiter";
+import { randomString } from "../random";
+import { errorResponses } from "./models";
+
+export const ApproveConsentRequest = t.Object({ consentToken: t.String({ minLength: 10, maxLength: 128 }) });
+
+const GrantMessage = t.Object({
+  type: t.Literal("grant"),
+  grantToken: t.String({ description: "`gt_…`: give it to your backend, which sends it as `x-service-grant`." }),
+  grantId: t.String(),
+  usd: t.Number(),
+  maxUses: t.Nullable(Type.Integer()),
+  expiresAt: t.String({ format: "date-time" }),
+  state: t.String(),
+  origin: t.String(),
+});
+
+const ConsentQuery = t.Object(
+  {
+    appId: t.Optional(t.String({ maxLength: 64 })),
+    usd: t.Optional(t.String({ maxLength: 32 })),
+    origin: t.Optional(t.String({ maxLength: 512 })),
+    maxUses: t.Optional(t.String({ maxLength: 16 })),
+    ttl: t.Optional(t.String({ maxLength: 16 })),
+    state: t.Optional(t.String({ maxLength: 512 })),
+  },
+  { additionalProperties: true },
+);
+
+const htmlPage = (description: string) => ({ description, content: { "text/html": { schema: { type: "string" as const } } } });
+
+type AddressSource = { requestIP(request: Request): { address: string } | null } | null;
+const clientAddress = (server: AddressSource, request: Request) => server?.requestIP(request)?.address ?? "unknown";
+
+/**
+ * The consent popup of one-time grants: the page, its approval, and the browser helper that
+ * opens it. Opening the page records a consent request row, so it is rate-limited per client
+ * address and per app like the approval is; a limited page is an error page (429 with
+ * Retry-After), never JSON, because a person reads it.
+ */
+export function consentRoutes(deps: Deps, consent: ConsentService) {
+  const { rateLimits } = deps.config;
+  const rules = {
+    pagesPerAddress: { name: "consent-address", ...rateLimits.consentPerAddress },
+    pagesPerApp: { name: "consent-app", ...rateLimits.consentPerApp },
+    approvalsPerAddress: { name: "grants-address", ...rateLimits.grantsPerAddress },
+    approvalsPerApp: { name: "grants-app", ...rateLimits.grantsPerApp },
+  } satisfies Record<string, RateLimitRule>;
+
+  /** enforceRateLimit for a page: its 429 becomes an error page that says who was limited. */
+  const limitPage = async (rule: RateLimitRule, key: string, who: string, headers: Record<string, unknown>) => {
+    try {
+      await enforceRateLimit(deps.rateLimiter, rule, key, headers);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.code !== "rate_limited") throw err;
+      const retry = err.headers["retry-after"];
+      throw new ConsentError(`Too many grant requests were opened ${who} in the last ${rule.windowMs / 1000} seconds. Try again in ${retry} seconds.`, 429, err.headers);
+    }
+  };
+
+  return new Elysia({ prefix: "/grants" })
+    .get(
+      "/consent",
+      async ({ query, request, server, set }) => {
+        const nonce = randomString(24);
+        Object.assign(set.headers, consentHeaders(nonce));
+        try {
+          // By address first, before any lookup: bad parameters are attempts too.
+          await limitPage(rules.pagesPerAddress, clientAddress(server, request), "from your network", set.headers);
+          const draft = await consent.draft(query);
+          await limitPage(rules.pagesPerApp, draft.app.id, "for this app", set.headers);
+          return renderConsentPage(await consent.offer(draft), nonce);
+        } catch (err) {
+          if (!(err instanceof ConsentError)) throw err;
+          set.status = err.status;
+          Object.assign(set.headers, err.headers);
+          return renderConsentError(err.message, nonce);
+        }
+      },
+      {
+        query: ConsentQuery,
+        detail: {
+          tags: ["grants"],
+          summary: "The consent popup (HTML)",
+          description:
+            "Opened by popup.js with `appId`, `usd`, `origin` (the opener's, registered for the app), and optional `maxUses`, " +
+            "`ttl` (seconds, default 86400, at most 30 days) and `state` (echoed back). Bad parameters render an error page (400); " +
+            "so does an app whose daily ceiling on grant dollars has no room for the amount (402), and too many pages opened (429, Retry-After).",
+          responses: {
+            200: htmlPage("The consent page."),
+            400: htmlPage("An error page: bad parameters."),
+            402: htmlPage("An error page: the app's daily ceiling on grant dollars has no room for this grant."),
+            429: htmlPage("An error page: too many consent pages opened from this address or for this app."),
+          },
+        },
+      },
+    )
+    .post(
+      "/consent",
+      async ({ body, request, set, server }) => {
+        // Same-origin only: the consent page posts here; other sites' pages may not.
+        const site = request.headers.get("sec-fetch-site");
+        if (site !== null && site !== "same-origin") throw new ApiError("invalid_request", "grants are approved from the consent page only");
+        const appId = await consent.appOfConsent(body.consentToken);
+        if (!appId) throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
+        await enforceRateLimit(deps.rateLimiter, rules.approvalsPerApp, appId, set.headers);
+        await enforceRateLimit(deps.rateLimiter, rules.approvalsPerAddress, clientAddress(server, request), set.headers);
+        set.headers["cache-control"] = "no-store";
+        return consent.approve(body.consentToken);
+      },
+      {
+        body: ApproveConsentRequest,
+        response: { 200: GrantMessage, ...errorResponses(400, 402, 413, 429) },
+        detail: {
+          tags: ["grants"],
+          summary: "Approve a consent request (called by the consent page)",
+          description: "402 `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) when the grant would pass the app's daily ceiling on grant dollars.",
+        },
+      },
+    )
+    .get(
+      "/popup.js",
+      ({ set }) => {
+        set.headers["content-type"] = "text/javascript; charset=utf-8";
+        set.headers["cache-control"] = "public, max-age=300";
+        // Apps include it from their own pages: let any origin load it.
+        set.headers["cross-origin-resource-policy"] = "cross-origin";
+        return POPUP_SCRIPT;
+      },
+      {
+        detail: {
+          tags: ["grants"],
+          summary: "Browser helper: MeteredProxy.requestGrant({appId, usd, maxUses?, ttl?})",
+          responses: { 200: { description: "JavaScript.", content: { "text/javascript": { schema: { type: "string" } } } } },
+        },
+      },
+    );
+}

@@ -1,0 +1,146 @@
+import type { Deps } from "../deps";
+import { ApiError } from "../errors";
+import { formatUsd, nanoToUsd, usdToNanoFloor, utcDayAt } from "../money";
+import type { App } from "../store/apps";
+import type { DailyCeiling } from "../store/grants";
+
+export const DEFAULT_GRANT_TTL_SECONDS = 24 * 60 * 60;
+export const MAX_GRANT_TTL_SECONDS = 30 * 24 * 60 * 60;
+/** How long a consent page's anti-forgery token can be used; the purge deletes it after. */
+export const CONSENT_LIFETIME_MS = 10 * 60 * 1000;
+
+/** A consent request that cannot be shown: an error page with this status, never a token. */
+export class ConsentError extends Error {
+  constructor(
+    message: string,
+    readonly status: 400 | 402 | 429 = 400,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface ConsentParams {
+  appId?: string;
+  usd?: string;
+  origin?: string;
+  maxUses?: string;
+  ttl?: string;
+  state?: string;
+}
+
+/** What a consent page asks for, checked but not yet recorded. */
+export interface ConsentDraft {
+  app: App;
+  usd: number;
+  maxUses: number | null;
+  ttlSeconds: number;
+  origin: string;
+  state: string;
+}
+
+/** A recorded consent request: what the page shows, pinned behind its one-time token. */
+export interface ConsentOffer extends ConsentDraft {
+  expiresAt: number;
+  consentToken: string;
+}
+
+/**
+ * The consent popup's two steps for apps without a user system: showing a request (its
+ * parameters checked, and refused when the app's daily ceiling on grant dollars has no
+ * room for it) and approving it (the grant created, the ceiling enforced atomically).
+ */
+export class ConsentService {
+  constructor(private readonly deps: Pick<Deps, "store" | "clock" | "config">) {}
+
+  /** Checks a consent page's parameters; records nothing. */
+  async draft(params: ConsentParams): Promise<ConsentDraft> {
+    const app = params.appId ? await this.deps.store.apps.find(params.appId) : null;
+    if (!app || app.disabledAt !== null) throw new ConsentError("This app is unknown or no longer active.");
+    if (!params.origin || !app.origins.includes(params.origin)) {
+      throw new ConsentError("The page asking for this grant is not one of the app's registered origins.");
+    }
+    const usd = Number(params.usd);
+    const maxUsd = app.maxGrantNano !== null ? nanoToUsd(app.maxGrantNano) : this.deps.config.defaultMaxGrantUsd;
+    if (!params.usd || !Number.isFinite(usd) || usd <= 0) throw new ConsentError("The amount must be a number of dollars greater than 0.");
+    if (usd > maxUsd) throw new ConsentError(`This app may ask for at most $${maxUsd} at a time.`);
+    const maxUses = params.maxUses ? Number(params.maxUses) : null;
+    if (maxUses !== null && (!Number.isSafeInteger(maxUses) || maxUses < 1)) throw new ConsentError("maxUses must be a whole number of at least 1.");
+    const ttlSeconds = params.ttl ? Number(params.ttl) : DEFAULT_GRANT_TTL_SECONDS;
+    if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 60 || ttlSeconds > MAX_GRANT_TTL_SECONDS) {
+      throw new ConsentError(`ttl must be a whole number of seconds from 60 to ${MAX_GRANT_TTL_SECONDS} (30 days).`);
+    }
+    const state = params.state ?? "";
+    if (state.length > 512) throw new ConsentError("state is too long (512 characters at most).");
+    return { app, usd, maxUses, ttlSeconds, origin: params.origin, state };
+  }
+
+  /**
+   * Records the request behind a one-time token, unless the app's ceiling has no room for
+   * it today: the user is not asked to approve what would be refused. (Approval checks
+   * again, atomically: other grants may be approved meanwhile.)
+   */
+  async offer(draft: ConsentDraft): Promise<ConsentOffer> {
+    const now = this.deps.clock.now();
+    const usdCapNano = usdToNanoFloor(draft.usd);
+    const day = utcDayAt(now);
+    const ceilingNano = draft.app.grantDailyCeilingNano ?? this.deps.config.grantDailyCeilingNano;
+    const approvedNano = await this.deps.store.grants.approvedSince(draft.app.id, day.start);
+    if (approvedNano + usdCapNano > ceilingNano) {
+      throw new ConsentError(ceilingMessage(draft.app.name, { ceilingNano, approvedNano, requestedNano: usdCapNano, resetsAt: day.end }), 402);
+    }
+    const { app, maxUses, ttlSeconds, origin, state } = draft;
+    const consentToken = await this.deps.store.grants.createConsentRequest({ appId: app.id, usdCapNano, maxUses, ttlSeconds, origin, state }, now, CONSENT_LIFETIME_MS);
+    return { ...draft, expiresAt: now + ttlSeconds * 1000, consentToken };
+  }
+
+  /** The user approved: consume the consent token and create the grant, within the app's daily ceiling. */
+  async approve(consentToken: string) {
+    const now = this.deps.clock.now();
+    const day = utcDayAt(now);
+    const ceiling: DailyCeiling = { dayStart: day.start, defaultNano: this.deps.config.grantDailyCeilingNano };
+    const approval = await this.deps.store.grants.approveConsent(consentToken, now, ceiling);
+    if (approval.kind === "unusable") throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
+    if (approval.kind === "over_ceiling") {
+      const appName = (await this.deps.store.apps.find(approval.appId))?.name ?? "This app";
+      const { ceilingNano, approvedNano } = approval;
+      // 402 with the budget fields, like every spending limit here (ARCHITECTURE.md §3
+      // "Errors"): not 429, which clients retry by themselves; this one lasts until resetsAt.
+      throw new ApiError("budget_exceeded", ceilingMessage(appName, { ...approval, resetsAt: day.end }), {
+        limitUsd: nanoToUsd(ceilingNano),
+        usedUsd: nanoToUsd(approvedNano),
+        remainingUsd: nanoToUsd(Math.max(0, ceilingNano - approvedNano)),
+        resetsAt: new Date(day.end).toISOString(),
+      });
+    }
+    const { grant, grantToken, state } = approval;
+    return {
+      type: "grant" as const,
+      grantToken,
+      grantId: grant.id,
+      usd: nanoToUsd(grant.usdCapNano),
+      maxUses: grant.maxUses,
+      expiresAt: new Date(grant.expiresAt).toISOString(),
+      state,
+      origin: grant.origin,
+    };
+  }
+
+  /** The app id a consent token belongs to, for per-app rate limiting before approval. */
+  appOfConsent(consentToken: string): Promise<string | null> {
+    return this.deps.store.grants.consentAppId(consentToken);
+  }
+}
+
+/** Said to the user on the consent page, and to a program in the error envelope. */
+function ceilingMessage(appName: string, c: { ceilingNano: number; approvedNano: number; requestedNano: number; resetsAt: number }): string {
+  const [ceiling, approved, requested] = [c.ceilingNano, c.approvedNano, c.requestedNano].map((nano) => formatUsd(nanoToUsd(nano)));
+  if (c.requestedNano > c.ceilingNano) {
+    return `${appName} may have at most ${ceiling} of grants approved a day, and this ${requested} grant is larger than that. Nothing was granted.`;
+  }
+  const until = `${new Date(c.resetsAt).toISOString().slice(0, 16).replace("T", " ")} UTC`;
+  return (
+    `${appName} has reached its daily limit for grants: ${approved} of its ${ceiling} a day is already approved, ` +
+    `so this ${requested} grant cannot be approved until ${until}. Nothing was granted.`
+  );
+}

@@ -1,0 +1,59 @@
+/**
+ * The daily ceiling on grant dollars across processes sharing one SQLite file (the CLI, or
+ * a second server with REDIS_URL): bun:sqlite is synchronous, so in one process approvals
+ * cannot interleave at all, and only separate processes can race the sum against the
+ * insert. BEGIN IMMEDIATE must serialize them.
+ */
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
+import { openSqliteStore } from "../../src/store/sqlite";
+import { REPO_ROOT, tempDatabase } from "../helpers/server";
+
+setDefaultTimeout(60_000);
+const db = tempDatabase();
+afterAll(() => db.cleanup());
+
+const CHILD = `${REPO_ROOT}/tests/helpers/approve-consent-child.ts`;
+
+/** Reads lines from a child's stdout as they come. */
+async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const chunk of stream) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline: number;
+    while ((newline = buffered.indexOf("\n")) >= 0) {
+      yield buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+    }
+  }
+}
+
+test("six processes approving at once: only the grants that fit under the ceiling are created", async () => {
+  const store = openSqliteStore(db.path);
+  const { app } = await store.apps.create("raced", ["https://r.example"], Date.now());
+  const tokens = await Promise.all(
+    Array.from({ length: 6 }, () =>
+      store.grants.createConsentRequest({ appId: app.id, usdCapNano: 1_000_000_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" }, Date.now(), 60_000),
+    ),
+  );
+  await store.close();
+
+  const children = tokens.map((token) =>
+    Bun.spawn([process.execPath, CHILD, db.path, token, String(2_500_000_000)], { cwd: REPO_ROOT, stdin: "pipe", stdout: "pipe", stderr: "inherit" }),
+  );
+  const outputs = children.map((child) => lines(child.stdout));
+  // Every child has its store open before any of them approves.
+  for (const output of outputs) expect((await output.next()).value).toBe("ready");
+  for (const child of children) {
+    child.stdin.write("go\n");
+    await child.stdin.flush();
+  }
+  const kinds = await Promise.all(outputs.map(async (output) => (await output.next()).value));
+  expect(await Promise.all(children.map((c) => c.exited))).toEqual([0, 0, 0, 0, 0, 0]);
+
+  expect(kinds.filter((k) => k === "approved")).toHaveLength(2);
+  expect(kinds.filter((k) => k === "over_ceiling")).toHaveLength(4);
+  const check = openSqliteStore(db.path);
+  expect(await check.grants.approvedSince(app.id, 0)).toBe(2_000_000_000);
+  await check.close();
+});
