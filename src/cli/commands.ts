@@ -1,37 +1,17 @@
 /** The operator commands on apps and keys; the ones on users, grants and usage are in data-commands.ts. */
-import { usdToNanoFloor } from "../money";
 import { DATA_COMMANDS } from "./data-commands";
-import { APP, iso, print, refuse, text, UsageError, type Command, type Values } from "./shared";
+import { APP, print, text, type Command, type Values } from "./shared";
 
 export { UsageError, type Command } from "./shared";
 
-function maxGrantNano(values: Values): number | null | undefined {
+/** `default` is null (the service default); anything else goes to the service as a number, NaN included, for it to judge. */
+function maxGrantUsd(values: Values): number | null | undefined {
   const raw = text(values, "max-grant-usd", false);
   if (raw === undefined) return undefined;
-  if (raw === "default") return null;
-  const usd = Number(raw);
-  if (!(Number.isFinite(usd) && usd > 0)) throw new UsageError("--max-grant-usd must be a number > 0 (or `default`)");
-  return usdToNanoFloor(usd);
+  return raw === "default" ? null : Number(raw);
 }
 
-function origins(values: Values): string[] | undefined {
-  const given = values.origin as string[] | undefined;
-  return given?.map(normaliseOrigin);
-}
-
-export function normaliseOrigin(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new UsageError(`--origin ${raw} is not a URL origin like https://app.example.com`);
-  }
-  if (!/^https?:$/.test(url.protocol) || url.origin !== raw.replace(/\/$/, "")) {
-    throw new UsageError(`--origin ${raw} must be scheme://host[:port] with no path`);
-  }
-  return url.origin;
-}
-
+const origins = (values: Values) => values.origin as string[] | undefined;
 
 const APP_FIELDS = { name: { type: "string" }, origin: { type: "string", multiple: true }, "max-grant-usd": { type: "string" } } as const;
 
@@ -41,12 +21,8 @@ const APP_COMMANDS: Command[] = [
     usage: "--name NAME [--origin ORIGIN]... [--max-grant-usd USD]",
     summary: "create an app; prints its secret key, once",
     options: APP_FIELDS,
-    async run(store, values, now) {
-      const grant = maxGrantNano(values);
-      const { app, key } = await store.apps.create(text(values, "name")!, origins(values) ?? [], now, grant ?? null);
-      const maxGrantUsd = app.maxGrantNano === null ? {} : { maxGrantUsd: app.maxGrantNano / 1e9 };
-      print({ appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...maxGrantUsd });
-      return 0;
+    async run(operator, values) {
+      print(await operator.apps.create({ name: text(values, "name")!, origins: origins(values), maxGrantUsd: maxGrantUsd(values) }));
     },
   },
   {
@@ -54,12 +30,17 @@ const APP_COMMANDS: Command[] = [
     usage: "",
     summary: "one JSON line per app, with its key ids (no secrets)",
     options: {},
-    async run(store) {
-      for (const app of await store.apps.list()) {
-        const keys = (await store.apps.keysOf(app.id)).map((k) => ({ keyId: k.id, createdAt: iso(k.createdAt), revokedAt: iso(k.revokedAt) }));
-        print({ appId: app.id, name: app.name, origins: app.origins, createdAt: iso(app.createdAt), disabledAt: iso(app.disabledAt), keys });
-      }
-      return 0;
+    async run(operator) {
+      for (const app of await operator.apps.list()) print(app);
+    },
+  },
+  {
+    name: "app show",
+    usage: "--app APP_ID",
+    summary: "one app, with its key ids (no secrets) and its largest grant",
+    options: APP,
+    async run(operator, values) {
+      print(await operator.apps.show(text(values, "app")!));
     },
   },
   {
@@ -67,13 +48,9 @@ const APP_COMMANDS: Command[] = [
     usage: "--app APP_ID [--name NAME] [--origin ORIGIN]... [--max-grant-usd USD|default]",
     summary: "change an app's name, origins (the list given replaces the old one) or largest grant",
     options: { ...APP, ...APP_FIELDS },
-    async run(store, values) {
-      const changes = { name: text(values, "name", false), origins: origins(values), maxGrantNano: maxGrantNano(values) };
-      if (Object.values(changes).every((v) => v === undefined)) throw new UsageError("nothing to change: give --name, --origin or --max-grant-usd");
-      const app = await store.apps.update(text(values, "app")!, changes);
-      if (!app) return refuse(`no app ${values.app}`);
-      print({ appId: app.id, name: app.name, origins: app.origins, maxGrantUsd: app.maxGrantNano === null ? null : app.maxGrantNano / 1e9 });
-      return 0;
+    async run(operator, values) {
+      const changes = { name: text(values, "name", false), origins: origins(values), maxGrantUsd: maxGrantUsd(values) };
+      print(await operator.apps.update(text(values, "app")!, changes));
     },
   },
   {
@@ -81,11 +58,8 @@ const APP_COMMANDS: Command[] = [
     usage: "--app APP_ID",
     summary: "refuse the app's keys and sessions on every instance (its data is kept)",
     options: APP,
-    async run(store, values, now) {
-      const appId = text(values, "app")!;
-      if (!(await store.apps.setDisabled(appId, now))) return refuse(`no app ${appId}`);
-      print({ appId, disabled: true });
-      return 0;
+    async run(operator, values) {
+      print(await operator.apps.disable(text(values, "app")!));
     },
   },
   {
@@ -93,11 +67,8 @@ const APP_COMMANDS: Command[] = [
     usage: "--app APP_ID",
     summary: "accept a disabled app's keys and sessions again",
     options: APP,
-    async run(store, values) {
-      const appId = text(values, "app")!;
-      if (!(await store.apps.setDisabled(appId, null))) return refuse(`no app ${appId}`);
-      print({ appId, disabled: false });
-      return 0;
+    async run(operator, values) {
+      print(await operator.apps.enable(text(values, "app")!));
     },
   },
   {
@@ -105,11 +76,8 @@ const APP_COMMANDS: Command[] = [
     usage: "--app APP_ID",
     summary: "one JSON line per key of the app (ids and dates, no secrets)",
     options: APP,
-    async run(store, values) {
-      const appId = text(values, "app")!;
-      if (!(await store.apps.find(appId))) return refuse(`no app ${appId}`);
-      for (const k of await store.apps.keysOf(appId)) print({ appId, keyId: k.id, createdAt: iso(k.createdAt), revokedAt: iso(k.revokedAt) });
-      return 0;
+    async run(operator, values) {
+      for (const key of await operator.keys.list(text(values, "app")!)) print(key);
     },
   },
   {
@@ -117,12 +85,8 @@ const APP_COMMANDS: Command[] = [
     usage: "--app APP_ID",
     summary: "issue a new key; older keys stay valid until revoked",
     options: APP,
-    async run(store, values, now) {
-      const appId = text(values, "app")!;
-      if (!(await store.apps.find(appId))) return refuse(`no app ${appId}`);
-      const key = await store.apps.issueKey(appId, now);
-      print({ appId, keyId: key.keyId, secretKey: key.secretKey });
-      return 0;
+    async run(operator, values) {
+      print(await operator.keys.rotate(text(values, "app")!));
     },
   },
   {
@@ -130,12 +94,8 @@ const APP_COMMANDS: Command[] = [
     usage: "--app APP_ID --key KEY_ID",
     summary: "revoke one key, on every instance at once",
     options: { ...APP, key: { type: "string" } },
-    async run(store, values, now) {
-      const appId = text(values, "app")!;
-      const keyId = text(values, "key")!;
-      if (!(await store.apps.revokeKey(appId, keyId, now))) return refuse(`no active key ${keyId} for app ${appId}`);
-      print({ appId, keyId, revoked: true });
-      return 0;
+    async run(operator, values) {
+      print(await operator.keys.revoke(text(values, "app")!, text(values, "key")!));
     },
   },
 ];
