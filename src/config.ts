@@ -18,6 +18,8 @@ export const ConfigSchema = t.Object({
   DATABASE_URL: t.Optional(t.String({ pattern: "^(sqlite:.+|postgres(ql)?://.+)$" })),
   REDIS_URL: t.Optional(t.String({ pattern: "^rediss?://.+$" })),
   METRICS_TOKEN: t.Optional(t.String({ minLength: 16 })),
+  /** The operator's bearer token for /api/v1/admin/*; unset: the admin API is off. */
+  ADMIN_TOKEN: t.Optional(t.String({ minLength: 32 })),
   DEFAULT_APP_KEY_FILE: t.Optional(t.String({ minLength: 1 })),
   DATABASE_POOL_SIZE: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
   DATABASE_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
@@ -53,6 +55,9 @@ export const ConfigSchema = t.Object({
   RL_GRANTS_APP_LIMIT: t.Optional(PositiveInt),
   RL_GRANTS_IP_LIMIT: t.Optional(PositiveInt),
   RL_GRANTS_WINDOW_SECONDS: t.Optional(PositiveInt),
+  /** Failed admin authentications per client address before it is locked out for the window. */
+  RL_ADMIN_AUTH_LIMIT: t.Optional(PositiveInt),
+  RL_ADMIN_AUTH_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Deadline of every Redis command; past it the call counts as failed. */
   REDIS_COMMAND_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 10, maximum: 10_000 })),
   /** How long a chat call's Idempotency-Key and its answer are kept for retries. */
@@ -67,7 +72,7 @@ export const ConfigSchema = t.Object({
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
-const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN"]);
+const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN", "ADMIN_TOKEN"]);
 
 type RawConfig = Static<typeof ConfigSchema>;
 
@@ -82,6 +87,8 @@ export interface Config {
   database: DatabaseTarget;
   /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
   metricsToken: string | undefined;
+  /** When set, the admin API answers `Authorization: Bearer <token>`; unset, it is off (404). */
+  adminToken: string | undefined;
   /** Production: where the first start writes the default app's key (else beside the SQLite file, or data/). */
   defaultAppKeyFile: string | undefined;
   /** PostgreSQL: connections per process. */
@@ -106,7 +113,7 @@ export interface Config {
   usageFlushMs: number;
   disconnectDrainMs: number;
   shutdownGraceMs: number;
-  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress", { limit: number; windowMs: number }>;
+  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "adminAuthFailures", { limit: number; windowMs: number }>;
   defaultMaxGrantUsd: number;
   redisCommandTimeoutMs: number;
   idempotencyTtlSeconds: number;
@@ -155,6 +162,7 @@ function fromRaw(raw: RawConfig): Config {
     database,
     defaultAppKeyFile: raw.DEFAULT_APP_KEY_FILE,
     metricsToken: raw.METRICS_TOKEN,
+    adminToken: raw.ADMIN_TOKEN,
     databasePoolSize: raw.DATABASE_POOL_SIZE ?? 10,
     databaseTimeoutMs: raw.DATABASE_TIMEOUT_MS ?? 5000,
     redisUrl: raw.REDIS_URL,
@@ -181,6 +189,7 @@ function fromRaw(raw: RawConfig): Config {
       chat: { limit: raw.RL_CHAT_LIMIT ?? 30, windowMs: (raw.RL_CHAT_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerApp: { limit: raw.RL_GRANTS_APP_LIMIT ?? 60, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerAddress: { limit: raw.RL_GRANTS_IP_LIMIT ?? 10, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
+      adminAuthFailures: { limit: raw.RL_ADMIN_AUTH_LIMIT ?? 10, windowMs: (raw.RL_ADMIN_AUTH_WINDOW_SECONDS ?? 60) * 1000 },
     },
     defaultMaxGrantUsd: raw.DEFAULT_MAX_GRANT_USD ?? 5,
     redisCommandTimeoutMs: raw.REDIS_COMMAND_TIMEOUT_MS ?? 250,
