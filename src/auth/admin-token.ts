@@ -66,8 +66,8 @@ function lockedOut(resetMs: number): ApiError {
 
 /**
  * `{ adminToken: true }` on a route. Like the app credentials' macro (src/auth/macro.ts), it
- * runs in `parse` and `transform`, before any body is read or validated for a stranger,
- * and once per request, so one failed request counts once.
+ * runs in `parse` and `transform`, before any body is read or validated for a stranger.
+ * The first hook to run decides (a refusal ends the request); later ones reuse its answer.
  */
 export function adminTokenPlugin(guard: AdminTokenGuard) {
   const checked = new WeakMap<Request, Promise<void>>();

@@ -75,14 +75,18 @@ describe("grants", () => {
     for (let i = 0; i < 5; i++) {
       const consent = await t.deps.store.grants.createConsentRequest({ appId: a.appId, usdCapNano: (i + 1) * 1e8, maxUses: i === 0 ? null : i, ttlSeconds: 3600, origin: "https://a.example", state: "" }, t.clock.now(), 60_000);
       tokens.push((await t.deps.store.grants.approveConsent(consent, t.clock.now()))!.grantToken);
-      if (i % 2 === 1) t.clock.advance(1);
+      // Grants 1 to 3 share a millisecond, across a page boundary: the order is (createdAt, grantId).
+      if (i === 0 || i === 3) t.clock.advance(1);
     }
     const response = await t.admin(`/apps/${a.appId}/grants?limit=1000`);
     const text = await response.clone().text();
     for (const token of tokens) expect(text).not.toContain(token);
     const { items, pages } = await readAll(t, `/apps/${a.appId}/grants`, 2);
     expect(pages).toEqual([2, 2, 1]);
-    expect(items.map((g) => g.usd)).toEqual([0.1, 0.2, 0.3, 0.4, 0.5]);
+    expect(items.map((g) => g.usd).sort()).toEqual([0.1, 0.2, 0.3, 0.4, 0.5]);
+    const byKey = [...items].sort((x, y) => x.createdAt.localeCompare(y.createdAt) || (x.grantId < y.grantId ? -1 : 1));
+    expect(items).toEqual(byKey);
+    expect([items[0].usd, items[4].usd]).toEqual([0.1, 0.5]);
     expect((await expectOk(response)).data).toEqual(items);
     expect(items[0]).toEqual({ grantId: expect.any(String), usd: 0.1, uses: 0, maxUses: null, origin: "https://a.example", createdAt: "2026-01-15T00:00:00.000Z", expiresAt: "2026-01-15T01:00:00.000Z", revokedAt: null });
 

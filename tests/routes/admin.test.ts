@@ -37,7 +37,8 @@ describe("the admin token", () => {
     const t = makeAdminTestApp({ env: { RL_ADMIN_AUTH_LIMIT: "3", RL_ADMIN_AUTH_WINDOW_SECONDS: "60" } });
     // Successes are not counted.
     for (let i = 0; i < 5; i++) await expectOk(await t.admin("/apps"));
-    for (let i = 0; i < 3; i++) await expectError(await t.admin("/apps", { bearer: "guess" }), 401, "auth");
+    // Failures with a body (refused in the parse hook, before the body is read) count the same.
+    for (let i = 0; i < 3; i++) await expectError(await t.admin("/apps", { bearer: "guess", json: { name: "x" } }), 401, "auth");
     const locked = await t.admin("/apps", { bearer: "guess" });
     expect(locked.headers.get("retry-after")).toBe("60");
     await expectError(locked, 429, "rate_limited");
@@ -126,6 +127,7 @@ describe("keys", () => {
   test("rotate issues a working key (201, secret once); revoke retires the old one; list shows both without secrets", async () => {
     const t = makeAdminTestApp();
     const a = await t.createClientApp();
+    t.clock.advance(1000); // keys list oldest first
     const rotated = await expectOk(await t.admin(`/apps/${a.appId}/keys`, { method: "POST" }), 201);
     expect(rotated).toEqual({ appId: a.appId, keyId: expect.stringMatching(/^key/), secretKey: expect.stringMatching(new RegExp(`^sk_live_${a.appId}_`)) });
     await expectOk(await status(t, rotated.secretKey));
@@ -141,8 +143,8 @@ describe("keys", () => {
     const keys = await t.admin(`/apps/${a.appId}/keys`);
     const text = await keys.clone().text();
     expect((await expectOk(keys)).data).toEqual([
-      { appId: a.appId, keyId: a.keyId, createdAt: "2026-01-15T00:00:00.000Z", revokedAt: "2026-01-15T00:00:01.000Z" },
-      { appId: a.appId, keyId: rotated.keyId, createdAt: "2026-01-15T00:00:00.000Z", revokedAt: null },
+      { appId: a.appId, keyId: a.keyId, createdAt: "2026-01-15T00:00:00.000Z", revokedAt: "2026-01-15T00:00:02.000Z" },
+      { appId: a.appId, keyId: rotated.keyId, createdAt: "2026-01-15T00:00:01.000Z", revokedAt: null },
     ]);
     expect(text).not.toContain(rotated.secretKey.split("_").pop()!);
   });
