@@ -16,7 +16,7 @@ async function readAll(t: AdminTestApp, path: string, limit: number): Promise<{ 
   const items: any[] = [];
   const pages: number[] = [];
   for (let cursor: string | null = null; ; ) {
-    const page = await expectOk(await t.admin(`${path}?limit=${limit}${cursor ? `&cursor=${cursor}` : ""}`));
+    const page: { data: any[]; nextCursor: string | null } = await expectOk(await t.admin(`${path}?limit=${limit}${cursor ? `&cursor=${cursor}` : ""}`));
     items.push(...page.data);
     pages.push(page.data.length);
     if (page.nextCursor === null) return { items, pages };
