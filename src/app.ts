@@ -23,6 +23,8 @@ import { OverrunMonitor } from "./metering/overrun-monitor";
 import { modelCatalogueRoutes } from "./routes/model-catalogue";
 import { accessLog } from "./http/access-log";
 import { metricsRoute, ProxyMetrics } from "./http/metrics";
+import { OperatorService } from "./services/operator";
+import { AppUpdateRequest, adminRoutes, NewAppRequest, NewWebhookEndpointRequest } from "./routes/admin";
 
 export const API_PREFIX = "/api/v1";
 
@@ -38,6 +40,7 @@ const DOCUMENTATION = {
     securitySchemes: {
       secretKey: { type: "http" as const, scheme: "bearer", description: "App secret key `sk_live_{appId}_{secret}` (backend only)." },
       sessionToken: { type: "http" as const, scheme: "bearer", bearerFormat: "JWT", description: "Session token from POST /sessions (browser)." },
+      adminToken: { type: "http" as const, scheme: "bearer", description: "The operator's ADMIN_TOKEN (the admin API is off without it)." },
     },
   },
 };
@@ -47,6 +50,9 @@ const DOCUMENTED_BODIES: DocumentedBody[] = [
   { path: `${API_PREFIX}/connections`, method: "post", schema: ApproveRequest, required: false },
   { path: `${API_PREFIX}/chat/completions`, method: "post", schema: ChatCompletionRequest, required: true },
   { path: `${API_PREFIX}/grants/consent`, method: "post", schema: ApproveConsentRequest, required: true },
+  { path: `${API_PREFIX}/admin/apps`, method: "post", schema: NewAppRequest, required: true },
+  { path: `${API_PREFIX}/admin/apps/{appId}`, method: "patch", schema: AppUpdateRequest, required: true },
+  { path: `${API_PREFIX}/admin/apps/{appId}/webhooks`, method: "post", schema: NewWebhookEndpointRequest, required: true },
 ];
 
 /** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
@@ -57,6 +63,7 @@ export function createApp(deps: Deps) {
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
   const grants = new GrantService(deps);
   const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);
+  const operator = new OperatorService(deps.store, deps.clock);
   const api = new Elysia({ prefix: API_PREFIX })
     .use(sessionRoutes(deps, auth))
     .use(connectionRoutes(connections, auth))
@@ -65,7 +72,8 @@ export function createApp(deps: Deps) {
     .use(consentRoutes(deps, new ConsentService(deps)))
     .use(grantRoutes(grants, auth))
     .use(usageRoutes(deps, auth))
-    .use(modelCatalogueRoutes(deps, auth));
+    .use(modelCatalogueRoutes(deps, auth))
+    .use(adminRoutes(deps, operator, auth));
 
   const metrics = new ProxyMetrics(deps, chat);
   return new Elysia()

@@ -7,7 +7,11 @@
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "./config";
 import { openStore } from "./store";
+import { systemClock } from "./clock";
+import { ApiError } from "./errors";
+import { OperatorService } from "./services/operator";
 import { COMMANDS, UsageError, type Command } from "./cli/commands";
+import { CLI_INPUT_NAMES } from "./cli/shared";
 
 const usageOf = (c: Command) => `  cli ${c.name}${c.usage ? ` ${c.usage}` : ""}\n      ${c.summary}`;
 const HELP = `usage: cli <command> [options]   (npm run cli -- …, or bun run cli …)\n\ncommands:\n${COMMANDS.map(usageOf).join("\n")}\n\nEvery command takes --help.`;
@@ -32,12 +36,19 @@ export async function runCli(argv: string[]): Promise<number> {
     const config = loadConfig(process.env);
     const store = await openStore(config.database, { poolSize: 1 });
     try {
-      return await command.run(store, values, Date.now());
+      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES), values);
+      return 0;
     } finally {
       await store.close();
     }
   } catch (err) {
-    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+    // Refused: an unknown app, key, user or grant.
+    if (err instanceof ApiError && err.code === "not_found") {
+      console.error(err.message);
+      return 1;
+    }
+    const invalidInput = err instanceof ApiError && err.code === "invalid_request";
+    if (invalidInput || err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       console.error(`${(err as Error).message}\n\nusage:\n${usageOf(command)}`);
       return 2;
     }

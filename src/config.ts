@@ -18,6 +18,8 @@ export const ConfigSchema = t.Object({
   DATABASE_URL: t.Optional(t.String({ pattern: "^(sqlite:.+|postgres(ql)?://.+)$" })),
   REDIS_URL: t.Optional(t.String({ pattern: "^rediss?://.+$" })),
   METRICS_TOKEN: t.Optional(t.String({ minLength: 16 })),
+  /** The operator's bearer token for /api/v1/admin/*; unset: the admin API is off. */
+  ADMIN_TOKEN: t.Optional(t.String({ minLength: 32 })),
   DEFAULT_APP_KEY_FILE: t.Optional(t.String({ minLength: 1 })),
   DATABASE_POOL_SIZE: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
   DATABASE_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
@@ -59,6 +61,9 @@ export const ConfigSchema = t.Object({
   RL_CONSENT_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Most grant dollars an app may have approved in one UTC day, unless the app sets its own. */
   GRANT_DAILY_CEILING_USD: t.Optional(PositiveUsd),
+  /** Failed admin authentications per client address before it is locked out for the window. */
+  RL_ADMIN_AUTH_LIMIT: t.Optional(PositiveInt),
+  RL_ADMIN_AUTH_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Deadline of every Redis command; past it the call counts as failed. */
   REDIS_COMMAND_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 10, maximum: 10_000 })),
   /** How long a chat call's Idempotency-Key and its answer are kept for retries. */
@@ -79,7 +84,7 @@ export const ConfigSchema = t.Object({
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
-const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN"]);
+const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN", "ADMIN_TOKEN"]);
 
 type RawConfig = Static<typeof ConfigSchema>;
 
@@ -94,6 +99,8 @@ export interface Config {
   database: DatabaseTarget;
   /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
   metricsToken: string | undefined;
+  /** When set, the admin API answers `Authorization: Bearer <token>`; unset, it is off (404). */
+  adminToken: string | undefined;
   /** Production: where the first start writes the default app's key (else beside the SQLite file, or data/). */
   defaultAppKeyFile: string | undefined;
   /** PostgreSQL: connections per process. */
@@ -118,7 +125,7 @@ export interface Config {
   usageFlushMs: number;
   disconnectDrainMs: number;
   shutdownGraceMs: number;
-  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerApp" | "consentPerAddress", { limit: number; windowMs: number }>;
+  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerApp" | "consentPerAddress" | "adminAuthFailures", { limit: number; windowMs: number }>;
   defaultMaxGrantUsd: number;
   /** The per-app daily ceiling on grant dollars for apps without their own. */
   grantDailyCeilingNano: number;
@@ -170,6 +177,7 @@ function fromRaw(raw: RawConfig): Config {
     database,
     defaultAppKeyFile: raw.DEFAULT_APP_KEY_FILE,
     metricsToken: raw.METRICS_TOKEN,
+    adminToken: raw.ADMIN_TOKEN,
     databasePoolSize: raw.DATABASE_POOL_SIZE ?? 10,
     databaseTimeoutMs: raw.DATABASE_TIMEOUT_MS ?? 5000,
     redisUrl: raw.REDIS_URL,
@@ -201,6 +209,7 @@ function fromRaw(raw: RawConfig): Config {
       // an app's live consent rows stay in the low thousands however hard the page is hit.
       consentPerApp: { limit: raw.RL_CONSENT_APP_LIMIT ?? 120, windowMs: (raw.RL_CONSENT_WINDOW_SECONDS ?? 60) * 1000 },
       consentPerAddress: { limit: raw.RL_CONSENT_IP_LIMIT ?? 20, windowMs: (raw.RL_CONSENT_WINDOW_SECONDS ?? 60) * 1000 },
+      adminAuthFailures: { limit: raw.RL_ADMIN_AUTH_LIMIT ?? 10, windowMs: (raw.RL_ADMIN_AUTH_WINDOW_SECONDS ?? 60) * 1000 },
     },
     defaultMaxGrantUsd: raw.DEFAULT_MAX_GRANT_USD ?? 5,
     // $100 a day: twenty grants of the default largest size ($5), room for a small app's busy

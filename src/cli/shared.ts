@@ -1,5 +1,5 @@
 import type { ParseArgsConfig } from "node:util";
-import type { Store } from "../store";
+import type { InputNames, OperatorService } from "../services/operator";
 
 /** A usage mistake: the message and the command's usage go to stderr, exit 2. */
 export class UsageError extends Error {}
@@ -14,8 +14,28 @@ export interface Command {
   usage: string;
   summary: string;
   options: Options;
-  run(store: Store, values: Values, now: number): Promise<number>;
+  /**
+   * Runs the command; the operator service refuses with ApiError (invalid_request: exit 2
+   * with the usage, not_found: exit 1), see src/cli.ts.
+   */
+  run(operator: OperatorService, values: Values): Promise<void>;
 }
+
+/** The service's refusals name the flags the operator typed. */
+export const CLI_INPUT_NAMES: InputNames = {
+  name: "--name",
+  origins: "--origin",
+  maxGrantUsd: "--max-grant-usd",
+  grantDailyCeilingUsd: "--grant-daily-ceiling-usd",
+  url: "--url",
+  events: "--event",
+  serviceDefault: "`default`",
+  from: "--from",
+  to: "--to",
+  format: "--format",
+  limit: "--limit",
+  cursor: "--cursor",
+};
 
 export const text = (values: Values, name: string, required = true): string | undefined => {
   const value = values[name];
@@ -24,7 +44,5 @@ export const text = (values: Values, name: string, required = true): string | un
   return undefined;
 };
 
-export const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 export const print = (value: unknown) => console.log(JSON.stringify(value));
-export const refuse = (message: string) => (console.error(message), 1);
 export const APP = { app: { type: "string" } } as const;

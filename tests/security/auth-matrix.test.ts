@@ -1,8 +1,8 @@
 /**
  * Auth matrix: every tampered or foreign credential against every endpoint that takes that
- * kind of credential, through one app with a memory logger at debug level. Each one is 401
- * with the same envelope; then every log line is scanned for every key, secret part, token
- * and JWT segment the run used.
+ * kind of credential (secret key, session token, the operator's admin token), through one
+ * app with a memory logger at debug level. Each one is 401 with the same envelope; then
+ * every log line is scanned for every key, secret part, token and JWT segment the run used.
  *
  * Messages: every failure of a presented credential of the right kind says the same thing
  * ("invalid secret key" / "invalid session token"), so a caller cannot learn which check
@@ -19,17 +19,20 @@ import { chatTestApp, UPSTREAM_KEY, type ChatTestApp } from "../helpers/chat-app
 import { TEST_JWT_SECRET } from "../helpers/test-app";
 import { expectError, expectOk } from "../helpers/expect";
 import { usdToNanoFloor } from "../../src/money";
+import { ADMIN_TOKEN } from "../helpers/admin";
+import { approveConsentOrThrow } from "../helpers/grants";
 
 const API = "/api/v1";
 const MODEL = "openai/gpt-4o-mini";
 const INVALID_KEY = '{"error":{"code":"auth","message":"invalid secret key"}}';
 const INVALID_TOKEN = '{"error":{"code":"auth","message":"invalid session token"}}';
+const INVALID_ADMIN = '{"error":{"code":"auth","message":"invalid admin token"}}';
 const MISSING = '{"error":{"code":"auth","message":"missing Authorization header"}}';
 const NOT_BEARER = `{"error":{"code":"auth","message":"Authorization header must be 'Bearer <credential>'"}}`;
 
 let t: ChatTestApp;
 /** Every credential, key, secret and token the run handed out or presented. */
-const secrets = new Set<string>([TEST_JWT_SECRET, UPSTREAM_KEY]);
+const secrets = new Set<string>([TEST_JWT_SECRET, UPSTREAM_KEY, ADMIN_TOKEN]);
 const remember = <T extends string>(s: T): T => {
   if (s.length >= 8) secrets.add(s);
   return s;
@@ -45,6 +48,8 @@ interface Ids {
   grantSpare: string;
   /** A genuine session token of app A's user "victim". */
   tokenA: string;
+  /** The app the admin endpoints act on (they disable it, revoke its key, user and grant). */
+  appC: string;
 }
 let ids: Ids;
 let nowS: number;
@@ -58,7 +63,7 @@ let liveKeyA = "";
 interface Endpoint {
   method: string;
   path: string;
-  kind: "secretKey" | "session";
+  kind: "secretKey" | "session" | "admin";
   headers?: () => Record<string, string>;
   json?: unknown;
   /** The status the endpoint answers with a valid credential (the control). */
@@ -86,6 +91,36 @@ const SESSION_ENDPOINTS: Endpoint[] = [
   { method: "POST", path: `${API}/connections`, kind: "session", json: { monthlyUsd: 1 }, okStatus: 200 },
   { method: "DELETE", path: `${API}/connections`, kind: "session", okStatus: 204 },
 ];
+
+/** Every admin operation, on app C; filled in once app C exists. */
+const ADMIN_ENDPOINTS: Endpoint[] = [];
+
+function adminEndpoints(appC: string, keyC: string, grantC: string, hookC: string): Endpoint[] {
+  const admin = (method: string, path: string, okStatus = 200, json?: unknown): Endpoint => ({ method, path: `${API}/admin${path}`, kind: "admin", okStatus, json });
+  return [
+    admin("GET", "/apps"),
+    admin("POST", "/apps", 201, { name: "made by the matrix control" }),
+    admin("GET", `/apps/${appC}`),
+    admin("PATCH", `/apps/${appC}`, 200, { name: "C renamed" }),
+    admin("POST", `/apps/${appC}/disable`),
+    admin("POST", `/apps/${appC}/enable`),
+    admin("GET", `/apps/${appC}/keys`),
+    admin("POST", `/apps/${appC}/keys`, 201),
+    admin("DELETE", `/apps/${appC}/keys/${keyC}`),
+    admin("GET", `/apps/${appC}/connections`),
+    admin("GET", `/apps/${appC}/connections/victim`),
+    admin("DELETE", `/apps/${appC}/connections/victim`),
+    admin("GET", `/apps/${appC}/grants`),
+    admin("DELETE", `/apps/${appC}/grants/${grantC}`),
+    admin("GET", `/apps/${appC}/usage?from=2026-01-01&to=2026-01-31`),
+    admin("POST", `/apps/${appC}/webhooks`, 201, { url: "https://c.example/more-hooks" }),
+    admin("GET", `/apps/${appC}/webhooks`),
+    admin("GET", `/apps/${appC}/webhooks/deliveries`),
+    admin("POST", `/apps/${appC}/webhooks/${hookC}/disable`),
+    admin("POST", `/apps/${appC}/webhooks/${hookC}/enable`),
+    admin("DELETE", `/apps/${appC}/webhooks/${hookC}`),
+  ];
+}
 
 /** Sends `endpoint` with exactly this Authorization header (null: none). */
 function send(endpoint: Endpoint, authorization: string | null): Promise<Response> {
@@ -167,14 +202,25 @@ async function mint(key: string, appUserId: string): Promise<string> {
 type Variant = [string, string | null, string];
 let secretKeyVariants: Variant[];
 let sessionVariants: Variant[];
+let adminVariants: Variant[];
+/** Apps in the store once the controls ran: no tampered admin call may add one. */
+let appsAfterControls = 0;
 
 beforeAll(async () => {
-  t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000" } });
+  t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000", ADMIN_TOKEN, RL_ADMIN_AUTH_LIMIT: "100000" } });
   nowS = Math.floor(t.clock.now() / 1000);
   const now = t.clock.now();
   const b = await t.deps.store.apps.create("B", ["http://localhost:3001"], now);
   const disabled = await t.deps.store.apps.create("disabled", [], now);
-  ids = { appA: t.appId, keyA: remember(t.secretKey), appB: b.app.id, keyB: remember(b.key.secretKey), grantA: "", grantSpare: "", tokenA: "" };
+  const c = await t.deps.store.apps.create("C", ["http://localhost:3000"], now);
+  remember(c.key.secretKey);
+  await t.deps.store.connections.approve(c.app.id, "victim", usdToNanoFloor(1), now);
+  const consentC = remember(await t.deps.store.grants.createConsentRequest({ appId: c.app.id, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" }, now, 600_000));
+  const grantC = await approveConsentOrThrow(t.deps.store.grants, consentC, now);
+  remember(grantC.grantToken);
+  const hookC = await t.deps.store.webhooks.createEndpoint(c.app.id, "https://c.example/hooks", null, now);
+  ADMIN_ENDPOINTS.push(...adminEndpoints(c.app.id, c.key.keyId, grantC.grant.id, hookC.id));
+  ids = { appA: t.appId, keyA: remember(t.secretKey), appB: b.app.id, keyB: remember(b.key.secretKey), grantA: "", grantSpare: "", tokenA: "", appC: c.app.id };
   await t.connect("victim", 5);
   ids.tokenA = await mint(ids.keyA, "victim");
   const tokenB = await mint(ids.keyB, "victim");
@@ -215,6 +261,25 @@ beforeAll(async () => {
     ["the key of a disabled app", `Bearer ${disabled.key.secretKey}`, INVALID_KEY],
     ["a grant token", `Bearer ${ids.grantA}`, INVALID_KEY],
     ["a valid session token of the same app", `Bearer ${ids.tokenA}`, '{"error":{"code":"auth","message":"invalid secret key: this endpoint takes a secret key, not a session token"}}'],
+    ["the admin token", `Bearer ${ADMIN_TOKEN}`, INVALID_KEY],
+  ];
+  const otherAdmin = ADMIN_TOKEN.endsWith("A") ? "B" : "A";
+  adminVariants = [
+    ["no Authorization header", null, MISSING],
+    ["an empty Authorization header", "", MISSING],
+    ["Basic instead of Bearer", `Basic ${btoa(ADMIN_TOKEN)}`, NOT_BEARER],
+    ["the token without a scheme", ADMIN_TOKEN, NOT_BEARER],
+    ["Bearer with two credentials", `Bearer ${ADMIN_TOKEN} ${ADMIN_TOKEN}`, NOT_BEARER],
+    ["a truncated token", `Bearer ${ADMIN_TOKEN.slice(0, -1)}`, INVALID_ADMIN],
+    ["the token with one character more", `Bearer ${ADMIN_TOKEN}A`, INVALID_ADMIN],
+    ["the token with its last character changed", `Bearer ${ADMIN_TOKEN.slice(0, -1)}${otherAdmin}`, INVALID_ADMIN],
+    ["the token in upper case", `Bearer ${ADMIN_TOKEN.toUpperCase()}`, INVALID_ADMIN],
+    ["app A's secret key", `Bearer ${keyA}`, INVALID_ADMIN],
+    ["app C's own secret key", `Bearer ${c.key.secretKey}`, INVALID_ADMIN],
+    ["a session token", `Bearer ${ids.tokenA}`, INVALID_ADMIN],
+    ["a grant token", `Bearer ${ids.grantA}`, INVALID_ADMIN],
+    ["the JWT secret", `Bearer ${TEST_JWT_SECRET}`, INVALID_ADMIN],
+    ["the upstream key", `Bearer ${UPSTREAM_KEY}`, INVALID_ADMIN],
   ];
 
   const { privateKey } = await generateKeyPair("RS256");
@@ -259,6 +324,7 @@ beforeAll(async () => {
     ["the token without a scheme", ids.tokenA, NOT_BEARER],
     ["a valid secret key of the same app", `Bearer ${keyA}`, '{"error":{"code":"auth","message":"this endpoint takes a session token, not a secret key"}}'],
     ["a grant token", `Bearer ${ids.grantA}`, INVALID_TOKEN],
+    ["the admin token", `Bearer ${ADMIN_TOKEN}`, INVALID_TOKEN],
   ];
   for (const [name, token, expected] of forged) {
     const value = remember(await token);
@@ -270,8 +336,8 @@ beforeAll(async () => {
 describe("auth matrix", () => {
   test("controls: each endpoint answers with its valid credential, so every 401 below is the credential's doing", async () => {
     // Read-only and repeatable first; the two that change state last.
-    for (const endpoint of [...SECRET_KEY_ENDPOINTS, ...SESSION_ENDPOINTS].sort((a, b) => Number(a.method === "DELETE") - Number(b.method === "DELETE"))) {
-      const credential = endpoint.kind === "secretKey" ? ids.keyA : ids.tokenA;
+    for (const endpoint of [...SECRET_KEY_ENDPOINTS, ...SESSION_ENDPOINTS, ...ADMIN_ENDPOINTS].sort((a, b) => Number(a.method === "DELETE") - Number(b.method === "DELETE"))) {
+      const credential = { secretKey: ids.keyA, session: ids.tokenA, admin: ADMIN_TOKEN }[endpoint.kind];
       currentGrant = endpoint.method === "DELETE" ? ids.grantSpare : ids.grantA;
       const res = await send(endpoint, `Bearer ${credential}`);
       expect({ endpoint: `${endpoint.method} ${endpoint.path}`, status: res.status }).toEqual({ endpoint: `${endpoint.method} ${endpoint.path}`, status: endpoint.okStatus });
@@ -283,15 +349,17 @@ describe("auth matrix", () => {
     expect(await expectOk(await send(SESSION_ENDPOINTS[0]!, `Bearer ${forgedControl}`))).toMatchObject({ appUserId: "forged-control" });
     // The state the matrix must leave alone: the victim connected at 3 USD, the grant active.
     await t.connect("victim", 3);
+    appsAfterControls = await t.deps.store.apps.count();
   });
 
   for (const [kind, endpoints] of [
     ["secret-key", SECRET_KEY_ENDPOINTS],
     ["session-token", SESSION_ENDPOINTS],
+    ["admin-token", ADMIN_ENDPOINTS],
   ] as const) {
     test(`every ${kind} variant on every ${kind} endpoint is 401 with the same envelope`, async () => {
-      const variants = kind === "secret-key" ? secretKeyVariants : sessionVariants;
-      const uniform = kind === "secret-key" ? INVALID_KEY : INVALID_TOKEN;
+      const variants = { "secret-key": secretKeyVariants, "session-token": sessionVariants, "admin-token": adminVariants }[kind];
+      const uniform = { "secret-key": INVALID_KEY, "session-token": INVALID_TOKEN, "admin-token": INVALID_ADMIN }[kind];
       let checked = 0;
       for (const endpoint of endpoints) {
         for (const [name, header, expected] of variants) {
@@ -304,6 +372,7 @@ describe("auth matrix", () => {
         }
       }
       expect(checked).toBe(endpoints.length * variants.length);
+      expect(checked).toBeGreaterThan(0);
       // Most causes share one byte-identical body: which check failed is not told.
       expect(variants.filter(([, , e]) => e === uniform).length).toBeGreaterThan(variants.length / 2);
     });
@@ -318,6 +387,9 @@ describe("auth matrix", () => {
     const grant = await expectOk(await send(SECRET_KEY_ENDPOINTS[4]!, `Bearer ${ids.keyA}`));
     expect(grant).toMatchObject({ status: "active", uses: 0 });
     expect(t.mock.served.length).toBe(1); // the control's chat only
+    // No tampered admin call created, changed or revoked anything.
+    expect(await t.deps.store.apps.count()).toBe(appsAfterControls);
+    expect((await t.deps.store.apps.find(ids.appC))?.name).toBe("C renamed");
   });
 
   test("rotation: the old key stays valid on every endpoint until it is revoked, then 401 everywhere", async () => {

@@ -16,6 +16,7 @@ import { TEST_JWT_SECRET } from "../helpers/test-app";
 import { expectError, expectOk } from "../helpers/expect";
 import { usdToNanoFloor } from "../../src/money";
 import { NO_DAILY_CEILING } from "../helpers/grants";
+import { ADMIN_TOKEN } from "../helpers/admin";
 
 const API = "/api/v1";
 const MODEL = "openai/gpt-4o-mini";
@@ -77,7 +78,7 @@ async function snapshotOfA(): Promise<unknown> {
 interface RouteEntry {
   method: string;
   path: string;
-  credential: "secretKey" | "session" | "none";
+  credential: "secretKey" | "session" | "admin" | "none";
   /** What B tries against A's resources; asserts the route's own answer; returns B's responses. */
   attack(): Promise<Response[]>;
 }
@@ -279,6 +280,47 @@ const ROUTES: RouteEntry[] = [
   },
 ];
 
+/** The operator's routes (ADMIN_TOKEN is set here), as registered. */
+const ADMIN_ROUTES: Array<[string, string]> = [
+  ["POST", "/apps"], ["GET", "/apps"], ["GET", "/apps/:appId"], ["PATCH", "/apps/:appId"], ["POST", "/apps/:appId/disable"], ["POST", "/apps/:appId/enable"],
+  ["GET", "/apps/:appId/keys"], ["POST", "/apps/:appId/keys"], ["DELETE", "/apps/:appId/keys/:keyId"],
+  ["GET", "/apps/:appId/connections"], ["GET", "/apps/:appId/connections/:appUserId"], ["DELETE", "/apps/:appId/connections/:appUserId"],
+  ["GET", "/apps/:appId/grants"], ["DELETE", "/apps/:appId/grants/:grantId"], ["GET", "/apps/:appId/usage"],
+  ["POST", "/apps/:appId/webhooks"], ["GET", "/apps/:appId/webhooks"], ["GET", "/apps/:appId/webhooks/deliveries"],
+  ["DELETE", "/apps/:appId/webhooks/:endpointId"], ["POST", "/apps/:appId/webhooks/:endpointId/disable"], ["POST", "/apps/:appId/webhooks/:endpointId/enable"],
+];
+
+ROUTES.push(
+  ...ADMIN_ROUTES.map(
+    ([method, path]): RouteEntry => ({
+      method,
+      path: `${API}/admin${path}`,
+      credential: "admin",
+      async attack() {
+        // The operator's routes take ADMIN_TOKEN only: none of B's credentials reaches A's app through them.
+        const keyOfA = (await t.deps.store.apps.keysOf(A.appId))[0]!.id;
+        const query = path.endsWith("/usage") ? "?from=2026-01-01&to=2026-01-31" : "";
+        const concrete = `${API}/admin${path.replace(":appId", A.appId).replace(":keyId", keyOfA).replace(":appUserId", "alice").replace(":grantId", A.grantId).replace(":endpointId", "whenope")}${query}`;
+        const json =
+          method === "POST" && path === "/apps"
+            ? { name: "B's app" }
+            : method === "POST" && path.endsWith("/webhooks")
+              ? { url: "https://b.example/hooks" }
+              : method === "PATCH"
+                ? { name: "renamed by B" }
+                : undefined;
+        const responses: Response[] = [];
+        for (const bearer of [B.key, B.aliceToken, B.grantToken]) {
+          const res = await call(concrete, { method, bearer, json, headers: { origin: ORIGIN_B } });
+          await expectError(copy(res), 401, "auth");
+          responses.push(res);
+        }
+        return responses;
+      },
+    }),
+  ),
+);
+
 /** A second readable copy of a response (typed as Bun's Response, which `clone` is not). */
 const copy = (res: Response): Response => res.clone() as unknown as Response;
 
@@ -291,7 +333,7 @@ function withoutText(res: Response, known: string): Response {
 // ---- setup -----------------------------------------------------------------------------
 
 beforeAll(async () => {
-  t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000" } });
+  t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000", ADMIN_TOKEN, RL_ADMIN_AUTH_LIMIT: "100000" } });
   const b = await t.deps.store.apps.create("B", [ORIGIN_B], t.clock.now());
   await t.connect("alice", CAP_A);
   const grantA = await grantOf(t.appId, ORIGIN_A);
@@ -332,7 +374,8 @@ describe("cross-app isolation", () => {
   test("every documented operation is in the table", async () => {
     const spec = (await expectOk(await call(`${API}/openapi.json`))) as { paths: Record<string, Record<string, unknown>> };
     const listed = new Set(ROUTES.map((r) => `${r.method} ${r.path}`));
-    const documented = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    // openapi.json writes path parameters `{appId}`; the router, `:appId`.
+    const documented = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ":$1")}`));
     expect(documented.length).toBeGreaterThan(10);
     expect(documented.filter((op) => !listed.has(op))).toEqual([]);
   });

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import { startReceiver, type ReceiverProcess } from "../helpers/webhook-receiver-process";
-import { WebhookEndpointOperations } from "../../src/services/webhook-endpoints";
+import { OperatorService } from "../../src/services/operator";
 import { WebhookDispatcher } from "../../src/webhooks/dispatcher";
 import type { WebhookEventType } from "../../src/store/webhooks";
 import { approveConsentOrThrow } from "../helpers/grants";
@@ -25,7 +25,7 @@ let seen = 0;
 
 beforeEach(async () => {
   t = await chatTestApp({ env: { RL_CHAT_LIMIT: "100000" } });
-  const endpoint = await new WebhookEndpointOperations(t.deps.store).add(t.appId, receiver.url, undefined, t.clock.now());
+  const endpoint = await new OperatorService(t.deps.store, t.clock).webhooks.add(t.appId, { url: receiver.url });
   await receiver.control({ secret: endpoint.secret, fail: 0 });
   dispatcher = new WebhookDispatcher(t.deps.store.webhooks, t.clock, t.deps.logger, { pollMs: 1000, retryScheduleMs: [1000], timeoutMs: 5000 });
   seen = (await receiver.received()).length;
@@ -143,10 +143,10 @@ describe("webhook events", () => {
   });
 
   test("an endpoint subscribed to some types gets only those; a disabled one gets nothing", async () => {
-    const ops = new WebhookEndpointOperations(t.deps.store);
+    const ops = new OperatorService(t.deps.store, t.clock).webhooks;
     const [all] = await ops.list(t.appId);
-    await ops.disable(t.appId, all!.endpointId, t.clock.now());
-    const only = await ops.add(t.appId, receiver.url, ["connection.revoked"], t.clock.now());
+    await ops.disable(t.appId, all!.endpointId);
+    const only = await ops.add(t.appId, { url: receiver.url, events: ["connection.revoked"] });
     await receiver.control({ secret: only.secret });
     const token = await session("bob", 20);
     await connections(token, "POST", { monthlyUsd: 10 });

@@ -1,0 +1,95 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { Elysia } from "elysia";
+import type { Clock } from "../clock";
+import { ApiError } from "../errors";
+import type { RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
+import { bearerCredential } from "./credentials";
+
+/**
+ * The operator's credential for /api/v1/admin/* (`ADMIN_TOKEN`). Unset, the admin API is
+ * off and answers 404, as /metrics does without its token. App secret keys and session
+ * tokens are never admin credentials, nor the admin token an app credential: each kind is
+ * checked only by its own guard (ARCHITECTURE.md §3 "Security").
+ */
+export class AdminTokenGuard {
+  /** SHA-256 of the token: digests have one length, so comparing them leaks neither bytes nor length. */
+  private readonly expected: Buffer | null;
+  /** Addresses refused until a time (ms), learned when the shared limiter says their failures ran out. */
+  private readonly lockedUntil = new Map<string, number>();
+
+  constructor(
+    token: string | undefined,
+    private readonly limiter: RateLimiter,
+    private readonly failures: RateLimitRule,
+    private readonly clock: Clock,
+  ) {
+    this.expected = token ? digest(token) : null;
+  }
+
+  /**
+   * Passes, or throws: 404 when the API is off, 401 for a missing or wrong token, 429 once
+   * an address has failed `failures.limit` times in a window. A locked-out address is
+   * refused before its token is compared, so guessing stops for the window, whatever it sends.
+   */
+  async check(authorization: string | null, address: string): Promise<void> {
+    if (!this.expected) throw new ApiError("not_found", "the admin API is off: set ADMIN_TOKEN to serve it");
+    const now = this.clock.now();
+    const until = this.lockedUntil.get(address);
+    if (until !== undefined && until > now) throw lockedOut(until - now);
+    let failure: ApiError;
+    try {
+      if (timingSafeEqual(digest(bearerCredential(authorization)), this.expected)) return;
+      failure = new ApiError("auth", "invalid admin token");
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      failure = err;
+    }
+    // Only failures are counted: an operator's scripts may call as often as they need.
+    const decision = await this.limiter.check(this.failures, address);
+    if (decision.allowed) throw failure;
+    this.lock(address, now + decision.resetMs, now);
+    throw lockedOut(decision.resetMs);
+  }
+
+  private lock(address: string, until: number, now: number): void {
+    for (const [known, time] of this.lockedUntil) if (time <= now) this.lockedUntil.delete(known);
+    this.lockedUntil.set(address, until);
+  }
+}
+
+const digest = (text: string) => createHash("sha256").update(text).digest();
+
+function lockedOut(resetMs: number): ApiError {
+  const seconds = Math.max(1, Math.ceil(resetMs / 1000));
+  return new ApiError("rate_limited", `too many failed admin authentications from this address; retry in ${seconds} s`, {}, { "retry-after": String(seconds) });
+}
+
+/**
+ * `{ adminToken: true }` on a route. Like the app credentials' macro (src/auth/macro.ts), it
+ * runs in `parse` and `transform`, before any body is read or validated for a stranger.
+ * The first hook to run decides (a refusal ends the request); later ones reuse its answer.
+ */
+export function adminTokenPlugin(guard: AdminTokenGuard) {
+  const checked = new WeakMap<Request, Promise<void>>();
+  const check = (request: Request, server: { requestIP(request: Request): { address: string } | null } | null): Promise<void> => {
+    let found = checked.get(request);
+    if (!found) {
+      found = guard.check(request.headers.get("authorization"), server?.requestIP(request)?.address ?? "unknown");
+      checked.set(request, found);
+    }
+    return found;
+  };
+  return new Elysia().macro({
+    adminToken: {
+      async parse({ request, server }) {
+        await check(request, server);
+      },
+      async transform({ request, server }) {
+        await check(request, server);
+      },
+      async beforeHandle({ request, server }) {
+        await check(request, server);
+      },
+    },
+  });
+}

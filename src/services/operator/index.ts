@@ -1,0 +1,41 @@
+/**
+ * The operator's operations, each held once: validation, store calls and the JSON shape of
+ * the result. The CLI (src/cli/) and the admin API (src/routes/admin/) are two thin
+ * surfaces over it, so they cannot drift apart. A new resource is one more file here and
+ * one more field below, then its commands and routes.
+ */
+import type { Clock } from "../../clock";
+import type { Store } from "../../store";
+import { AppOperations } from "./apps";
+import { GrantOperations } from "./grants";
+import { JSON_INPUT_NAMES, type InputNames } from "./input";
+import { KeyOperations } from "./keys";
+import { UsageExportOperations } from "./usage-export";
+import { UserConnectionOperations } from "./user-connections";
+import { WebhookOperations } from "./webhooks";
+
+export class OperatorService {
+  readonly apps: AppOperations;
+  readonly keys: KeyOperations;
+  readonly connections: UserConnectionOperations;
+  readonly grants: GrantOperations;
+  readonly usage: UsageExportOperations;
+  readonly webhooks: WebhookOperations;
+
+  /** `names`: how the caller's surface names the inputs, for the messages of refusals. */
+  constructor(store: Store, clock: Clock, names: InputNames = JSON_INPUT_NAMES) {
+    const context = { store, clock, names };
+    this.apps = new AppOperations(context);
+    this.keys = new KeyOperations(context);
+    this.connections = new UserConnectionOperations(context);
+    this.grants = new GrantOperations(context);
+    this.usage = new UsageExportOperations(context);
+    this.webhooks = new WebhookOperations(context);
+  }
+}
+
+export type { InputNames } from "./input";
+export type { NewApp, AppUpdate } from "./apps";
+export type { PageRequest } from "./paging";
+export { MAX_PAGE_SIZE } from "./paging";
+export type { ExportFormat, UsageExport } from "./usage-export";

@@ -1,0 +1,96 @@
+/**
+ * What the operator service shares between its operations: the context they run in, the
+ * rules on the operator's input, and the two refusals (ARCHITECTURE.md §5: services throw
+ * ApiError). The CLI turns `invalid_request` into a usage error (exit 2) and `not_found`
+ * into exit 1; the admin API sends them as 400 and 404.
+ */
+import type { Clock } from "../../clock";
+import { ApiError } from "../../errors";
+import type { Store } from "../../store";
+import type { App } from "../../store/apps";
+
+/**
+ * How the surface calling the service names each input, so that a refusal names what the
+ * operator typed: `--max-grant-usd` on the command line, `maxGrantUsd` in a JSON body.
+ */
+export interface InputNames {
+  name: string;
+  origins: string;
+  maxGrantUsd: string;
+  grantDailyCeilingUsd: string;
+  url: string;
+  events: string;
+  /** What stands for "the service default" where a maximum grant is expected. */
+  serviceDefault: string;
+  from: string;
+  to: string;
+  format: string;
+  limit: string;
+  cursor: string;
+}
+
+export const JSON_INPUT_NAMES: InputNames = {
+  name: "name",
+  origins: "origins",
+  maxGrantUsd: "maxGrantUsd",
+  grantDailyCeilingUsd: "grantDailyCeilingUsd",
+  url: "url",
+  events: "events",
+  serviceDefault: "null",
+  from: "from",
+  to: "to",
+  format: "format",
+  limit: "limit",
+  cursor: "cursor",
+};
+
+export interface OperatorContext {
+  store: Store;
+  clock: Clock;
+  names: InputNames;
+}
+
+export const invalid = (message: string) => new ApiError("invalid_request", message);
+export const notFound = (message: string) => new ApiError("not_found", message);
+
+/** The app, or 404: every operation on an app's keys, users, grants or usage names one. */
+export async function requireApp(context: OperatorContext, appId: string): Promise<App> {
+  const app = await context.store.apps.find(appId);
+  if (!app) throw notFound(`no app ${appId}`);
+  return app;
+}
+
+/**
+ * An origin as browsers send it in `Origin` (RFC 6454 §6.1): scheme, host and port only,
+ * serialised the way URL does it, since CORS and the consent popup compare it byte for byte.
+ */
+export function normaliseOrigin(names: InputNames, raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw invalid(`${names.origins} ${raw} is not a URL origin like https://app.example.com`);
+  }
+  if (!/^https?:$/.test(url.protocol) || url.origin !== raw.replace(/\/$/, "")) {
+    throw invalid(`${names.origins} ${raw} must be scheme://host[:port] with no path`);
+  }
+  return url.origin;
+}
+
+/** Nano-dollars are integers below 2^53 (src/money.ts): this keeps a grant far inside them. */
+export const MAX_GRANT_USD_CEILING = 1_000_000;
+
+export function nonEmptyName(names: InputNames, name: string): string {
+  if (name.trim() === "") throw invalid(`${names.name} must not be empty`);
+  return name;
+}
+
+/** `YYYY-MM-DD` as the UTC midnight that starts it, in ms. */
+export function utcDay(field: string, raw: string): number {
+  const ms = /^\d{4}-\d{2}-\d{2}$/.test(raw) ? Date.parse(`${raw}T00:00:00Z`) : Number.NaN;
+  if (Number.isNaN(ms)) throw invalid(`${field} must be a date like 2026-11-01`);
+  return ms;
+}
+
+export const isoTime = (ms: number) => new Date(ms).toISOString();
+export const isoOrNull = (ms: number | null) => (ms === null ? null : isoTime(ms));

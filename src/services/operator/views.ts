@@ -1,0 +1,169 @@
+/**
+ * What the operator sees of each result, one schema each: the CLI prints these objects as
+ * JSON lines, the admin API returns them and publishes these schemas in openapi.json, so
+ * the two cannot show different things. Amounts are USD (the boundary, ARCHITECTURE.md §3
+ * "Money"); times are ISO 8601. The order of fields is the order the CLI prints them in.
+ */
+import { Type as t, type Static, type TSchema } from "@sinclair/typebox";
+
+const Time = t.String({ format: "date-time" });
+const TimeOrNull = t.Union([Time, t.Null()]);
+const Usd = t.Number({ description: "US dollars." });
+const SecretKey = t.String({ description: "`sk_live_{appId}_{secret}`: shown only in this response, stored only hashed." });
+
+export const AppKeyView = t.Object({ keyId: t.String(), createdAt: Time, revokedAt: TimeOrNull });
+
+const GrantLimits = {
+  maxGrantUsd: t.Union([Usd, t.Null()], { description: "Largest one-time grant the app may ask for; null: the service default (DEFAULT_MAX_GRANT_USD)." }),
+  grantDailyCeilingUsd: t.Union([Usd, t.Null()], {
+    description: "Most grant dollars the app may have approved in one UTC day; null: the service default (GRANT_DAILY_CEILING_USD).",
+  }),
+};
+
+export const AppView = t.Object({
+  appId: t.String(),
+  name: t.String(),
+  origins: t.Array(t.String()),
+  ...GrantLimits,
+  createdAt: Time,
+  disabledAt: TimeOrNull,
+  keys: t.Array(AppKeyView, { description: "Every key the app was issued, revoked ones included; never a secret." }),
+});
+
+/** One app, as `app show` and GET /admin/apps/{appId} give it: the same as a listed app. */
+export const AppDetailsView = AppView;
+
+export const CreatedAppView = t.Object({
+  appId: t.String(),
+  secretKey: SecretKey,
+  name: t.String(),
+  origins: t.Array(t.String()),
+  keyId: t.String(),
+  maxGrantUsd: t.Optional(t.Number({ description: "Present when the app has its own largest grant." })),
+  grantDailyCeilingUsd: t.Optional(t.Number({ description: "Present when the app has its own daily ceiling on grant dollars." })),
+});
+
+export const UpdatedAppView = t.Object({ appId: t.String(), name: t.String(), origins: t.Array(t.String()), ...GrantLimits });
+
+export const AppStateView = t.Object({ appId: t.String(), disabled: t.Boolean() });
+
+export const KeyView = t.Object({ appId: t.String(), ...AppKeyView.properties });
+
+export const IssuedKeyView = t.Object({ appId: t.String(), keyId: t.String(), secretKey: SecretKey });
+
+export const RevokedKeyView = t.Object({ appId: t.String(), keyId: t.String(), revoked: t.Literal(true) });
+
+const FundingStatus = t.Union([t.Literal("ok"), t.Literal("invalid")]);
+
+export const ConnectionView = t.Object({
+  appUserId: t.String(),
+  monthlyUsd: Usd,
+  fundingStatus: FundingStatus,
+  connectedAt: Time,
+  revokedAt: TimeOrNull,
+});
+
+export const ConnectionDetailsView = t.Object({
+  appUserId: t.String(),
+  monthlyUsd: Usd,
+  usedUsd: t.Number({ description: "Settled spend in `period`, as recorded in the ledger." }),
+  period: t.String({ description: "The current UTC month, YYYY-MM." }),
+  fundingStatus: FundingStatus,
+  connectedAt: Time,
+  updatedAt: Time,
+  revokedAt: TimeOrNull,
+});
+
+export const RevokedConnectionView = t.Object({ appId: t.String(), appUserId: t.String(), revoked: t.Literal(true) });
+
+export const GrantView = t.Object({
+  grantId: t.String(),
+  usd: Usd,
+  uses: t.Integer(),
+  maxUses: t.Union([t.Integer(), t.Null()]),
+  origin: t.String(),
+  createdAt: Time,
+  expiresAt: Time,
+  revokedAt: TimeOrNull,
+});
+
+export const RevokedGrantView = t.Object({ appId: t.String(), grantId: t.String(), revoked: t.Literal(true) });
+
+export const UsageExportRowView = t.Object({
+  requestId: t.String(),
+  startedAt: Time,
+  appUserId: t.Union([t.String(), t.Null()]),
+  grantId: t.Union([t.String(), t.Null()]),
+  model: t.String(),
+  generationId: t.Union([t.String(), t.Null()]),
+  promptTokens: t.Integer(),
+  completionTokens: t.Integer(),
+  costUsd: Usd,
+  source: t.Union([t.Literal("upstream"), t.Literal("computed"), t.Literal("estimated")]),
+  status: t.String(),
+  streamed: t.Boolean(),
+  reservedUsd: t.Union([Usd, t.Null()]),
+  overrunUsd: Usd,
+});
+
+/** One page of a list that grows with an app's users: pass `nextCursor` back for the next. */
+export const PageView = <T extends TSchema>(item: T) =>
+  t.Object({ data: t.Array(item), nextCursor: t.Union([t.String(), t.Null()], { description: "Pass as `cursor` for the next page; null on the last." }) });
+
+export interface Page<T> {
+  data: T[];
+  nextCursor: string | null;
+}
+
+export type AppView = Static<typeof AppView>;
+export type AppDetailsView = Static<typeof AppDetailsView>;
+export type CreatedAppView = Static<typeof CreatedAppView>;
+export type UpdatedAppView = Static<typeof UpdatedAppView>;
+export type AppStateView = Static<typeof AppStateView>;
+export type KeyView = Static<typeof KeyView>;
+export type IssuedKeyView = Static<typeof IssuedKeyView>;
+export type RevokedKeyView = Static<typeof RevokedKeyView>;
+export type ConnectionView = Static<typeof ConnectionView>;
+export type ConnectionDetailsView = Static<typeof ConnectionDetailsView>;
+export type RevokedConnectionView = Static<typeof RevokedConnectionView>;
+export type GrantView = Static<typeof GrantView>;
+export type RevokedGrantView = Static<typeof RevokedGrantView>;
+export type UsageExportRowView = Static<typeof UsageExportRowView>;
+
+const EventTypes = t.Union([t.Array(t.String()), t.Literal("all")], { description: "The event types sent to it, or `all` (including types added later)." });
+
+/** A webhook endpoint, never with its secret (shown once, by `webhook add`). */
+export const WebhookEndpointView = t.Object({
+  endpointId: t.String(),
+  appId: t.String(),
+  url: t.String(),
+  events: EventTypes,
+  createdAt: Time,
+  disabledAt: TimeOrNull,
+  disabledReason: t.Union([t.String(), t.Null()], { description: "`gone` (the receiver answered 410) or `operator`." }),
+});
+
+export const CreatedWebhookEndpointView = t.Object({
+  ...WebhookEndpointView.properties,
+  secret: t.String({ description: "`whsec_…`: the Standard Webhooks signing secret; shown only in this response." }),
+});
+
+export const RemovedWebhookEndpointView = t.Object({ endpointId: t.String(), removed: t.Literal(true) });
+
+export const WebhookDeliveryView = t.Object({
+  eventId: t.String({ description: "The `webhook-id` header: the same on every attempt." }),
+  endpointId: t.String(),
+  type: t.String(),
+  state: t.Union([t.Literal("pending"), t.Literal("delivered"), t.Literal("failed")]),
+  attempts: t.Integer(),
+  nextAttemptAt: TimeOrNull,
+  lastStatus: t.Union([t.Integer(), t.Null()]),
+  lastError: t.Union([t.String(), t.Null()]),
+  createdAt: Time,
+  finishedAt: TimeOrNull,
+});
+
+export type WebhookEndpointView = Static<typeof WebhookEndpointView>;
+export type CreatedWebhookEndpointView = Static<typeof CreatedWebhookEndpointView>;
+export type RemovedWebhookEndpointView = Static<typeof RemovedWebhookEndpointView>;
+export type WebhookDeliveryView = Static<typeof WebhookDeliveryView>;

@@ -1,0 +1,103 @@
+import { WEBHOOK_EVENT_TYPES, type DeliveryRecord, type WebhookEndpoint, type WebhookEventType } from "../../store/webhooks";
+import { invalid, isoOrNull, isoTime, notFound, requireApp, type OperatorContext } from "./input";
+import type { CreatedWebhookEndpointView, RemovedWebhookEndpointView, WebhookDeliveryView, WebhookEndpointView } from "./views";
+
+const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/;
+
+/** Webhook endpoints (ARCHITECTURE.md §6): register, list, disable, enable, remove; and their deliveries. */
+export class WebhookOperations {
+  constructor(private readonly context: OperatorContext) {}
+
+  /** Registers an endpoint; the answer is the only time its signing secret is shown. */
+  async add(appId: string, input: { url: string; events?: string[] }): Promise<CreatedWebhookEndpointView> {
+    await requireApp(this.context, appId);
+    const endpoint = await this.context.store.webhooks.createEndpoint(appId, this.receiverUrl(input.url), this.eventTypes(input.events), this.context.clock.now());
+    return { ...endpointView(endpoint), secret: endpoint.secret };
+  }
+
+  async list(appId: string): Promise<WebhookEndpointView[]> {
+    await requireApp(this.context, appId);
+    return (await this.context.store.webhooks.listEndpoints(appId)).map(endpointView);
+  }
+
+  async remove(appId: string, endpointId: string): Promise<RemovedWebhookEndpointView> {
+    if (!(await this.context.store.webhooks.deleteEndpoint(appId, endpointId))) throw missing(appId, endpointId);
+    return { endpointId, removed: true };
+  }
+
+  /** Stops sending to it; its pending deliveries fail. */
+  async disable(appId: string, endpointId: string): Promise<WebhookEndpointView> {
+    await this.find(appId, endpointId);
+    await this.context.store.webhooks.disableEndpoint(endpointId, "operator", this.context.clock.now());
+    return endpointView(await this.find(appId, endpointId));
+  }
+
+  async enable(appId: string, endpointId: string): Promise<WebhookEndpointView> {
+    const endpoint = await this.context.store.webhooks.enableEndpoint(appId, endpointId);
+    if (!endpoint) throw missing(appId, endpointId);
+    return endpointView(endpoint);
+  }
+
+  /** The app's latest deliveries, newest first. */
+  async deliveries(appId: string, limit: number, endpointId?: string): Promise<WebhookDeliveryView[]> {
+    await requireApp(this.context, appId);
+    if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1000)) throw invalid(`${this.context.names.limit} must be a whole number from 1 to 1000`);
+    return (await this.context.store.webhooks.listDeliveries(appId, limit, endpointId)).map(deliveryView);
+  }
+
+  private async find(appId: string, endpointId: string): Promise<WebhookEndpoint> {
+    const endpoint = (await this.context.store.webhooks.listEndpoints(appId)).find((e) => e.id === endpointId);
+    if (!endpoint) throw missing(appId, endpointId);
+    return endpoint;
+  }
+
+  /**
+   * https, or http to this machine only (a receiver in development): the payloads name
+   * users and their budgets, so they never cross a network in clear. A user name or
+   * password in the URL is refused: URLs are shown in listings and logs.
+   */
+  private receiverUrl(raw: string): string {
+    const name = this.context.names.url;
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw invalid(`${name} ${JSON.stringify(raw)} is not a URL`);
+    }
+    if (url.username || url.password) throw invalid(`${name} may not carry a user name or password`);
+    if (url.protocol === "https:" || (url.protocol === "http:" && LOOPBACK.test(url.hostname))) return url.href;
+    throw invalid(`${name} must be https (http only to localhost or 127.0.0.1)`);
+  }
+
+  private eventTypes(raw: string[] | undefined): WebhookEventType[] | null {
+    if (!raw || raw.length === 0) return null;
+    const unknown = raw.find((type) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(type));
+    if (unknown !== undefined) throw invalid(`${this.context.names.events}: unknown event type ${JSON.stringify(unknown)}; known: ${WEBHOOK_EVENT_TYPES.join(", ")}`);
+    return [...new Set(raw)] as WebhookEventType[];
+  }
+}
+
+const missing = (appId: string, endpointId: string) => notFound(`no webhook endpoint ${endpointId} for app ${appId}`);
+
+const endpointView = (e: WebhookEndpoint): WebhookEndpointView => ({
+  endpointId: e.id,
+  appId: e.appId,
+  url: e.url,
+  events: e.eventTypes ?? "all",
+  createdAt: isoTime(e.createdAt),
+  disabledAt: isoOrNull(e.disabledAt),
+  disabledReason: e.disabledReason,
+});
+
+const deliveryView = (d: DeliveryRecord): WebhookDeliveryView => ({
+  eventId: d.eventId,
+  endpointId: d.endpointId,
+  type: d.type,
+  state: d.state,
+  attempts: d.attempts,
+  nextAttemptAt: isoOrNull(d.nextAttemptAt),
+  lastStatus: d.lastStatus,
+  lastError: d.lastError,
+  createdAt: isoTime(d.createdAt),
+  finishedAt: isoOrNull(d.finishedAt),
+});
