@@ -8,7 +8,7 @@ import { consentHeaders, renderConsentError, renderConsentPage } from "../grants
 import { POPUP_SCRIPT } from "../grants/popup-script";
 import { enforceRateLimit } from "../ratelimit/macro";
 import { randomString } from "../random";
-import { errorResponses } from "./models";
+import { ErrorEnvelope, errorResponses } from "./models";
 
 export const ApproveConsentRequest = t.Object({ consentToken: t.String({ minLength: 10, maxLength: 128 }) });
 
@@ -76,6 +76,7 @@ export function grantRoutes(deps: Deps, grants: GrantService, auth: Guards) {
         detail: {
           tags: ["grants"],
           summary: "The consent popup (HTML)",
+          security: [],
           description:
             "Opened by popup.js with `appId`, `usd`, `origin` (the opener's, registered for the app), and optional `maxUses`, " +
             "`ttl` (seconds, default 86400, at most 30 days) and `state` (echoed back). Bad parameters render an error page.",
@@ -100,7 +101,8 @@ export function grantRoutes(deps: Deps, grants: GrantService, auth: Guards) {
       {
         body: ApproveConsentRequest,
         response: { 200: GrantMessage, ...errorResponses(400, 413, 429) },
-        detail: { tags: ["grants"], summary: "Approve a consent request (called by the consent page)" },
+        // The credential is the one-time consent token in the body.
+        detail: { tags: ["grants"], summary: "Approve a consent request (called by the consent page)", security: [] },
       },
     )
     .get(
@@ -143,7 +145,12 @@ export function grantRoutes(deps: Deps, grants: GrantService, auth: Guards) {
           summary: "Revoke the grant sent in x-service-grant",
           security: [{ secretKey: [] }],
           parameters: [{ name: "x-service-grant", in: "header", required: true, schema: { type: "string" } }],
-          responses: { 204: { description: "Revoked. No body." } },
+          // By hand, as DELETE /connections is (see there): 204 has no body.
+          responses: {
+            204: { description: "Revoked. No body." },
+            400: { description: "No x-service-grant header.", content: { "application/json": { schema: ErrorEnvelope as object } } },
+            401: { description: "Not a secret key of this app.", content: { "application/json": { schema: ErrorEnvelope as object } } },
+          },
         },
       },
     );
