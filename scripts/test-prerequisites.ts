@@ -8,7 +8,7 @@ import { existsSync, readdirSync } from "node:fs";
 const REQUIRED: Array<{ binary: string; aptPackage: string; present?: () => boolean }> = [
   // tests/helpers/redis.ts starts a real redis-server per suite (rate limits, shared budgets)
   { binary: "redis-server", aptPackage: "redis-server" },
-  // tests/e2e/grants-browser.test.ts drives Debian's headless Chromium through playwright-core
+  // tests/e2e/grants-browser.test.ts and docs-offline.test.ts drive Debian's headless Chromium through playwright-core
   { binary: "chromium", aptPackage: "chromium" },
   // tests/helpers/postgres.ts runs its own cluster; Debian keeps these binaries off PATH,
   // in /usr/lib/postgresql/<version>/bin

@@ -1,7 +1,8 @@
 import { Elysia } from "elysia";
 import type { Deps } from "./deps";
 import { guardsPlugin } from "./http/guards";
-import { apiDocs, type DocumentedBody } from "./http/api-docs";
+import { apiDocs } from "./http/api-docs";
+import type { DocumentedBody, DocumentedContent, Documentation } from "./http/openapi-document";
 import { errorHandler } from "./http/error-handler";
 import { requestContext } from "./http/request-context";
 import { ConnectionService } from "./services/connections";
@@ -10,7 +11,7 @@ import { ApproveRequest, connectionRoutes } from "./routes/connections";
 import { healthRoutes } from "./routes/health";
 import { SessionRequest, sessionRoutes } from "./routes/sessions";
 import { statusRoutes } from "./routes/status";
-import { ChatCompletionRequest, chatRoutes } from "./routes/chat";
+import { ChatCompletionRequest, ChatCompletionStream, chatRoutes } from "./routes/chat";
 import { usageRoutes } from "./routes/usage";
 import { ChatService } from "./services/chat";
 import { GrantService } from "./services/grants";
@@ -28,19 +29,22 @@ import { AppUpdateRequest, adminRoutes, NewAppRequest, NewWebhookEndpointRequest
 
 export const API_PREFIX = "/api/v1";
 
-const DOCUMENTATION = {
+const DOCUMENTATION: Documentation = {
   info: {
     title: "Metered model proxy",
     version: "1",
     description:
       "OpenAI-compatible chat completions metered against budgets that end users approve. " +
-      "Every error uses the envelope `{ error: { code, message } }`.",
+      "Every error uses the envelope `{ error: { code, message } }` (components.schemas.Error).",
   },
+  // Relative: the service answers at whatever address the operator runs it on.
+  servers: [{ url: "/", description: "This service, at the address this document was fetched from." }],
   components: {
     securitySchemes: {
-      secretKey: { type: "http" as const, scheme: "bearer", description: "App secret key `sk_live_{appId}_{secret}` (backend only)." },
-      sessionToken: { type: "http" as const, scheme: "bearer", bearerFormat: "JWT", description: "Session token from POST /sessions (browser)." },
-      adminToken: { type: "http" as const, scheme: "bearer", description: "The operator's ADMIN_TOKEN (the admin API is off without it)." },
+      secretKey: { type: "http", scheme: "bearer", description: "App secret key `sk_live_{appId}_{secret}` (backend only)." },
+      sessionToken: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Session token from POST /sessions (browser)." },
+      metricsToken: { type: "http", scheme: "bearer", description: "The operator's METRICS_TOKEN." },
+      adminToken: { type: "http", scheme: "bearer", description: "The operator's ADMIN_TOKEN (the admin API is off without it)." },
     },
   },
 };
@@ -53,6 +57,10 @@ const DOCUMENTED_BODIES: DocumentedBody[] = [
   { path: `${API_PREFIX}/admin/apps`, method: "post", schema: NewAppRequest, required: true },
   { path: `${API_PREFIX}/admin/apps/{appId}`, method: "patch", schema: AppUpdateRequest, required: true },
   { path: `${API_PREFIX}/admin/apps/{appId}/webhooks`, method: "post", schema: NewWebhookEndpointRequest, required: true },
+];
+
+const DOCUMENTED_CONTENT: DocumentedContent[] = [
+  { path: `${API_PREFIX}/chat/completions`, method: "post", status: 200, mediaType: "text/event-stream", schema: ChatCompletionStream },
 ];
 
 /** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
@@ -81,7 +89,7 @@ export function createApp(deps: Deps) {
     .use(requestContext(deps.config.maxBodyBytes))
     .use(errorHandler(deps.logger))
     .use(connectionsCors(deps.store))
-    .use(apiDocs(API_PREFIX, DOCUMENTED_BODIES, DOCUMENTATION))
+    .use(apiDocs(API_PREFIX, { documentation: DOCUMENTATION, requestBodies: DOCUMENTED_BODIES, extraContent: DOCUMENTED_CONTENT }))
     .use(healthRoutes(deps, chat, meter.overruns))
     .use(metricsRoute(metrics, deps.config.metricsToken))
     .use(api)

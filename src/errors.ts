@@ -24,6 +24,23 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
+/** Every code, in the table's order: openapi.json publishes them as the one error schema's enum. */
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
+
+/** The codes answered with this HTTP status, e.g. 402 → not_connected, budget_exceeded, … */
+export function codesWithStatus(status: number): ErrorCode[] {
+  return ERROR_CODES.filter((code) => ERROR_STATUS[code] === status);
+}
+
+/** What a budget refusal (402) carries inside `error`, besides code and message. */
+export interface BudgetErrorDetails {
+  limitUsd: number;
+  usedUsd: number;
+  remainingUsd: number;
+  /** ISO 8601: when the period's usage resets. */
+  resetsAt: string;
+}
+
 /** Extra machine-readable fields placed inside `error` (e.g. budget numbers). */
 export type ErrorDetails = Record<string, string | number | boolean | null>;
 

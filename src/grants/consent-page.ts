@@ -1,5 +1,6 @@
 import { formatUsd } from "../money";
 import type { ConsentOffer } from "../services/grant-consent";
+import { escapeHtml, scriptJson } from "../http/html";
 
 /**
  * The consent popup: plain HTML, no framework, no external assets. Its one script and one
@@ -7,13 +8,6 @@ import type { ConsentOffer } from "../services/grant-consent";
  * everything else, and frame-ancestors 'none' keeps other sites from framing it
  * (clickjacking). The grant token travels only by postMessage to the registered origin.
  */
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
-
-/** JSON safe to embed inside <script>: no "</script>", no HTML comment openers, no U+2028/9. */
-const scriptJson = (value: unknown) =>
-  JSON.stringify(value).replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
-
 export function consentHeaders(nonce: string): Record<string, string> {
   return {
     "content-type": "text/html; charset=utf-8",

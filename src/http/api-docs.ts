@@ -1,40 +1,52 @@
-import { Elysia, type TSchema } from "elysia";
-import { openapi } from "@elysiajs/openapi";
+import { Elysia } from "elysia";
+import { buildOpenApiDocument, type DocumentSources } from "./openapi-document";
+import { DOCS_ASSETS, DOCS_PAGE_HEADERS, DOCS_PATH, renderDocsPage } from "./docs-page";
 
-export interface DocumentedBody {
-  path: string;
-  method: "post" | "put" | "patch";
-  schema: TSchema;
-  required: boolean;
-}
+const HIDDEN = { detail: { hide: true } };
 
 /**
- * GET {prefix}/openapi.json and the docs page at {prefix}/docs.
- *
- * @elysiajs/openapi leaves a request body's content empty when the route has a function
- * `parse` hook, and our auth macro has one (it authenticates before any body is parsed).
- * So request bodies are filled in here, from the same TypeBox schemas that validate them,
- * on the generated document before it is served.
+ * GET {prefix}/openapi.json (a fixed operator interface, ARCHITECTURE.md §4), the reference
+ * page at /docs with its files, and a redirect from {prefix}/docs, where the page used to be,
+ * so that old links still land on it.
  */
-export function apiDocs(prefix: string, bodies: DocumentedBody[], documentation: Parameters<typeof openapi>[0] extends infer C ? C extends { documentation?: infer D } ? D : never : never) {
+export function apiDocs(prefix: string, sources: DocumentSources) {
   const specPath = `${prefix}/openapi.json`;
-  return new Elysia()
-    .onAfterHandle({ as: "global" }, ({ request, response }) => {
-      if (request.method !== "GET" || !request.url.endsWith(specPath)) return;
-      const paths = (response as { paths?: Record<string, Record<string, { requestBody?: unknown }>> }).paths ?? {};
-      for (const body of bodies) {
-        const operation = paths[body.path]?.[body.method];
-        if (operation) operation.requestBody = { required: body.required, content: { "application/json": { schema: body.schema } } };
-      }
-    })
-    .use(
-      openapi({
-        path: `${prefix}/docs`,
-        specPath,
-        // The page loads the spec by this absolute path (the default is relative to the page).
-        scalar: { url: specPath },
-        exclude: { paths: [`${prefix}/docs`, specPath] },
-        documentation,
-      }),
+  const plugin = new Elysia({ name: "api-docs" });
+  // Built on the first request, when createApp has registered every route (the plugin sees
+  // the whole app's routes, as @elysiajs/openapi's does); routes are not added later.
+  let built: { document: Record<string, unknown>; page: string } | undefined;
+  const current = () => {
+    if (!built) {
+      const document = buildOpenApiDocument(plugin, sources);
+      built = { document, page: renderDocsPage(document, specPath) };
+    }
+    return built;
+  };
+
+  plugin
+    .get(specPath, () => current().document, HIDDEN)
+    .get(
+      DOCS_PATH,
+      ({ set }) => {
+        Object.assign(set.headers, DOCS_PAGE_HEADERS);
+        return current().page;
+      },
+      HIDDEN,
+    )
+    .get(`${prefix}/docs`, ({ redirect }) => redirect(DOCS_PATH, 301), HIDDEN);
+  for (const [name, asset] of Object.entries(DOCS_ASSETS)) {
+    plugin.get(
+      `${DOCS_PATH}/${name}`,
+      ({ set }) => {
+        set.headers["content-type"] = asset.contentType;
+        set.headers["x-content-type-options"] = "nosniff";
+        // The renderer's version is pinned, and an upgrade ships a new binary: an hour of
+        // caching spares reloads without keeping an old copy for long.
+        set.headers["cache-control"] = "public, max-age=3600";
+        return asset.body();
+      },
+      HIDDEN,
     );
+  }
+  return plugin;
 }

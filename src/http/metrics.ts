@@ -1,8 +1,9 @@
 import { timingSafeEqual } from "node:crypto";
-import { Elysia } from "elysia";
+import { Elysia, t } from "elysia";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
+import { errorResponses } from "../routes/models";
 import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import type { ChatService } from "../services/chat";
 
@@ -83,6 +84,14 @@ export function metricsRoute(metrics: ProxyMetrics, token: string | undefined) {
       set.headers["content-type"] = metrics.registry.contentType;
       return metrics.registry.metrics();
     },
-    { detail: { tags: ["operations"], summary: "Prometheus metrics (text format)", responses: { 200: { description: "Metrics.", content: { "text/plain": { schema: { type: "string" } } } } } } },
+    {
+      response: { 200: t.String({ description: "Metrics, in Prometheus's text format." }), ...errorResponses(401, 404) },
+      detail: {
+        tags: ["operations"],
+        summary: "Prometheus metrics (text format)",
+        description: "404 `not_found` while METRICS_TOKEN is unset (metrics are off).",
+        security: [{ metricsToken: [] }],
+      },
+    },
   );
 }

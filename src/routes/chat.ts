@@ -46,8 +46,15 @@ export const ChatCompletionRequest = t.Object(
 
 const ChatCompletionResponse = t.Object(
   { id: t.String(), object: t.String(), model: t.String(), choices: t.Array(t.Unknown()), usage: t.Optional(t.Unknown()) },
-  { additionalProperties: true, description: "OpenAI chat.completion; with `stream: true`, `text/event-stream` of chat.completion.chunk events." },
+  { additionalProperties: true, description: "OpenAI chat.completion (JSON), or with `stream: true` an event stream of chat.completion.chunk events." },
 );
+
+/** The answer to `stream: true`, documented beside the JSON one (src/app.ts). */
+export const ChatCompletionStream = t.String({
+  description:
+    "Server-sent events relayed unchanged from the upstream as they come: `data: {chat.completion.chunk}` events, " +
+    "the last chunk carrying `usage`, then `data: [DONE]`.",
+});
 
 const CHAT_DESCRIPTION = [
   "Send `x-service-user: <appUserId>` (or `x-service-grant`). Before the call goes upstream its worst-case cost is reserved against the budget:",

@@ -90,6 +90,7 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
         detail: {
           tags: ["grants"],
           summary: "The consent popup (HTML)",
+          security: [],
           description:
             "Opened by popup.js with `appId`, `usd`, `origin` (the opener's, registered for the app), and optional `maxUses`, " +
             "`ttl` (seconds, default 86400, at most 30 days) and `state` (echoed back). Bad parameters render an error page (400); " +
@@ -122,6 +123,8 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
         detail: {
           tags: ["grants"],
           summary: "Approve a consent request (called by the consent page)",
+          // The credential is the one-time consent token in the body.
+          security: [],
           description: "402 `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) when the grant would pass the app's daily ceiling on grant dollars.",
         },
       },

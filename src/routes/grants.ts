@@ -3,7 +3,7 @@ import { Type } from "@sinclair/typebox";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import type { GrantService } from "../services/grants";
-import { errorResponses } from "./models";
+import { ErrorEnvelope, errorResponses } from "./models";
 
 const GrantStatus = t.Object({
   grantId: t.String(),
@@ -49,7 +49,12 @@ export function grantRoutes(grants: GrantService, auth: Guards) {
           summary: "Revoke the grant sent in x-service-grant",
           security: [{ secretKey: [] }],
           parameters: [{ name: "x-service-grant", in: "header", required: true, schema: { type: "string" } }],
-          responses: { 204: { description: "Revoked. No body." } },
+          // By hand, as DELETE /connections is (see there): 204 has no body.
+          responses: {
+            204: { description: "Revoked. No body." },
+            400: { description: "No x-service-grant header.", content: { "application/json": { schema: ErrorEnvelope as object } } },
+            401: { description: "Not a secret key of this app.", content: { "application/json": { schema: ErrorEnvelope as object } } },
+          },
         },
       },
     );

@@ -70,7 +70,7 @@ export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMon
           overruns: overruns.state,
         };
       },
-      { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Liveness, mode and state" } },
+      { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Liveness, mode and state", security: [] } },
     )
     .get(
       "/readyz",
@@ -79,7 +79,10 @@ export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMon
         if (problems.length > 0) set.status = 503;
         return { ready: problems.length === 0, problems };
       },
-      { response: { 200: ReadyModel, 503: ReadyModel }, detail: { tags: ["operations"], summary: "Readiness: 503 while this instance cannot serve chat calls as it should" } },
+      {
+        response: { 200: ReadyModel, 503: ReadyModel },
+        detail: { tags: ["operations"], summary: "Readiness: 503 while this instance cannot serve chat calls as it should", security: [] },
+      },
     );
 }
 

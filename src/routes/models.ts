@@ -1,19 +1,36 @@
-import { t } from "elysia";
+import { t, type TSchema } from "elysia";
+import { ERROR_CODES, type BudgetErrorDetails } from "../errors";
 
 /**
  * Shared response models. Route-specific request models live beside their routes.
  * These are what openapi.json publishes, and Elysia checks responses against them.
  */
+
+/**
+ * The one error envelope (ARCHITECTURE.md §3 "Errors"), built from src/errors.ts so that the
+ * published codes and budget fields cannot drift from what the service sends. openapi.json
+ * publishes it once, as components.schemas.Error, and every error response refers to it.
+ * Error bodies are serialised by the error handler, so this schema documents them only.
+ */
+const budgetErrorFields = {
+  limitUsd: t.Optional(t.Number({ description: "Budget errors: the cap, USD." })),
+  usedUsd: t.Optional(t.Number({ description: "Budget errors: settled spend in the period, USD." })),
+  remainingUsd: t.Optional(t.Number({ description: "Budget errors: what is left for new requests, USD." })),
+  resetsAt: t.Optional(t.String({ format: "date-time", description: "Budget errors: when the period's usage resets." })),
+} satisfies Record<keyof BudgetErrorDetails, TSchema>;
+
 export const ErrorEnvelope = t.Object(
   {
     error: t.Object(
       {
-        code: t.String({ description: "Stable machine-readable code, e.g. `budget_exceeded`." }),
+        code: t.String({ enum: ERROR_CODES, description: "Stable machine-readable code; its HTTP status is fixed by the code." }),
         message: t.String({ description: "Human-readable explanation." }),
+        ...budgetErrorFields,
       },
-      { additionalProperties: true, description: "Budget errors also carry limitUsd, usedUsd, remainingUsd and resetsAt." },
+      { additionalProperties: false },
     ),
   },
+  { additionalProperties: false, description: "The envelope of every error; `error.code` fixes the HTTP status." },
 );
 
 /** Standard error responses for a route, by the statuses it can return. */

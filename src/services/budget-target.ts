@@ -1,5 +1,5 @@
 import type { Deps } from "../deps";
-import { ApiError } from "../errors";
+import { ApiError, type BudgetErrorDetails } from "../errors";
 import { nanoToUsd, periodAt, type Period } from "../money";
 import { userAccount, type BudgetAccount } from "../metering/accounts";
 import type { BudgetSnapshot } from "../metering/budget-ledger";
@@ -47,12 +47,13 @@ export async function userBudgetTarget(deps: Deps, appId: string, appUserId: str
 export function budgetExceeded(target: BudgetTarget, counters: BudgetSnapshot & { frozen?: true }): ApiError {
   const remaining = counters.frozen ? 0 : Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
   const code = target.grantId ? "grant_invalid" : "budget_exceeded";
-  return new ApiError(code, refusalMessage(target, counters.frozen === true), {
+  const details: BudgetErrorDetails = {
     limitUsd: nanoToUsd(target.capNano),
     usedUsd: nanoToUsd(counters.spentNano),
     remainingUsd: nanoToUsd(remaining),
     resetsAt: target.resetsAt,
-  });
+  };
+  return new ApiError(code, refusalMessage(target, counters.frozen === true), { ...details });
 }
 
 function refusalMessage(target: BudgetTarget, frozen: boolean): string {

@@ -51,3 +51,19 @@ test("the binary's CLI creates an app, and the binary's server serves a streamed
   const health = Bun.spawnSync([binary, "healthcheck"], { env: { PATH: process.env.PATH ?? "", PORT: String(server.port) } });
   expect(health.exitCode).toBe(0);
 });
+
+test("the binary serves the API reference, its renderer's files embedded", async () => {
+  const page = await server.fetch("/docs");
+  expect(page.status).toBe(200);
+  expect(page.headers.get("content-security-policy")).toContain("sandbox allow-scripts");
+  const html = await page.text();
+  for (const [file, source] of [
+    ["/docs/swagger-ui.js", "node_modules/swagger-ui-dist/swagger-ui-bundle.js"],
+    ["/docs/swagger-ui.css", "node_modules/swagger-ui-dist/swagger-ui.css"],
+  ] as const) {
+    expect(html).toContain(`"${file}"`);
+    const res = await server.fetch(file);
+    expect({ file, status: res.status }).toEqual({ file, status: 200 });
+    expect((await res.text()) === (await Bun.file(join(REPO_ROOT, source)).text())).toBe(true);
+  }
+});

@@ -234,7 +234,7 @@ const ROUTES: RouteEntry[] = [
       return [res];
     },
   },
-  ...["/healthz", `${API}/openapi.json`, `${API}/docs`, `${API}/grants/popup.js`].map(
+  ...["/healthz", `${API}/openapi.json`, "/docs", "/docs/swagger-ui.js", "/docs/swagger-ui.css", "/docs/start.js", `${API}/grants/popup.js`].map(
     (path): RouteEntry => ({
       method: "GET",
       path,
@@ -246,6 +246,17 @@ const ROUTES: RouteEntry[] = [
       },
     }),
   ),
+  {
+    method: "GET",
+    path: `${API}/docs`,
+    credential: "none",
+    async attack() {
+      // Only a redirect to the reference page, the same for everyone.
+      const res = await call(`${API}/docs`, { bearer: B.key, headers: { origin: ORIGIN_B } });
+      expect({ status: res.status, location: res.headers.get("location") }).toEqual({ status: 301, location: "/docs" });
+      return [res];
+    },
+  },
   {
     method: "GET",
     path: "/metrics",

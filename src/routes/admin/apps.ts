@@ -4,7 +4,7 @@ import type { OperatorService } from "../../services/operator";
 import { AppDetailsView, AppStateView, AppView, CreatedAppView, IssuedKeyView, KeyView, RevokedKeyView, UpdatedAppView } from "../../services/operator/views";
 import { adminDetail, adminErrors, AppParams } from "./shared";
 
-const Origins = t.Array(t.String(), { description: "Browser origins, `scheme://host[:port]`, allowed for sessions and the consent popup." });
+const Origins = t.Array(t.String(), { description: "Browser origins (scheme, host and port; no path), allowed for sessions and the consent popup." });
 const MaxGrantUsd = t.Union([t.Number(), t.Null()], {
   description: "Largest one-time grant the app may ask for, USD, > 0 and at most 1000000; null: the service default (DEFAULT_MAX_GRANT_USD).",
 });
