@@ -72,5 +72,3 @@ console.log(
     failures: Object.fromEntries(failures),
   }),
 );
-
-export {};

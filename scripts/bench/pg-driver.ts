@@ -162,7 +162,13 @@ try {
   const copyChunks = batches.map((batch) => batch.map((r) => Object.values(r).join("\t") + "\n").join(""));
 
   const results: Record<string, Record<string, string[]>> = {};
-  const record = (measure: string, driver: string, value: string) => ((results[measure] ??= {})[driver] ??= []).push(value);
+  const record = (measure: string, driver: string, value: string) => {
+    const byDriver = results[measure] ?? {};
+    results[measure] = byDriver;
+    const values = byDriver[driver] ?? [];
+    byDriver[driver] = values;
+    values.push(value);
+  };
   const types: string[] = [];
   for (const order of [[bunSql, postgresJs], [postgresJs, bunSql]]) {
     for (const driver of order) {

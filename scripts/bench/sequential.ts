@@ -68,5 +68,3 @@ console.log(
     totalUs: summary(samples.map((s) => s.total)),
   }),
 );
-
-export {};

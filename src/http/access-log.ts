@@ -31,7 +31,10 @@ const entries = new WeakMap<Request, AccessEntry>();
 /** The request's entry, for hooks and handlers to add what they know. */
 export function accessEntry(request: Request): AccessEntry {
   let entry = entries.get(request);
-  if (!entry) entries.set(request, (entry = { startedAt: performance.now() }));
+  if (!entry) {
+    entry = { startedAt: performance.now() };
+    entries.set(request, entry);
+  }
   return entry;
 }
 

@@ -1,4 +1,4 @@
-import { Elysia, ValidationError } from "elysia";
+import { Elysia, type ValidationError } from "elysia";
 import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
 import { accessEntry } from "./access-log";

@@ -35,6 +35,7 @@ export interface DocumentSources {
   extraContent: DocumentedContent[];
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: the generated document is walked and patched field by field
 type Json = Record<string, any>;
 
 const OPENAPI_VERSION = "3.1.2";
@@ -108,7 +109,10 @@ function referToErrorSchema(document: Json): void {
  * schema already allows null. Anywhere else it stays, and the linter reports it.
  */
 function dropNullable(node: unknown): void {
-  if (Array.isArray(node)) return node.forEach(dropNullable);
+  if (Array.isArray(node)) {
+    node.forEach(dropNullable);
+    return;
+  }
   if (typeof node !== "object" || node === null) return;
   const schema = node as Json;
   const allowsNull = (Array.isArray(schema.type) && schema.type.includes("null")) || schema.anyOf?.some((s: Json) => s?.type === "null");

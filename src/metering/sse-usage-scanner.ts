@@ -59,8 +59,7 @@ export class SseUsageScanner {
     // appended to (a rope in JavaScriptCore, flattened once when its line ends), so a long
     // line costs linear time however finely it is chunked.
     let start = 0;
-    let newline: number;
-    while ((newline = text.indexOf("\n", start)) !== -1) {
+    for (let newline = text.indexOf("\n"); newline !== -1; newline = text.indexOf("\n", start)) {
       const piece = text.slice(start, newline);
       if (this.skippingLongLine) this.endSkippedLine(piece);
       else if (this.partial) this.line(this.partial + piece);

@@ -42,7 +42,10 @@ export class InMemoryRateLimiter implements RateLimiter {
     const now = this.now();
     const logs = this.logsOf(rule, now);
     let log = logs.get(key);
-    if (!log) logs.set(key, (log = []));
+    if (!log) {
+      log = [];
+      logs.set(key, log);
+    }
     const from = now - rule.windowMs;
     let expired = 0;
     while (expired < log.length && log[expired]! <= from) expired++;
@@ -57,7 +60,10 @@ export class InMemoryRateLimiter implements RateLimiter {
   /** The rule's logs, with idle keys dropped once a window so memory follows active keys. */
   private logsOf(rule: RateLimitRule, now: number): Map<string, number[]> {
     let entry = this.rules.get(rule.name);
-    if (!entry) this.rules.set(rule.name, (entry = { logs: new Map(), sweepAt: now + rule.windowMs }));
+    if (!entry) {
+      entry = { logs: new Map(), sweepAt: now + rule.windowMs };
+      this.rules.set(rule.name, entry);
+    }
     if (now >= entry.sweepAt) {
       entry.sweepAt = now + rule.windowMs;
       for (const [key, log] of entry.logs) if (log.length === 0 || log[log.length - 1]! <= now - rule.windowMs) entry.logs.delete(key);

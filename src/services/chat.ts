@@ -60,7 +60,7 @@ export class ChatService {
     const stream = request.body.stream === true;
     const upstreamBody = JSON.stringify(upstreamRequestBody(request.body, ticket));
 
-    let call;
+    let call: Awaited<ReturnType<UpstreamClient["chat"]>>;
     try {
       call = await this.upstream.chat(upstreamBody, request.clientHeaders, stream);
     } catch (err) {

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { makeTestApp } from "../helpers/test-app";
-import { expectError, expectOk } from "../helpers/expect";
+import { expectOk } from "../helpers/expect";
 import { formatSecretKey, parseSecretKey, secretMatches, hashSecret } from "../../src/auth/secret-key";
 
 const statusOf = (user = "u") => `/api/v1/status?appUserId=${user}`;

@@ -111,7 +111,10 @@ describe.each([
     const load = (async () => {
       for (let round = 0; round < 12; round++) {
         const batch = await Promise.all(
-          users.map((user, i) => cluster.chat(cluster.servers[(round + i) % 2]!, user, cheap(i % 2 === 0)).then(async (r) => (await r.text(), r))),
+          users.map((user, i) => cluster.chat(cluster.servers[(round + i) % 2]!, user, cheap(i % 2 === 0)).then(async (r) => {
+            await r.text();
+            return r;
+          })),
         );
         served.push(...batch.filter((r) => r.status === 200));
         if (round === 4) {

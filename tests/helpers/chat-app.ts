@@ -101,8 +101,12 @@ export function handDrivenUpstream() {
   const fetchUpstream: FetchUpstream = async (url, init) => {
     requests.push({ url, body: JSON.parse(String(init.body)) });
     const body = new ReadableStream<Uint8Array>({
-      start: (c) => void (controller = c),
-      cancel: () => void (cancelled = true),
+      start: (c) => {
+        controller = c;
+      },
+      cancel: () => {
+        cancelled = true;
+      },
     });
     return new Response(body, { headers: { "content-type": "text/event-stream", "x-generation-id": "gen-hand" } });
   };

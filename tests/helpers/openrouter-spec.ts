@@ -93,7 +93,10 @@ export function parseSseEvents(text: string): SseEvent[] {
     const field = colon === -1 ? line : line.slice(0, colon);
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
-    if (field === "data") (data ??= []).push(value);
+    if (field === "data") {
+      data ??= [];
+      data.push(value);
+    }
   }
   return events;
 }

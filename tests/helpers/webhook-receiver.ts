@@ -44,7 +44,11 @@ const server = Bun.serve({
     } catch {
       // recorded as not verified, answered 401 below
     }
-    const status = !verified ? 401 : failNext > 0 ? (failNext--, failStatus) : 204;
+    let status = verified ? 204 : 401;
+    if (verified && failNext > 0) {
+      failNext--;
+      status = failStatus;
+    }
     received.push({ webhookId: request.headers.get("webhook-id"), verified, status, event });
     return new Response(null, { status });
   },

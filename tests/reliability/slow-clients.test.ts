@@ -139,7 +139,8 @@ test(`${SLOW_CLIENTS} clients reading 1 byte/s: bounded memory, no buffering, he
     if (row.source === "upstream") expect(nano(row.costUsd)).toBe(nano(byGeneration.get(row.generationId!)!.costUsd));
     else expect(row.source).toBe("estimated");
   }
-  const sources = rows.reduce<Record<string, number>>((n, r) => ({ ...n, [r.source]: (n[r.source] ?? 0) + 1 }), {});
+  const sources: Record<string, number> = {};
+  for (const r of rows) sources[r.source] = (sources[r.source] ?? 0) + 1;
   console.log(`[slow clients] rows after close: ${JSON.stringify(sources)}`);
   expect((await stack.usage("healthy")).length).toBe(healthyRowsBefore + healthy);
   expect((await stack.server.fetch("/healthz")).status).toBe(200);

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { makeTestApp } from "../helpers/test-app";
-import { expectError, expectOk, UUID } from "../helpers/expect";
+import { expectError, UUID } from "../helpers/expect";
 
 describe("the error envelope", () => {
   for (const [method, path] of [

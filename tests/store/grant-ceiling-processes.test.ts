@@ -20,8 +20,7 @@ async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string
   let buffered = "";
   for await (const chunk of stream) {
     buffered += decoder.decode(chunk, { stream: true });
-    let newline: number;
-    while ((newline = buffered.indexOf("\n")) >= 0) {
+    for (let newline = buffered.indexOf("\n"); newline >= 0; newline = buffered.indexOf("\n")) {
       yield buffered.slice(0, newline);
       buffered = buffered.slice(newline + 1);
     }

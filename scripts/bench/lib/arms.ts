@@ -8,7 +8,6 @@
  */
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
 import { peerGatewayScript } from "./peer-gateway";
 

@@ -1,7 +1,6 @@
 /** What the numbers were measured on, and waiting for the machine to be quiet first. */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { REPO_ROOT } from "./proc";
 import { peerGatewayVersion } from "./peer-gateway";
 
 export interface Machine {

@@ -112,7 +112,9 @@ describe("openai SDK through the proxy", () => {
       stream_options: { include_usage: true },
     });
     let deltas = "";
-    stream.on("content", (delta) => void (deltas += delta));
+    stream.on("content", (delta) => {
+      deltas += delta;
+    });
     const final = await stream.finalChatCompletion();
     expect(deltas).toBe(completionText(DEFAULT_COMPLETION_TOKENS));
     expect(final.choices[0]!.message.content).toBe(deltas);
