@@ -8,9 +8,9 @@ import { rmSync } from "node:fs";
 
 const outfile = "dist/metered-proxy";
 rmSync(outfile, { force: true });
-const result = Bun.spawnSync(
-  [process.execPath, "build", "--compile", "--minify-syntax", "src/index.ts", "--outfile", outfile],
-  { stdout: "inherit", stderr: "inherit" },
-);
+const result = Bun.spawnSync([process.execPath, "build", "--compile", "--minify-syntax", "src/index.ts", "--outfile", outfile], {
+  stdout: "inherit",
+  stderr: "inherit",
+});
 if (result.exitCode !== 0) process.exit(result.exitCode ?? 1);
 console.log(`built ${outfile}`);

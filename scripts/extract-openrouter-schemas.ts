@@ -45,7 +45,10 @@ function inline(node: Json, stack: string[]): Json {
   if (typeof ref === "string") {
     if (!ref.startsWith("#/")) throw new Error(`external $ref not supported: ${ref}`);
     if (stack.includes(ref)) throw new Error(`cyclic $ref: ${[...stack, ref].join(" → ")}`);
-    const pointer = ref.slice(2).split("/").map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"));
+    const pointer = ref
+      .slice(2)
+      .split("/")
+      .map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"));
     const target = inline(at(spec, pointer), [...stack, ref]);
     // JSON Schema 2020-12 allows siblings next to $ref; merge them over the target.
     const siblings = Object.fromEntries(Object.entries(node).filter(([k]) => k !== "$ref"));
@@ -87,9 +90,7 @@ const errorsByStatus: JsonObject = {};
 for (const status of Object.keys(chatResponses).filter((s) => /^[45]\d\d$/.test(s))) {
   errorsByStatus[status] = responseSchema("/chat/completions", "post", status, "application/json");
 }
-const distinctErrors = [...new Set(Object.values(errorsByStatus).map((s) => JSON.stringify(s)))].map(
-  (s) => JSON.parse(s) as Json,
-);
+const distinctErrors = [...new Set(Object.values(errorsByStatus).map((s) => JSON.stringify(s)))].map((s) => JSON.parse(s) as Json);
 const anyError: Json = distinctErrors.length === 1 ? distinctErrors[0]! : { anyOf: distinctErrors };
 
 const info = spec.info as JsonObject;
@@ -109,8 +110,7 @@ const fixture = {
       ...(responseSchema("/chat/completions", "post", "200", "application/json") as JsonObject),
     },
     chatChunk: {
-      $comment:
-        "paths./chat/completions.post.responses.200.content.text/event-stream.schema.properties.data ($ref ChatStreamChunk)",
+      $comment: "paths./chat/completions.post.responses.200.content.text/event-stream.schema.properties.data ($ref ChatStreamChunk)",
       ...(chatChunk as JsonObject),
     },
     models: {

@@ -62,10 +62,13 @@ async function cleanup(): Promise<void> {
 }
 
 // A hard bound on the whole run, whatever hangs: the load, plus five minutes.
-const watchdog = setTimeout(() => {
-  log("watchdog: the run is overdue; stopping everything");
-  void cleanup().then(() => process.exit(1));
-}, (cfg.minutes + 5) * 60_000);
+const watchdog = setTimeout(
+  () => {
+    log("watchdog: the run is overdue; stopping everything");
+    void cleanup().then(() => process.exit(1));
+  },
+  (cfg.minutes + 5) * 60_000,
+);
 process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
 process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 
@@ -102,7 +105,16 @@ async function main(): Promise<boolean> {
   const sampling = setInterval(() => void sampler.take().then((sample) => log(formatSample(sample))), cfg.sampleSeconds * 1000);
   const seconds = cfg.minutes * 60;
   await drive(
-    { url: `${s.proxy.baseUrl}/api/v1/chat/completions`, auth: s.auth, users, rate: cfg.rate, seconds, maxInFlight: cfg.maxInFlight, requestTimeoutMs: cfg.requestTimeoutMs, rand: seededRandom(cfg.seed) },
+    {
+      url: `${s.proxy.baseUrl}/api/v1/chat/completions`,
+      auth: s.auth,
+      users,
+      rate: cfg.rate,
+      seconds,
+      maxInFlight: cfg.maxInFlight,
+      requestTimeoutMs: cfg.requestTimeoutMs,
+      rand: seededRandom(cfg.seed),
+    },
     tally,
   );
   clearInterval(sampling);
@@ -138,11 +150,27 @@ async function main(): Promise<boolean> {
   const wal = walCheck(sampler.samples, facts);
   const walFile = `${s.databasePath}-wal`;
   const all: Check[] = [
-    { name: "no errors", ok: tally.errorCount === 0, detail: `${tally.errorCount} (${[...tally.errors.entries()].map(([k, v]) => `${v}× ${k}`).join(", ") || "none"})` },
-    { name: "402s and 429s both seen", ok: (tally.byStatus.get("402") ?? 0) > 0 && (tally.byStatus.get("429") ?? 0) > 0, detail: `402: ${tally.byStatus.get("402") ?? 0}, 429: ${tally.byStatus.get("429") ?? 0}` },
+    {
+      name: "no errors",
+      ok: tally.errorCount === 0,
+      detail: `${tally.errorCount} (${[...tally.errors.entries()].map(([k, v]) => `${v}× ${k}`).join(", ") || "none"})`,
+    },
+    {
+      name: "402s and 429s both seen",
+      ok: (tally.byStatus.get("402") ?? 0) > 0 && (tally.byStatus.get("429") ?? 0) > 0,
+      detail: `402: ${tally.byStatus.get("402") ?? 0}, 429: ${tally.byStatus.get("429") ?? 0}`,
+    },
     { name: "proxy exits 0 on SIGTERM", ok: proxyExitCode === 0, detail: `exit code ${proxyExitCode}` },
-    { name: "no error log lines", ok: s.proxy.logs.error === 0 && s.proxy.logs.stderr === 0, detail: `${s.proxy.logs.error} error, ${s.proxy.logs.warn} warn, ${s.proxy.logs.stderr} stderr lines` },
-    { name: "limiter never degraded, budgets always up", ok: sampler.samples.every((x) => x.limiterDegraded === false && x.budgetOk === true), detail: `${sampler.samples.length} samples of /healthz` },
+    {
+      name: "no error log lines",
+      ok: s.proxy.logs.error === 0 && s.proxy.logs.stderr === 0,
+      detail: `${s.proxy.logs.error} error, ${s.proxy.logs.warn} warn, ${s.proxy.logs.stderr} stderr lines`,
+    },
+    {
+      name: "limiter never degraded, budgets always up",
+      ok: sampler.samples.every((x) => x.limiterDegraded === false && x.budgetOk === true),
+      detail: `${sampler.samples.length} samples of /healthz`,
+    },
     ...checks,
     rss.check,
     wal.check,
@@ -183,7 +211,12 @@ async function main(): Promise<boolean> {
     JSON.stringify(
       {
         ...summary,
-        tally: { ...counts, byStatus: Object.fromEntries(tally.byStatus), errors: Object.fromEntries(tally.errors), latencyCounts: { json: latencies.json.length, sseFirstByte: latencies.sseFirstByte.length, refused: latencies.refused.length } },
+        tally: {
+          ...counts,
+          byStatus: Object.fromEntries(tally.byStatus),
+          errors: Object.fromEntries(tally.errors),
+          latencyCounts: { json: latencies.json.length, sseFirstByte: latencies.sseFirstByte.length, refused: latencies.refused.length },
+        },
         samples: sampler.samples,
         markdown,
       },

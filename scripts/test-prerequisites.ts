@@ -28,7 +28,10 @@ export async function ensureTestPrerequisites(): Promise<void> {
     throw new Error(`tests need ${packages.join(", ")}; install them with your package manager`);
   }
   console.log(`installing ${packages.join(", ")} with apt-get for the test suite...`);
-  for (const args of [["update", "-qq"], ["install", "-y", "-qq", "--no-install-recommends", ...packages]]) {
+  for (const args of [
+    ["update", "-qq"],
+    ["install", "-y", "-qq", "--no-install-recommends", ...packages],
+  ]) {
     const result = Bun.spawnSync(["apt-get", ...args], { stdout: "inherit", stderr: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
     if (result.exitCode !== 0) throw new Error(`apt-get ${args[0]} failed with ${result.exitCode}`);
   }

@@ -4,19 +4,29 @@
  * Extra arguments go to `bun test` (e.g. `npm test -- tests/auth`).
  *
  * A whole run (no arguments) first typechecks the repository (`tsc --noEmit`, strict, the
- * tests and scripts included); that check counts as one test in the summary line.
+ * tests and scripts included) and runs Biome's lint and format check (biome.json); each
+ * counts as one test in the summary line.
  */
 import { ensureTestPrerequisites } from "./test-prerequisites";
 
 await ensureTestPrerequisites();
 
 const wholeRun = process.argv.length <= 2;
-let typecheckFailed = false;
+
+/** The static checks of a whole run; each counts as one test in the summary line. */
+const STATIC_CHECKS: Array<{ name: string; command: string[] }> = [
+  { name: "typecheck: tsc --noEmit", command: ["x", "tsc", "--noEmit", "-p", "."] },
+  // Lint rules and formatting, from biome.json (the formatter's verdict, not a rewrite).
+  { name: "lint and format: biome check", command: ["x", "biome", "check"] },
+];
+let staticFailures = 0;
 if (wholeRun) {
-  console.log("typecheck: tsc --noEmit -p .");
-  const tsc = Bun.spawnSync([process.execPath, "x", "tsc", "--noEmit", "-p", "."], { stdout: "inherit", stderr: "inherit" });
-  typecheckFailed = tsc.exitCode !== 0;
-  console.log(typecheckFailed ? "(fail) typecheck: tsc --noEmit" : "(pass) typecheck: tsc --noEmit");
+  for (const check of STATIC_CHECKS) {
+    console.log(check.name);
+    const run = Bun.spawnSync([process.execPath, ...check.command], { stdout: "inherit", stderr: "inherit" });
+    if (run.exitCode !== 0) staticFailures++;
+    console.log(run.exitCode === 0 ? `(pass) ${check.name}` : `(fail) ${check.name}`);
+  }
 }
 
 // bun test ignores bunfig's [test] timeout here (seen with 1.4.5): real servers, Redis and
@@ -46,6 +56,9 @@ async function relay(stream: ReadableStream<Uint8Array>, out: NodeJS.WriteStream
 
 await Promise.all([relay(proc.stdout, process.stdout), relay(proc.stderr, process.stderr)]);
 const code = await proc.exited;
-if (wholeRun) counts[typecheckFailed ? "fail" : "pass"]++;
+if (wholeRun) {
+  counts.fail += staticFailures;
+  counts.pass += STATIC_CHECKS.length - staticFailures;
+}
 console.log(`${counts.pass} passed, ${counts.fail} failed, ${counts.skip} skipped`);
 process.exit(code !== 0 ? code : counts.fail > 0 ? 1 : 0);

@@ -18,7 +18,10 @@ const HELP = `usage: cli <command> [options]   (npm run cli -- …, or bun run c
 
 /** Runs one operator command; also reachable as `metered-proxy cli ...` in the single binary. */
 export async function runCli(argv: string[]): Promise<number> {
-  const words = argv.filter((a) => !a.startsWith("-")).slice(0, 2).join(" ");
+  const words = argv
+    .filter((a) => !a.startsWith("-"))
+    .slice(0, 2)
+    .join(" ");
   const command = COMMANDS.find((c) => c.name === words);
   const wantsHelp = argv.includes("--help") || argv.includes("-h") || argv[0] === "help";
   if (wantsHelp) {

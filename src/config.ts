@@ -125,7 +125,10 @@ export interface Config {
   usageFlushMs: number;
   disconnectDrainMs: number;
   shutdownGraceMs: number;
-  rateLimits: Record<"sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerApp" | "consentPerAddress" | "adminAuthFailures", { limit: number; windowMs: number }>;
+  rateLimits: Record<
+    "sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerApp" | "consentPerAddress" | "adminAuthFailures",
+    { limit: number; windowMs: number }
+  >;
   defaultMaxGrantUsd: number;
   /** The per-app daily ceiling on grant dollars for apps without their own. */
   grantDailyCeilingNano: number;

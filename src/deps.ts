@@ -70,7 +70,8 @@ export async function openDeps(config: Config, overrides: DepsOverrides = {}): P
 async function openCachedStore(config: Config, logger: Logger): Promise<Store> {
   const store = await openStore(config.database, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseTimeoutMs });
   try {
-    const feed = store.engine === "postgres" ? await postgresChangeFeed((store as PostgresStore).database.sql, logger) : sqliteChangeFeed((store as SqliteStore).db);
+    const feed =
+      store.engine === "postgres" ? await postgresChangeFeed((store as PostgresStore).database.sql, logger) : sqliteChangeFeed((store as SqliteStore).db);
     return withReadCache(store, feed);
   } catch (err) {
     await store.close();
@@ -91,8 +92,7 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
   const store = overrides.store;
   const jwtSecret = overrides.jwtSecret ?? config.jwtSecret;
   if (!jwtSecret) throw new Error("createDeps needs JWT_SECRET or a jwtSecret override (openDeps reads the stored one)");
-  const sessionTokens =
-    overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
+  const sessionTokens = overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
   const redis = overrides.redis !== undefined ? overrides.redis : config.redisUrl ? createRedis(config, logger) : null;
   const loadSpent = (account: string) => store.usageTotals.spentNano(account);
   const loadFrozenCap = (account: string) => store.usageTotals.frozenCapNano(account);
@@ -137,10 +137,7 @@ export async function connectDependencies(deps: Deps, timeoutMs = 5000): Promise
   if (deps.budget instanceof PostgresBudgetLedger) await deps.budget.start();
   const redis = deps.redis;
   if (!redis || redis.status === "ready") return true;
-  const ready = await Promise.race([
-    new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))),
-    Bun.sleep(timeoutMs).then(() => false),
-  ]);
+  const ready = await Promise.race([new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))), Bun.sleep(timeoutMs).then(() => false)]);
   if (!ready) deps.logger.warn("Redis is not reachable yet; budgets answer 503 until it is", { timeoutMs });
   return ready;
 }

@@ -30,5 +30,8 @@ export function createLogger(level: LogLevel, sink: (line: string) => void = (l)
 /** A logger that keeps lines in memory; tests read `lines`. */
 export function memoryLogger(): Logger & { lines: string[] } {
   const lines: string[] = [];
-  return Object.assign(createLogger("debug", (l) => lines.push(l)), { lines });
+  return Object.assign(
+    createLogger("debug", (l) => lines.push(l)),
+    { lines },
+  );
 }

@@ -28,18 +28,40 @@ describe("the admin API in openapi.json", () => {
     const operations = adminOperations();
     expect(operations.map((o) => `${o.method} ${o.path}`).sort()).toEqual(
       [
-        "post /apps", "get /apps", "get /apps/{appId}", "patch /apps/{appId}", "post /apps/{appId}/disable", "post /apps/{appId}/enable",
-        "get /apps/{appId}/keys", "post /apps/{appId}/keys", "delete /apps/{appId}/keys/{keyId}",
-        "get /apps/{appId}/connections", "get /apps/{appId}/connections/{appUserId}", "delete /apps/{appId}/connections/{appUserId}",
-        "get /apps/{appId}/grants", "delete /apps/{appId}/grants/{grantId}", "get /apps/{appId}/usage",
-        "post /apps/{appId}/webhooks", "get /apps/{appId}/webhooks", "get /apps/{appId}/webhooks/deliveries",
-        "post /apps/{appId}/webhooks/{endpointId}/disable", "post /apps/{appId}/webhooks/{endpointId}/enable", "delete /apps/{appId}/webhooks/{endpointId}",
-      ].map((o) => o.replace(" /", " /api/v1/admin/")).sort(),
+        "post /apps",
+        "get /apps",
+        "get /apps/{appId}",
+        "patch /apps/{appId}",
+        "post /apps/{appId}/disable",
+        "post /apps/{appId}/enable",
+        "get /apps/{appId}/keys",
+        "post /apps/{appId}/keys",
+        "delete /apps/{appId}/keys/{keyId}",
+        "get /apps/{appId}/connections",
+        "get /apps/{appId}/connections/{appUserId}",
+        "delete /apps/{appId}/connections/{appUserId}",
+        "get /apps/{appId}/grants",
+        "delete /apps/{appId}/grants/{grantId}",
+        "get /apps/{appId}/usage",
+        "post /apps/{appId}/webhooks",
+        "get /apps/{appId}/webhooks",
+        "get /apps/{appId}/webhooks/deliveries",
+        "post /apps/{appId}/webhooks/{endpointId}/disable",
+        "post /apps/{appId}/webhooks/{endpointId}/enable",
+        "delete /apps/{appId}/webhooks/{endpointId}",
+      ]
+        .map((o) => o.replace(" /", " /api/v1/admin/"))
+        .sort(),
     );
     for (const { path, method, op } of operations) {
       expect({ path, method, security: op.security, tags: op.tags }).toEqual({ path, method, security: [{ adminToken: [] }], tags: ["admin"] });
       for (const status of ["401", "404", "429"]) {
-        expect({ path, method, status, schema: op.responses?.[status]?.content?.["application/json"]?.schema }).toEqual({ path, method, status, schema: { $ref: "#/components/schemas/Error" } });
+        expect({ path, method, status, schema: op.responses?.[status]?.content?.["application/json"]?.schema }).toEqual({
+          path,
+          method,
+          status,
+          schema: { $ref: "#/components/schemas/Error" },
+        });
       }
     }
     // No app route takes the admin token, and no admin route an app credential.
@@ -66,13 +88,21 @@ describe("the admin API in openapi.json", () => {
     const check = async (method: string, template: string, path: string, init: Parameters<typeof a.admin>[1], expected: number) => {
       const res = await a.admin(path, { ...init, method: method.toUpperCase() });
       const where = `${method} ${path} → ${expected}`;
-      expect({ where, status: res.status, errors: await doc.conformance(method, `/api/v1/admin${template}`, res) }).toEqual({ where, status: expected, errors: [] });
+      expect({ where, status: res.status, errors: await doc.conformance(method, `/api/v1/admin${template}`, res) }).toEqual({
+        where,
+        status: expected,
+        errors: [],
+      });
       checked.push(`${method} ${template} ${expected}`);
     };
     const created = await expectOk(await a.admin("/apps", { json: { name: "documented", origins: ["https://d.example"] } }), 201);
     const id = created.appId as string;
     await a.deps.store.connections.approve(id, "u1", 2e9, a.clock.now());
-    const consent = await a.deps.store.grants.createConsentRequest({ appId: id, usdCapNano: 1e9, maxUses: null, ttlSeconds: 600, origin: "https://d.example", state: "" }, a.clock.now(), 60_000);
+    const consent = await a.deps.store.grants.createConsentRequest(
+      { appId: id, usdCapNano: 1e9, maxUses: null, ttlSeconds: 600, origin: "https://d.example", state: "" },
+      a.clock.now(),
+      60_000,
+    );
     const grantId = (await approveConsentOrThrow(a.deps.store.grants, consent, a.clock.now())).grant.id;
 
     await check("post", "/apps", "/apps", { json: { name: "with grant", maxGrantUsd: 1 } }, 201);
@@ -120,8 +150,45 @@ describe("the admin API in openapi.json", () => {
     const app = await a.createClientApp();
     const at = a.clock.now();
     await a.deps.store.usageLedger.insertBatch([
-      { requestId: "r1", account: `u/${app.appId}/2026-01/u`, appId: app.appId, appUserId: "u", grantId: null, period: "2026-01", model: "m", generationId: "g", promptTokens: 1, completionTokens: 2, costNano: 3, source: "computed", status: "ok", streamed: true, startedAt: at, finishedAt: at, reservedNano: 5, overrunNano: 0 },
-      { requestId: "r2", account: "g/grt1", appId: app.appId, appUserId: null, grantId: "grt1", period: "2026-01", model: "m", generationId: null, promptTokens: 1, completionTokens: 2, costNano: 3, source: "estimated", status: "client_disconnected", streamed: false, startedAt: at, finishedAt: at, reservedNano: null },
+      {
+        requestId: "r1",
+        account: `u/${app.appId}/2026-01/u`,
+        appId: app.appId,
+        appUserId: "u",
+        grantId: null,
+        period: "2026-01",
+        model: "m",
+        generationId: "g",
+        promptTokens: 1,
+        completionTokens: 2,
+        costNano: 3,
+        source: "computed",
+        status: "ok",
+        streamed: true,
+        startedAt: at,
+        finishedAt: at,
+        reservedNano: 5,
+        overrunNano: 0,
+      },
+      {
+        requestId: "r2",
+        account: "g/grt1",
+        appId: app.appId,
+        appUserId: null,
+        grantId: "grt1",
+        period: "2026-01",
+        model: "m",
+        generationId: null,
+        promptTokens: 1,
+        completionTokens: 2,
+        costNano: 3,
+        source: "estimated",
+        status: "client_disconnected",
+        streamed: false,
+        startedAt: at,
+        finishedAt: at,
+        reservedNano: null,
+      },
     ]);
     const res = await a.admin(`/apps/${app.appId}/usage?from=2026-01-15&to=2026-01-15`);
     const documented = operation("get", "/api/v1/admin/apps/{appId}/usage").responses["200"].content;

@@ -108,7 +108,11 @@ describe("real responses validate against openapi.json", () => {
     expect(Object.keys(operation("post", p).responses["200"].content)).toContain(mediaType);
     expect(mediaType).toBe("text/event-stream");
     expect((await stream.text()).trimEnd()).toEndWith("data: [DONE]");
-    const refused: Array<[string, number, string]> = [["poor", 402, "budget_exceeded"], ["nobody", 402, "not_connected"], ["", 400, "invalid_request"]];
+    const refused: Array<[string, number, string]> = [
+      ["poor", 402, "budget_exceeded"],
+      ["nobody", 402, "not_connected"],
+      ["", 400, "invalid_request"],
+    ];
     for (const [user, status, code] of refused) {
       // An empty x-service-user names nobody: 400.
       const res = await c.chat(ask, { "x-service-user": user });

@@ -62,6 +62,11 @@ describe("redocly lint on the served openapi.json", () => {
     broken.paths["/api/v1/status"].get.security = [{ apiKey: [] }];
     const { code, report } = await lint("broken.json", broken);
     expect(code).not.toBe(0);
-    expect(report.problems.filter((p) => p.severity === "error").map((p) => p.ruleId).sort()).toEqual(["no-empty-servers", "security-defined", "struct"]);
+    expect(
+      report.problems
+        .filter((p) => p.severity === "error")
+        .map((p) => p.ruleId)
+        .sort(),
+    ).toEqual(["no-empty-servers", "security-defined", "struct"]);
   });
 });

@@ -31,10 +31,19 @@ const ROWS: Row[] = [
   { label: "(b) + all four above", flags: ["--arm", "b", "--entry", "scripts/bench/variants/bare-plus.ts", "--variant", "signal,parse,sha,requestid"] },
   { label: "(b) as an Elysia route with the chat body schema", flags: ["--arm", "b", "--entry", "scripts/bench/variants/elysia-forwarder.ts"] },
   { label: "(c) this service (src/index.ts)", flags: ["--arm", "c"] },
-  { label: "(c) without the SQLite ledger insert (rows discarded)", flags: ["--arm", "c", "--entry", "scripts/bench/variants/service.ts", "--variant", "no-writer"] },
-  { label: "(c) with app, key and connection reads cached in memory", flags: ["--arm", "c", "--entry", "scripts/bench/variants/service.ts", "--variant", "cached-reads"] },
+  {
+    label: "(c) without the SQLite ledger insert (rows discarded)",
+    flags: ["--arm", "c", "--entry", "scripts/bench/variants/service.ts", "--variant", "no-writer"],
+  },
+  {
+    label: "(c) with app, key and connection reads cached in memory",
+    flags: ["--arm", "c", "--entry", "scripts/bench/variants/service.ts", "--variant", "cached-reads"],
+  },
   { label: "(c) with an allow-all rate limiter", flags: ["--arm", "c", "--entry", "scripts/bench/variants/service.ts", "--variant", "no-ratelimit"] },
-  { label: "(c) with all three taken out", flags: ["--arm", "c", "--entry", "scripts/bench/variants/service.ts", "--variant", "no-writer,cached-reads,no-ratelimit"] },
+  {
+    label: "(c) with all three taken out",
+    flags: ["--arm", "c", "--entry", "scripts/bench/variants/service.ts", "--variant", "no-writer,cached-reads,no-ratelimit"],
+  },
   { label: "(d) this service + Redis", flags: ["--arm", "d"] },
 ];
 
@@ -48,7 +57,12 @@ interface Measured {
 const results: Array<{ row: Row; shape: string; m: Measured | null }> = [];
 for (const shape of shapes) {
   for (const row of ROWS) {
-    const proc = Bun.spawn([BUN, "scripts/bench/profile.ts", ...row.flags, "--shape", shape, "--seconds", seconds], { cwd: REPO_ROOT, env: childEnv(), stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([BUN, "scripts/bench/profile.ts", ...row.flags, "--shape", shape, "--seconds", seconds], {
+      cwd: REPO_ROOT,
+      env: childEnv(),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const guard = setTimeout(() => proc.kill("SIGKILL"), (Number(seconds) + 90) * 1000);
     const out = await new Response(proc.stdout).text();
     await proc.exited;
@@ -72,7 +86,9 @@ for (const shape of shapes) {
     const ratio = base ? ` (${(m.usPerRequestOnSutCore / base.usPerRequestOnSutCore).toFixed(2)}×)` : "";
     const threads = m.usPerRequestByThread;
     const main = Object.entries(threads).find(([k]) => k.startsWith("bun"))?.[1] ?? "–";
-    console.log(`| ${row.label} | ${Math.round(m.rps).toLocaleString("en-US")} | ${m.usPerRequestOnSutCore}${ratio} | ${main} | ${threads["HTTP Client"] ?? "–"} |`);
+    console.log(
+      `| ${row.label} | ${Math.round(m.rps).toLocaleString("en-US")} | ${m.usPerRequestOnSutCore}${ratio} | ${main} | ${threads["HTTP Client"] ?? "–"} |`,
+    );
   }
 }
 process.exit(0);

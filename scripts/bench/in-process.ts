@@ -47,7 +47,13 @@ const mock = createMockUpstream({ recordServed: false });
 const captured = await mock.fetch(new Request(URL_, { method: "POST", headers: { authorization: "Bearer x" }, body }));
 const answerHeaders = Object.fromEntries(captured.headers);
 const answer = new Uint8Array(await captured.arrayBuffer());
-const events = shape === "sse" ? new TextDecoder().decode(answer).split(/(?<=\n\n)/).map((e) => new TextEncoder().encode(e)) : [];
+const events =
+  shape === "sse"
+    ? new TextDecoder()
+        .decode(answer)
+        .split(/(?<=\n\n)/)
+        .map((e) => new TextEncoder().encode(e))
+    : [];
 const modelsBody = await (await mock.fetch(new Request("http://localhost/api/v1/models"))).text();
 
 function cannedUpstream(url: string): Promise<Response> {
@@ -106,8 +112,13 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
   await store.connections.approve(created.id, "bench-user", 1e15, Date.now());
   if (opts.cachedReads) store = withCachedReads(store);
   const overrides: DepsOverrides = { store, logger, fetchUpstream: (url) => cannedUpstream(url) };
-  if (opts.noWriter) overrides.usageWriter = new UsageWriter({ insertBatch: async (r: unknown[]) => r.length } as unknown as UsageLedgerRepository, logger, 100);
-  if (opts.noRateLimit) overrides.rateLimiter = { kind: "none", check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: 1 }) } satisfies RateLimiter;
+  if (opts.noWriter)
+    overrides.usageWriter = new UsageWriter({ insertBatch: async (r: unknown[]) => r.length } as unknown as UsageLedgerRepository, logger, 100);
+  if (opts.noRateLimit)
+    overrides.rateLimiter = {
+      kind: "none",
+      check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: 1 }),
+    } satisfies RateLimiter;
   // openDeps reads (or creates) the stored session secret, as the server does.
   const deps = await openDeps(config, overrides);
   await deps.catalogue.refresh();
@@ -117,7 +128,6 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
   rows.push({ label, ...r });
   await store.close();
 }
-
 
 const VARIANTS: Array<{ label: string; service?: Parameters<typeof service>[1] }> = [
   { label: "(b) in-process: a plain function parses the body, calls the upstream, returns its body" },
@@ -164,7 +174,10 @@ const repeat = Number(opt("repeat", "3"));
 const samples = new Map<string, number[]>();
 for (let round = 0; round < repeat; round++) {
   for (const v of VARIANTS) {
-    const proc = Bun.spawn([process.execPath, import.meta.path, "--only", v.label, "--requests", String(total), "--shape", shape], { stdout: "pipe", stderr: "inherit" });
+    const proc = Bun.spawn([process.execPath, import.meta.path, "--only", v.label, "--requests", String(total), "--shape", shape], {
+      stdout: "pipe",
+      stderr: "inherit",
+    });
     const out = await new Response(proc.stdout).text();
     await proc.exited;
     const line = out.split("\n").find((l) => l.startsWith("{"));
@@ -175,7 +188,9 @@ for (let round = 0; round < repeat; round++) {
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const base = median(samples.get(VARIANTS[0]!.label)!);
-console.log(`\n| in-process, ${shape.toUpperCase()}, ${total.toLocaleString("en-US")} requests, 64 in flight | CPU µs/request, median of ${repeat} (ratio to (b) in-process) | all runs |`);
+console.log(
+  `\n| in-process, ${shape.toUpperCase()}, ${total.toLocaleString("en-US")} requests, 64 in flight | CPU µs/request, median of ${repeat} (ratio to (b) in-process) | all runs |`,
+);
 console.log("| --- | ---: | --- |");
 for (const v of VARIANTS) {
   const xs = samples.get(v.label)!;

@@ -49,7 +49,11 @@ const bunSql: Driver = {
         return query;
       },
       listen: typeof sql.listen === "function" ? (channel, onPayload) => sql.listen(channel, onPayload) : undefined,
-      hold: (until) => sql.begin(async (tx) => { await tx`select 1`; await until; }),
+      hold: (until) =>
+        sql.begin(async (tx) => {
+          await tx`select 1`;
+          await until;
+        }),
       reserveWithin: (ms) => sql.reserve({ signal: AbortSignal.timeout(ms) }),
       close: () => sql.close({ timeout: 0 }),
     };
@@ -69,7 +73,11 @@ const postgresJs: Driver = {
         await new Promise<void>((resolve, reject) => stream.end((err?: Error | null) => (err ? reject(err) : resolve())));
       },
       listen: (channel, onPayload) => sql.listen(channel, onPayload),
-      hold: (until) => sql.begin(async (tx) => { await tx`select 1`; await until; }),
+      hold: (until) =>
+        sql.begin(async (tx) => {
+          await tx`select 1`;
+          await until;
+        }),
       close: () => sql.end({ timeout: 0 }),
     };
   },
@@ -78,10 +86,22 @@ const postgresJs: Driver = {
 /** 16 columns, shaped like a usage-ledger entry: ids and labels as text, money and times as bigint. */
 function ledgerRow(i: number) {
   return {
-    id: `req_${i.toString(36).padStart(8, "0")}`, key_id: `key_${i % 500}`, app_id: `app_${i % 20}`, user_id: `user_${i % 5000}`,
-    model: "openai/gpt-4o-mini", provider: "openai", status: i % 50 === 0 ? "failed" : "settled", currency: "usd",
-    created_ms: 1_760_000_000_000 + i, settled_ms: 1_760_000_000_500 + i, prompt_tokens: 100 + (i % 900),
-    completion_tokens: 20 + (i % 300), cached_tokens: i % 64, cost_micros: 1_000 + i * 3, reserved_micros: 5_000 + i * 3, attempt: 1 + (i % 3),
+    id: `req_${i.toString(36).padStart(8, "0")}`,
+    key_id: `key_${i % 500}`,
+    app_id: `app_${i % 20}`,
+    user_id: `user_${i % 5000}`,
+    model: "openai/gpt-4o-mini",
+    provider: "openai",
+    status: i % 50 === 0 ? "failed" : "settled",
+    currency: "usd",
+    created_ms: 1_760_000_000_000 + i,
+    settled_ms: 1_760_000_000_500 + i,
+    prompt_tokens: 100 + (i % 900),
+    completion_tokens: 20 + (i % 300),
+    cached_tokens: i % 64,
+    cost_micros: 1_000 + i * 3,
+    reserved_micros: 5_000 + i * 3,
+    attempt: 1 + (i % 3),
   };
 }
 const LEDGER_DDL = `create table ledger (id text primary key, key_id text not null, app_id text not null, user_id text not null,
@@ -92,12 +112,14 @@ const LEDGER_DDL = `create table ledger (id text primary key, key_id text not nu
 async function selects(client: Client): Promise<string> {
   const until = performance.now() + 3_000;
   let done = 0;
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    while (performance.now() < until) {
-      await client.query`select id, v from kv where id = ${1 + Math.floor(Math.random() * 10_000)}`;
-      done++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (performance.now() < until) {
+        await client.query`select id, v from kv where id = ${1 + Math.floor(Math.random() * 10_000)}`;
+        done++;
+      }
+    }),
+  );
   return `${Math.round(done / 3).toLocaleString("en-US")}/s`;
 }
 
@@ -131,11 +153,15 @@ async function exhaustion(driver: Driver, url: string): Promise<string[]> {
   let release = () => {};
   const held = client.hold(new Promise<void>((r) => (release = r)));
   await Bun.sleep(200);
-  const settle = (p: Promise<unknown>, ms: number) => Promise.race([
-    // DOMException's numeric `code` says little; its name (TimeoutError) says more.
-    p.then(() => "answered", (e: { code?: unknown; name: string }) => `rejected (${typeof e.code === "string" ? e.code : e.name})`),
-    Bun.sleep(ms).then(() => `still waiting after ${ms / 1000} s`),
-  ]);
+  const settle = (p: Promise<unknown>, ms: number) =>
+    Promise.race([
+      // DOMException's numeric `code` says little; its name (TimeoutError) says more.
+      p.then(
+        () => "answered",
+        (e: { code?: unknown; name: string }) => `rejected (${typeof e.code === "string" ? e.code : e.name})`,
+      ),
+      Bun.sleep(ms).then(() => `still waiting after ${ms / 1000} s`),
+    ]);
   const waiting = client.query`select 1 as x`;
   const findings = [`plain query: ${await settle(waiting, 2_500)}`];
   const cancelled = client.query`select 2 as x`;
@@ -170,17 +196,29 @@ try {
     values.push(value);
   };
   const types: string[] = [];
-  for (const order of [[bunSql, postgresJs], [postgresJs, bunSql]]) {
+  for (const order of [
+    [bunSql, postgresJs],
+    [postgresJs, bunSql],
+  ]) {
     for (const driver of order) {
       const client = driver.open(url, 10);
       record("PK select, 64 callers, pool 10, 3 s", driver.name, await selects(client));
-      record(`insert ${ROWS / 1000}k rows, 1000/txn, ON CONFLICT`, driver.name,
-        await timedRows(admin, async () => { for (const batch of batches) await client.insert(batch); }));
+      record(
+        `insert ${ROWS / 1000}k rows, 1000/txn, ON CONFLICT`,
+        driver.name,
+        await timedRows(admin, async () => {
+          for (const batch of batches) await client.insert(batch);
+        }),
+      );
       record(`COPY ${ROWS / 1000}k rows, one stream`, driver.name, await timedRows(admin, () => client.copy(copyChunks).then(() => {})));
       record("LISTEN/NOTIFY", driver.name, await listenCheck(client));
       if (order[0] === bunSql) {
         const [row] = await client.query`select 9007199254740993::bigint as big, 42::bigint as small, 7::int as i, 1.5::numeric as n`;
-        types.push(`${driver.name}: ${Object.entries(row!).map(([k, v]) => `${k}=${typeof v} ${String(v)}`).join(", ")}`);
+        types.push(
+          `${driver.name}: ${Object.entries(row!)
+            .map(([k, v]) => `${k}=${typeof v} ${String(v)}`)
+            .join(", ")}`,
+        );
       }
       await client.close();
     }

@@ -85,7 +85,11 @@ try {
   if (armId === "b") arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant } : {});
   else {
     const env = variant ? { BENCH_VARIANT: variant } : undefined;
-    arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, redis?.url ?? null, { bunFlags, entry: entry || undefined, env });
+    arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, redis?.url ?? null, {
+      bunFlags,
+      entry: entry || undefined,
+      env,
+    });
   }
 
   await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0 });
@@ -94,7 +98,10 @@ try {
   // Optional: Linux perf over the same window, for the native and kernel side Bun's profiler cannot see.
   const perfFile = join(work, "perf.data");
   const perf = args.includes("--perf")
-    ? Bun.spawn(["perf", "record", "-F", "1999", "-p", String(arm.pid), "-o", perfFile, "--", "sleep", String(Math.max(1, seconds - 1))], { stdout: "ignore", stderr: "ignore" })
+    ? Bun.spawn(["perf", "record", "-F", "1999", "-p", String(arm.pid), "-o", perfFile, "--", "sleep", String(Math.max(1, seconds - 1))], {
+        stdout: "ignore",
+        stderr: "ignore",
+      })
     : null;
   // Optional: syscall counts over the window (strace slows the process down; only the counts per request mean anything).
   const strace = args.includes("--strace")
@@ -105,7 +112,10 @@ try {
     const text = await new Response(strace.stderr).text();
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");
     mkdirSync(out, { recursive: true });
-    const target = join(out, `strace-${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}.txt`);
+    const target = join(
+      out,
+      `strace-${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}.txt`,
+    );
     writeFileSync(target, `completed requests in the window (whole wrk run): ${r.ok}\n${text}`);
     console.log(`strace: ${target}`);
   }
@@ -114,20 +124,40 @@ try {
     const report = Bun.spawnSync(["perf", "report", "-i", perfFile, "--stdio", "--no-children", "--sort", "comm,dso,sym", "--percent-limit", "0.7"]);
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");
     mkdirSync(out, { recursive: true });
-    const target = join(out, `perf-${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}.txt`);
+    const target = join(
+      out,
+      `perf-${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}.txt`,
+    );
     writeFileSync(target, report.stdout.toString());
     console.log(`perf: ${target}`);
   }
   const cpu = meter.read();
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
-  console.log(JSON.stringify({ arm: armId, entry: entry || "src/index.ts", variant, shape, connections, rps: Math.round(r.rps), errors: r.errors, p99Ms: r.latencyUs.p99 / 1000, cpu, usPerRequestOnSutCore: Math.round((cpu.sut! * 1e6) / r.rps), usPerRequestByThread: threads }));
+  console.log(
+    JSON.stringify({
+      arm: armId,
+      entry: entry || "src/index.ts",
+      variant,
+      shape,
+      connections,
+      rps: Math.round(r.rps),
+      errors: r.errors,
+      p99Ms: r.latencyUs.p99 / 1000,
+      cpu,
+      usPerRequestOnSutCore: Math.round((cpu.sut! * 1e6) / r.rps),
+      usPerRequestByThread: threads,
+    }),
+  );
   await arm.stop();
   await redis?.stop();
   if (profile) {
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");
     mkdirSync(out, { recursive: true });
     for (const file of readdirSync(profDir)) {
-      const target = join(out, `${armId}-${shape}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}${file.endsWith(".md") ? ".md" : ".cpuprofile"}`);
+      const target = join(
+        out,
+        `${armId}-${shape}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}${file.endsWith(".md") ? ".md" : ".cpuprofile"}`,
+      );
       renameSync(join(profDir, file), target);
       console.log(`profile: ${target}`);
     }

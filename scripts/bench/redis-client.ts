@@ -24,9 +24,11 @@ try {
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     let next = 0;
-    await Promise.all(Array.from({ length: 64 }, async () => {
-      while (next++ < calls) await call();
-    }));
+    await Promise.all(
+      Array.from({ length: 64 }, async () => {
+        while (next++ < calls) await call();
+      }),
+    );
     const cpu = process.cpuUsage(cpu0);
     const perSecond = calls / ((performance.now() - t0) / 1000);
     console.log(`| ${label} | ${((cpu.user + cpu.system) / calls).toFixed(1)} | ${Math.round(perSecond).toLocaleString("en-US")} |`);
@@ -34,7 +36,7 @@ try {
   console.log(`| client, 64 calls in flight, ${calls.toLocaleString("en-US")} calls | CPU µs per call (client process) | calls/s |`);
   console.log("| --- | ---: | ---: |");
   await measure("ioredis 6, defineCommand (EVALSHA)", () => (io as unknown as { bench(k: string, n: number): Promise<unknown> }).bench("k", 1));
-  await measure("Bun.RedisClient, send(\"EVALSHA\")", () => bun.send("EVALSHA", [sha, "1", "k", "1"]));
+  await measure('Bun.RedisClient, send("EVALSHA")', () => bun.send("EVALSHA", [sha, "1", "k", "1"]));
   io.disconnect();
   bun.close();
 } finally {

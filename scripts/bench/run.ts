@@ -13,7 +13,24 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { ARM_LABELS, isServiceArm, ledgerRows, POSTGRES_ARMS, postgresLedgerRows, REDIS_ARMS, startBare, startDirect, startPortkey, startRedis, startService, type ArmId, type RunningArm, type RunningRedis, type ServiceState, type Upstream } from "./lib/arms";
+import {
+  ARM_LABELS,
+  isServiceArm,
+  ledgerRows,
+  POSTGRES_ARMS,
+  postgresLedgerRows,
+  REDIS_ARMS,
+  startBare,
+  startDirect,
+  startPortkey,
+  startRedis,
+  startService,
+  type ArmId,
+  type RunningArm,
+  type RunningRedis,
+  type ServiceState,
+  type Upstream,
+} from "./lib/arms";
 import { startBenchPostgres, type BenchPostgres } from "./lib/postgres";
 import { describeMachine, loadAverage, waitForQuiet } from "./lib/machine";
 import { BUN, childEnv, CpuMeter, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
@@ -36,7 +53,9 @@ const cfg = {
   warmup: Number(opt("warmup", quick ? "1" : "3")),
   connections: opt("connections", "16,64,256").split(",").map(Number),
   sequential: Number(opt("sequential", quick ? "200" : "2000")),
-  streams: opt("streams", quick ? "100,200" : "1000,2000").split(",").map(Number),
+  streams: opt("streams", quick ? "100,200" : "1000,2000")
+    .split(",")
+    .map(Number),
   arms: opt("arms", "a,b,c,d,e,f,g").split(",") as ArmId[],
   upstream: opt("upstream", "lean") as "lean" | "mock",
   waitQuiet: Number(opt("wait-quiet", "120")),
@@ -75,7 +94,12 @@ async function startUpstream(kind: "lean" | "mock", core: number): Promise<Upstr
 
 /** A client script pinned to the client core; resolves with the JSON line it prints. */
 async function runClient<T>(script: string, flags: string[], timeoutSeconds: number): Promise<T> {
-  const child = spawnPinned(script, CLIENT_CORE, [BUN, `scripts/bench/${script}`, ...flags, "--seconds", String(timeoutSeconds)], childEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" }));
+  const child = spawnPinned(
+    script,
+    CLIENT_CORE,
+    [BUN, `scripts/bench/${script}`, ...flags, "--seconds", String(timeoutSeconds)],
+    childEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" }),
+  );
   const code = await Promise.race([child.proc.exited, Bun.sleep((timeoutSeconds + 30) * 1000).then(() => null)]);
   if (code === null) await child.stop(1000);
   await Bun.sleep(50);
@@ -97,7 +121,15 @@ class TreeCpuMeter {
   }
 }
 
-async function throughput(arm: RunningArm, upstream: Upstream, cpuPids: Record<string, number>, cpuTrees: Record<string, () => number>, shape: "json" | "sse", connections: number, seconds: number): Promise<ThroughputRun> {
+async function throughput(
+  arm: RunningArm,
+  upstream: Upstream,
+  cpuPids: Record<string, number>,
+  cpuTrees: Record<string, () => number>,
+  shape: "json" | "sse",
+  connections: number,
+  seconds: number,
+): Promise<ThroughputRun> {
   const rowsBefore = arm.rowsWritten ? await arm.rowsWritten() : null;
   const servedBefore = await upstream.requestsServed();
   const meter = new CpuMeter(cpuPids);
@@ -118,9 +150,19 @@ async function longStreams(arm: RunningArm, n: number): Promise<LongRun> {
   const sampler = setInterval(() => (sampledPeak = Math.max(sampledPeak, memoryMb(arm.pid).rss)), 50);
   const headers = JSON.stringify(arm.headers);
   try {
-    const client = await runClient<LongRun["client"]>("long-streams.ts", ["--url", arm.url, "--body-file", bodyFile("long"), "--headers", headers, "--streams", String(n)], 60);
+    const client = await runClient<LongRun["client"]>(
+      "long-streams.ts",
+      ["--url", arm.url, "--body-file", bodyFile("long"), "--headers", headers, "--streams", String(n)],
+      60,
+    );
     const after = memoryMb(arm.pid);
-    return { streams: n, rssBeforeMb: before.rss, peakRssMb: reset ? Math.max(after.hwm, sampledPeak) : sampledPeak, peakFrom: reset ? "VmHWM" : "VmRSS samples", client };
+    return {
+      streams: n,
+      rssBeforeMb: before.rss,
+      peakRssMb: reset ? Math.max(after.hwm, sampledPeak) : sampledPeak,
+      peakFrom: reset ? "VmHWM" : "VmRSS samples",
+      client,
+    };
   } finally {
     clearInterval(sampler);
   }
@@ -159,11 +201,28 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
         const run = await throughput(arm, upstream, cpuPids, cpuTrees, shape, c, cfg.seconds);
         result.clientCompleted += run.ok;
         result.throughput.push(run);
-        log(`${id} ${shape} c=${c}: ${Math.round(run.rps)} req/s, p99 ${(run.latencyUs.p99 / 1000).toFixed(1)} ms, errors ${run.errors}, cpu ${JSON.stringify(Object.fromEntries(Object.entries(run.cpu).map(([k, v]) => [k, Math.round(v * 100) / 100])))}`);
+        log(
+          `${id} ${shape} c=${c}: ${Math.round(run.rps)} req/s, p99 ${(run.latencyUs.p99 / 1000).toFixed(1)} ms, errors ${run.errors}, cpu ${JSON.stringify(Object.fromEntries(Object.entries(run.cpu).map(([k, v]) => [k, Math.round(v * 100) / 100])))}`,
+        );
       }
     }
     for (const shape of ["json", "sse"] as const) {
-      const seq = await runClient<SequentialResult>("sequential.ts", ["--url", arm.url, "--body-file", bodyFile(shape), "--headers", JSON.stringify(arm.headers), "--count", String(cfg.sequential), "--warmup", String(Math.ceil(cfg.sequential / 10))], 120);
+      const seq = await runClient<SequentialResult>(
+        "sequential.ts",
+        [
+          "--url",
+          arm.url,
+          "--body-file",
+          bodyFile(shape),
+          "--headers",
+          JSON.stringify(arm.headers),
+          "--count",
+          String(cfg.sequential),
+          "--warmup",
+          String(Math.ceil(cfg.sequential / 10)),
+        ],
+        120,
+      );
       result.sequential[shape] = seq;
       result.clientCompleted += seq.requests + Math.ceil(cfg.sequential / 10);
       log(`${id} sequential ${shape}: p50 ${seq.totalUs.p50} us, p99 ${seq.totalUs.p99} us, first byte p50 ${seq.firstByteUs.p50} us`);
@@ -179,7 +238,9 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
         const run = await longStreams(arm, n);
         result.longStreams.push(run);
         result.clientCompleted += run.client.completed;
-        log(`${id} ${n} long streams: peak RSS ${run.peakRssMb.toFixed(1)} MB (idle ${run.rssBeforeMb.toFixed(1)}), completed ${run.client.completed}, failures ${JSON.stringify(run.client.failures)}`);
+        log(
+          `${id} ${n} long streams: peak RSS ${run.peakRssMb.toFixed(1)} MB (idle ${run.rssBeforeMb.toFixed(1)}), completed ${run.client.completed}, failures ${JSON.stringify(run.client.failures)}`,
+        );
       }
     }
   } finally {
@@ -189,7 +250,13 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
     const served = (await upstream.requestsServed()) - servedBefore;
     const after = await ledger(state);
     const rows = after.total - ledgerBefore;
-    result.rows = { upstreamServed: served, ledgerRows: rows, lost: served - rows, byStatus: after.byStatus, ...(after.totalsRequestCount === undefined ? {} : { totalsRequestCount: after.totalsRequestCount }) };
+    result.rows = {
+      upstreamServed: served,
+      ledgerRows: rows,
+      lost: served - rows,
+      byStatus: after.byStatus,
+      ...(after.totalsRequestCount === undefined ? {} : { totalsRequestCount: after.totalsRequestCount }),
+    };
     const totals = after.totalsRequestCount === undefined ? "" : `, usage_totals.request_count ${after.totalsRequestCount}`;
     log(`${id} rows: ${rows} in the ledger${totals}, ${served} served upstream, ${result.clientCompleted} completed at the clients`);
   }
@@ -226,7 +293,14 @@ async function main(): Promise<void> {
     // How fast the src mock itself is, on the SUT core, next to the lean replay.
     const mock = await startUpstream("mock", SUT_CORE);
     for (const shape of ["json", "sse"] as const) {
-      const r = await runWrk({ url: `${mock.url}/chat/completions`, bodyFile: bodyFile(shape), headers: { authorization: "Bearer bench" }, connections: 64, seconds: cfg.seconds, core: CLIENT_CORE });
+      const r = await runWrk({
+        url: `${mock.url}/chat/completions`,
+        bodyFile: bodyFile(shape),
+        headers: { authorization: "Bearer bench" },
+        connections: 64,
+        seconds: cfg.seconds,
+        core: CLIENT_CORE,
+      });
       upstreamCheck.push({ upstream: "src/upstream/mock", shape, rps: r.rps, errors: r.errors });
     }
     await children.pop()!.stop();

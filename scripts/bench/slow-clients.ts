@@ -59,7 +59,9 @@ try {
   console.log("| --- | ---: | ---: |");
   console.log(row("no slow clients", alone));
   console.log(row(`${slowCount} slow clients attached (1 byte/s)`, withSlow));
-  console.log(`ratio with/without: p50 ${(pct(withSlow, 50) / pct(alone, 50)).toFixed(2)}, p99 ${(pct(withSlow, 99) / pct(alone, 99)).toFixed(2)}; proxy RSS with slow clients attached ${rssAttached.toFixed(1)} MB`);
+  console.log(
+    `ratio with/without: p50 ${(pct(withSlow, 50) / pct(alone, 50)).toFixed(2)}, p99 ${(pct(withSlow, 99) / pct(alone, 99)).toFixed(2)}; proxy RSS with slow clients attached ${rssAttached.toFixed(1)} MB`,
+  );
 } finally {
   await stack.stop();
 }

@@ -36,7 +36,25 @@ try {
     await Bun.sleep(500);
     const idle = memoryMb(arm.pid).rss;
     resetPeakRss(arm.pid);
-    const client = spawnPinned("long-streams", 0, [BUN, "scripts/bench/long-streams.ts", "--url", arm.url, "--body-file", bodyFile, "--headers", JSON.stringify(arm.headers), "--streams", String(streams), "--seconds", "60"], childEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" }));
+    const client = spawnPinned(
+      "long-streams",
+      0,
+      [
+        BUN,
+        "scripts/bench/long-streams.ts",
+        "--url",
+        arm.url,
+        "--body-file",
+        bodyFile,
+        "--headers",
+        JSON.stringify(arm.headers),
+        "--streams",
+        String(streams),
+        "--seconds",
+        "60",
+      ],
+      childEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" }),
+    );
     await client.proc.exited;
     await Bun.sleep(50);
     const peak = memoryMb(arm.pid).hwm;

@@ -214,7 +214,12 @@ async function writerRun(pg: BenchPostgres, batch: number): Promise<WriterRun> {
     maxPending,
     flushes: stats.flushes,
     failedFlushes: stats.failedFlushes,
-    batchMs: { mean: round(sorted.reduce((a, b) => a + b, 0) / sorted.length, 2), p50: round(percentile(sorted, 50), 2), p99: round(percentile(sorted, 99), 2), max: round(sorted.at(-1) ?? NaN, 2) },
+    batchMs: {
+      mean: round(sorted.reduce((a, b) => a + b, 0) / sorted.length, 2),
+      p50: round(percentile(sorted, 50), 2),
+      p99: round(percentile(sorted, 99), 2),
+      max: round(sorted.at(-1) ?? NaN, 2),
+    },
     busy: round(sorted.reduce((a, b) => a + b, 0) / 1000 / seconds, 2),
     cpu: { writer: round(cpu.writer, 2), postgres: round(cpu.postgres, 2) },
     ledgerRows,
@@ -225,10 +230,24 @@ async function writerRun(pg: BenchPostgres, batch: number): Promise<WriterRun> {
 
 /** usage_ledger's columns as ledgerRecord names them, with their types (src/store/postgres/migrations.ts). */
 const LEDGER_COLUMNS: Array<[string, string]> = [
-  ["request_id", "text"], ["account", "text"], ["app_id", "text"], ["app_user_id", "text"], ["grant_id", "text"], ["period", "text"],
-  ["model", "text"], ["generation_id", "text"], ["prompt_tokens", "bigint"], ["completion_tokens", "bigint"], ["cost_nano", "bigint"],
-  ["source", "text"], ["status", "text"], ["streamed", "boolean"], ["started_at", "bigint"], ["finished_at", "bigint"],
-  ["reserved_nano", "bigint"], ["overrun_nano", "bigint"],
+  ["request_id", "text"],
+  ["account", "text"],
+  ["app_id", "text"],
+  ["app_user_id", "text"],
+  ["grant_id", "text"],
+  ["period", "text"],
+  ["model", "text"],
+  ["generation_id", "text"],
+  ["prompt_tokens", "bigint"],
+  ["completion_tokens", "bigint"],
+  ["cost_nano", "bigint"],
+  ["source", "text"],
+  ["status", "text"],
+  ["streamed", "boolean"],
+  ["started_at", "bigint"],
+  ["finished_at", "bigint"],
+  ["reserved_nano", "bigint"],
+  ["overrun_nano", "bigint"],
 ];
 const UNNEST_INSERT = `INSERT INTO usage_ledger (${LEDGER_COLUMNS.map(([c]) => c).join(", ")})
   SELECT * FROM unnest(${LEDGER_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(", ")})
@@ -250,11 +269,15 @@ async function profile(pg: BenchPostgres, batch: number): Promise<ProfileRow[]> 
   const steps: Array<{ step: string; db?: string; accounts?: number; run: (store: PostgresStore, rows: UsageRow[]) => Promise<unknown> }> = [
     {
       step: "INSERT alone (no RETURNING, no totals)",
-      run: (store, rows) => store.database.run((sql) => sql.begin((tx) => tx`INSERT INTO usage_ledger ${tx(rows.map(ledgerRecord))} ON CONFLICT (request_id) DO NOTHING`)),
+      run: (store, rows) =>
+        store.database.run((sql) => sql.begin((tx) => tx`INSERT INTO usage_ledger ${tx(rows.map(ledgerRecord))} ON CONFLICT (request_id) DO NOTHING`)),
     },
     {
       step: "INSERT … RETURNING request_id (no totals)",
-      run: (store, rows) => store.database.run((sql) => sql.begin((tx) => tx`INSERT INTO usage_ledger ${tx(rows.map(ledgerRecord))} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`)),
+      run: (store, rows) =>
+        store.database.run((sql) =>
+          sql.begin((tx) => tx`INSERT INTO usage_ledger ${tx(rows.map(ledgerRecord))} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`),
+        ),
     },
     { step: "insertBatch (INSERT … RETURNING, then totals): as the writer does", run: (store, rows) => store.usageLedger.insertBatch(rows) },
     { step: "insertBatch with synchronous_commit off (no wait for the disk)", db: "async", run: (store, rows) => store.usageLedger.insertBatch(rows) },
@@ -265,8 +288,20 @@ async function profile(pg: BenchPostgres, batch: number): Promise<ProfileRow[]> 
       step: "INSERT … SELECT FROM unnest(one array per column) RETURNING request_id (no totals; an alternative)",
       run: (store, rows) => {
         const records = rows.map(ledgerRecord);
-        const arrays = LEDGER_COLUMNS.map(([column]) => records.map((r) => { const v = r[column as keyof typeof r]; return v === null ? null : String(v); }));
-        return store.database.run((sql) => sql.begin((tx) => tx.unsafe(UNNEST_INSERT, arrays.map((a) => tx.array(a, "TEXT")))));
+        const arrays = LEDGER_COLUMNS.map(([column]) =>
+          records.map((r) => {
+            const v = r[column as keyof typeof r];
+            return v === null ? null : String(v);
+          }),
+        );
+        return store.database.run((sql) =>
+          sql.begin((tx) =>
+            tx.unsafe(
+              UNNEST_INSERT,
+              arrays.map((a) => tx.array(a, "TEXT")),
+            ),
+          ),
+        );
       },
     },
   ];
@@ -298,7 +333,13 @@ async function profile(pg: BenchPostgres, batch: number): Promise<ProfileRow[]> 
   const t0 = performance.now();
   for (let j = 0; j < rows.length; j += batch) rows.slice(j, j + batch).map(ledgerRecord);
   const ms = performance.now() - t0;
-  out.push({ batch, step: "rows → records in JavaScript (ledgerRecord), no database", batches: n / batch, msPerBatch: round(ms / (n / batch), 2), rowsPerSecond: Math.round(n / (ms / 1000)) });
+  out.push({
+    batch,
+    step: "rows → records in JavaScript (ledgerRecord), no database",
+    batches: n / batch,
+    msPerBatch: round(ms / (n / batch), 2),
+    rowsPerSecond: Math.round(n / (ms / 1000)),
+  });
   return out;
 }
 
@@ -313,7 +354,12 @@ interface SqliteRun {
 
 /** scripts/bench/usage-writer.ts as `npm run bench` runs it (pinned to the writer core), with these rows and accounts. */
 async function sqliteRun(): Promise<SqliteRun> {
-  const child = spawnPinned("usage-writer", PIN ? WRITER_CORE : null, [BUN, "scripts/bench/usage-writer.ts", "--rows", String(ROWS), "--accounts", String(ACCOUNTS), "--seconds", String(SECONDS)], childEnv());
+  const child = spawnPinned(
+    "usage-writer",
+    PIN ? WRITER_CORE : null,
+    [BUN, "scripts/bench/usage-writer.ts", "--rows", String(ROWS), "--accounts", String(ACCOUNTS), "--seconds", String(SECONDS)],
+    childEnv(),
+  );
   const code = await Promise.race([child.proc.exited, Bun.sleep((SECONDS + 30) * 1000).then(() => null)]);
   if (code === null) await child.stop(1000);
   await Bun.sleep(50);
@@ -339,13 +385,16 @@ async function main(): Promise<void> {
       const r = await writerRun(pg, batch);
       runs.push(r);
       if (r.error) log(`batch ${batch}: a flush failed: ${r.error}`);
-      log(`batch ${batch}: ${int(r.rowsPerSecond)} rows/s (${r.rows} rows in ${r.seconds} s; ${r.flushes} flushes, ${r.batchMs.mean} ms mean per batch); ledger ${r.ledgerRows}, totals ${r.totalsRequestCount}, lost ${r.lost}`);
+      log(
+        `batch ${batch}: ${int(r.rowsPerSecond)} rows/s (${r.rows} rows in ${r.seconds} s; ${r.flushes} flushes, ${r.batchMs.mean} ms mean per batch); ledger ${r.ledgerRows}, totals ${r.totalsRequestCount}, lost ${r.lost}`,
+      );
     }
     if (PROFILE) {
       for (const batch of BATCHES) {
         const p = await profile(pg, batch);
         profiles.push(...p);
-        for (const x of p) log(`profile batch ${batch}: ${x.step}: ${x.error ? `failed: ${x.error}` : `${x.msPerBatch} ms per batch, ${int(x.rowsPerSecond)} rows/s`}`);
+        for (const x of p)
+          log(`profile batch ${batch}: ${x.step}: ${x.error ? `failed: ${x.error}` : `${x.msPerBatch} ms per batch, ${int(x.rowsPerSecond)} rows/s`}`);
       }
     }
   } finally {
@@ -364,15 +413,23 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   lines.push(`Command: \`${COMMAND}\``);
   lines.push("");
-  lines.push(`Run ${startedAt} → ${new Date().toISOString()} (UTC) on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGb} GB, ${machine.kernel}, Bun ${machine.bun}. Load average ${loadAtStart} at start, ${loadAverage()} at end; ${quiet.quiet ? `machine quiet (waited ${quiet.waitedSeconds} s)` : `**machine not quiet** after ${quiet.waitedSeconds} s (load ${quiet.loadAtStart}, ${quiet.otherTestRunsAtStart} other test runs)`}.`);
+  lines.push(
+    `Run ${startedAt} → ${new Date().toISOString()} (UTC) on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGb} GB, ${machine.kernel}, Bun ${machine.bun}. Load average ${loadAtStart} at start, ${loadAverage()} at end; ${quiet.quiet ? `machine quiet (waited ${quiet.waitedSeconds} s)` : `**machine not quiet** after ${quiet.waitedSeconds} s (load ${quiet.loadAtStart}, ${quiet.otherTestRunsAtStart} other test runs)`}.`,
+  );
   lines.push("");
-  lines.push(`${ROWS.toLocaleString("en-US")} rows over ${ACCOUNTS.toLocaleString("en-US")} account${ACCOUNTS === 1 ? "" : "s"}; PostgreSQL ${pg.version}, fsync on, synchronous_commit on; flush interval ${FLUSH_MS} ms; ${CONCURRENCY} batch${CONCURRENCY === 1 ? "" : "es"} at once; ${PIN ? `writer on core ${WRITER_CORE}, PostgreSQL on core ${PG_CORE}` : "not pinned"}. Target: ≥ ${TARGET.toLocaleString("en-US")} rows/s.`);
+  lines.push(
+    `${ROWS.toLocaleString("en-US")} rows over ${ACCOUNTS.toLocaleString("en-US")} account${ACCOUNTS === 1 ? "" : "s"}; PostgreSQL ${pg.version}, fsync on, synchronous_commit on; flush interval ${FLUSH_MS} ms; ${CONCURRENCY} batch${CONCURRENCY === 1 ? "" : "es"} at once; ${PIN ? `writer on core ${WRITER_CORE}, PostgreSQL on core ${PG_CORE}` : "not pinned"}. Target: ≥ ${TARGET.toLocaleString("en-US")} rows/s.`,
+  );
   lines.push("");
-  lines.push("| store | batch | rows | seconds | rows/s | vs target | flushes | ms per batch (mean / p50 / p99) | writer busy | CPU: writer / postgres | ledger rows | totals request_count | lost |");
+  lines.push(
+    "| store | batch | rows | seconds | rows/s | vs target | flushes | ms per batch (mean / p50 / p99) | writer busy | CPU: writer / postgres | ledger rows | totals request_count | lost |",
+  );
   lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |");
   for (const r of runs) {
     if (r.error) {
-      lines.push(`| PostgreSQL | ${int(r.batch)} | failed: ${r.error.replaceAll("|", "/").slice(0, 160)} (${int(r.ledgerRows)} rows written of ${int(r.rows)} enqueued) |`);
+      lines.push(
+        `| PostgreSQL | ${int(r.batch)} | failed: ${r.error.replaceAll("|", "/").slice(0, 160)} (${int(r.ledgerRows)} rows written of ${int(r.rows)} enqueued) |`,
+      );
       continue;
     }
     lines.push(
@@ -380,7 +437,9 @@ async function main(): Promise<void> {
     );
   }
   if (sqlite && "rowsPerSecond" in sqlite) {
-    lines.push(`| SQLite file, WAL (scripts/bench/usage-writer.ts) | 1,000 | ${int(sqlite.rows)} | ${sqlite.seconds} | ${int(sqlite.rowsPerSecond)} | ${(sqlite.rowsPerSecond / TARGET).toFixed(2)}× | – | – | – | – | ${int(sqlite.rows - sqlite.lost)} | ${int(sqlite.totalsRequestCount)} | **${int(sqlite.lost)}** |`);
+    lines.push(
+      `| SQLite file, WAL (scripts/bench/usage-writer.ts) | 1,000 | ${int(sqlite.rows)} | ${sqlite.seconds} | ${int(sqlite.rowsPerSecond)} | ${(sqlite.rowsPerSecond / TARGET).toFixed(2)}× | – | – | – | – | ${int(sqlite.rows - sqlite.lost)} | ${int(sqlite.totalsRequestCount)} | **${int(sqlite.lost)}** |`,
+    );
   } else if (sqlite) {
     lines.push(`| SQLite file, WAL | failed: ${sqlite.error.replaceAll("|", "/").slice(0, 120)} |`);
   }
@@ -390,12 +449,41 @@ async function main(): Promise<void> {
     lines.push("");
     lines.push("| batch | step | batches | ms per batch | rows/s |");
     lines.push("| ---: | --- | ---: | ---: | ---: |");
-    for (const p of profiles) lines.push(p.error ? `| ${int(p.batch)} | ${p.step} | failed: ${p.error.replaceAll("|", "/").slice(0, 120)} | – | – |` : `| ${int(p.batch)} | ${p.step} | ${p.batches} | ${p.msPerBatch} | ${int(p.rowsPerSecond)} |`);
+    for (const p of profiles)
+      lines.push(
+        p.error
+          ? `| ${int(p.batch)} | ${p.step} | failed: ${p.error.replaceAll("|", "/").slice(0, 120)} | – | – |`
+          : `| ${int(p.batch)} | ${p.step} | ${p.batches} | ${p.msPerBatch} | ${int(p.rowsPerSecond)} |`,
+      );
   }
   console.log(lines.join("\n"));
 
   mkdirSync(dirname(OUT), { recursive: true });
-  writeFileSync(OUT, JSON.stringify({ command: COMMAND, startedAt, finishedAt: new Date().toISOString(), machine, quiet, loadAtStart, loadAtEnd: loadAverage(), postgres: pg.version, rows: ROWS, accounts: ACCOUNTS, flushMs: FLUSH_MS, concurrency: CONCURRENCY, pinned: PIN, runs, profiles, sqlite }, null, 2));
+  writeFileSync(
+    OUT,
+    JSON.stringify(
+      {
+        command: COMMAND,
+        startedAt,
+        finishedAt: new Date().toISOString(),
+        machine,
+        quiet,
+        loadAtStart,
+        loadAtEnd: loadAverage(),
+        postgres: pg.version,
+        rows: ROWS,
+        accounts: ACCOUNTS,
+        flushMs: FLUSH_MS,
+        concurrency: CONCURRENCY,
+        pinned: PIN,
+        runs,
+        profiles,
+        sqlite,
+      },
+      null,
+      2,
+    ),
+  );
   log(`results: ${OUT}`);
   const bad = runs.filter((r) => r.error || r.lost !== 0 || r.totalsRequestCount !== r.rows || r.ledgerRows !== r.rows || r.failedFlushes > 0);
   if (bad.length > 0) {

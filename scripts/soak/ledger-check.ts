@@ -62,8 +62,15 @@ export function checkLedger(databasePath: string, tally: Tally, served: ServedTr
   const db = new Database(databasePath, { readonly: true });
   try {
     const rows = db.query<Row, []>("SELECT request_id, generation_id, account, app_user_id, status, source, cost_nano FROM usage_ledger").all();
-    const totals = db.query<{ account: string; spent_nano: number; request_count: number }, []>("SELECT account, spent_nano, request_count FROM usage_totals").all();
-    const caps = new Map(db.query<{ app_user_id: string; monthly_cap_nano: number }, []>("SELECT app_user_id, monthly_cap_nano FROM connections").all().map((c) => [c.app_user_id, c.monthly_cap_nano]));
+    const totals = db
+      .query<{ account: string; spent_nano: number; request_count: number }, []>("SELECT account, spent_nano, request_count FROM usage_totals")
+      .all();
+    const caps = new Map(
+      db
+        .query<{ app_user_id: string; monthly_cap_nano: number }, []>("SELECT app_user_id, monthly_cap_nano FROM connections")
+        .all()
+        .map((c) => [c.app_user_id, c.monthly_cap_nano]),
+    );
     const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()!.page_size;
     // Per connection, and the service never sets it: this reads SQLite's compiled-in default, the service's value.
     const walAutocheckpointPages = db.query<{ wal_autocheckpoint: number }, []>("PRAGMA wal_autocheckpoint").get()!.wal_autocheckpoint;
@@ -81,7 +88,11 @@ export function checkLedger(databasePath: string, tally: Tally, served: ServedTr
       if (!row) missing++;
       else if (generationId === null || row.generation_id !== generationId) wrongGeneration++;
     }
-    checks.push({ name: "a row for every 200", ok: missing === 0 && wrongGeneration === 0, detail: `${tally.completed.size} completions: ${missing} without a row, ${wrongGeneration} with another generation id` });
+    checks.push({
+      name: "a row for every 200",
+      ok: missing === 0 && wrongGeneration === 0,
+      detail: `${tally.completed.size} completions: ${missing} without a row, ${wrongGeneration} with another generation id`,
+    });
 
     // 2. No row for a refused request.
     const refusedWithRow = tally.refused.filter((id) => byRequest.has(id)).length;
@@ -103,14 +114,22 @@ export function checkLedger(databasePath: string, tally: Tally, served: ServedTr
       ok: servedWithoutRow === 0 && servedTwice === 0 && rowsNotServed === 0 && rows.length === served.byId.size && rows.length === tally.completed.size,
       detail: `${rows.length} rows, ${served.byId.size} served by the mock, ${tally.completed.size} 200s at the client; ${servedWithoutRow} served without a row, ${servedTwice} with two or more, ${rowsNotServed} rows matching no served generation`,
     });
-    checks.push({ name: "upstream answered every request in full", ok: servedNotOk === 0, detail: `${servedNotOk} served requests not 200 or not completed (the proxy keeps reading after a client leaves)` });
+    checks.push({
+      name: "upstream answered every request in full",
+      ok: servedNotOk === 0,
+      detail: `${servedNotOk} served requests not 200 or not completed (the proxy keeps reading after a client leaves)`,
+    });
 
     // 4. Row statuses: completions and client disconnects only, with the upstream's cost.
     const rowsByStatus = countBy(rows, (r) => r.status);
     const rowsBySource = countBy(rows, (r) => r.source);
     const disconnectedRows = rowsByStatus.client_disconnected ?? 0;
     const odd = rows.length - (rowsByStatus.ok ?? 0) - disconnectedRows;
-    checks.push({ name: "row statuses", ok: odd === 0 && disconnectedRows === tally.clientDisconnects, detail: `${JSON.stringify(rowsByStatus)}; ${tally.clientDisconnects} clients left mid-stream` });
+    checks.push({
+      name: "row statuses",
+      ok: odd === 0 && disconnectedRows === tally.clientDisconnects,
+      detail: `${JSON.stringify(rowsByStatus)}; ${tally.clientDisconnects} clients left mid-stream`,
+    });
     checks.push({ name: "costs from the upstream", ok: (rowsBySource.upstream ?? 0) === rows.length, detail: JSON.stringify(rowsBySource) });
 
     // 5. Money agrees in the rows, usage_totals and Redis; nothing left reserved; caps held.
@@ -135,9 +154,17 @@ export function checkLedger(databasePath: string, tally: Tally, served: ServedTr
       if (cap === undefined || a.nano > cap) overCap++;
     }
     for (const live of redis.accounts.values()) if (live.reserved !== 0) stillReserved++;
-    checks.push({ name: "usage_totals = sum of rows", ok: totalsMismatch === 0 && totals.length === spentByAccount.size, detail: `${spentByAccount.size} accounts with rows, ${totals.length} totals rows, ${totalsMismatch} differ` });
+    checks.push({
+      name: "usage_totals = sum of rows",
+      ok: totalsMismatch === 0 && totals.length === spentByAccount.size,
+      detail: `${spentByAccount.size} accounts with rows, ${totals.length} totals rows, ${totalsMismatch} differ`,
+    });
     checks.push({ name: "Redis spent = sum of rows", ok: redisMismatch === 0, detail: `${redisMismatch} of ${spentByAccount.size} accounts differ` });
-    checks.push({ name: "nothing left reserved", ok: stillReserved === 0 && redis.openReservations === 0, detail: `${redis.openReservations} br:* keys, ${stillReserved} accounts with reserved ≠ 0` });
+    checks.push({
+      name: "nothing left reserved",
+      ok: stillReserved === 0 && redis.openReservations === 0,
+      detail: `${redis.openReservations} br:* keys, ${stillReserved} accounts with reserved ≠ 0`,
+    });
     checks.push({ name: "spend within every cap", ok: overCap === 0, detail: `${overCap} accounts over their cap` });
 
     return {

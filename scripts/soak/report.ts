@@ -94,7 +94,10 @@ const ms = (values: number[]) => `${fixed(percentile(values, 50))} / ${fixed(per
 
 export function renderMarkdown(s: SoakSummary): string {
   const t = s.tally;
-  const statuses = [...t.byStatus.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}: ${int(v)}`).join(", ");
+  const statuses = [...t.byStatus.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}: ${int(v)}`)
+    .join(", ");
   const f = s.facts;
   const lines = [
     `Run ${s.startedAt} → ${s.finishedAt} (UTC), \`${s.command}\`. Machine: ${s.machine.cpus} × ${s.machine.cpuModel}, ${s.machine.memoryGb} GB RAM, ${s.machine.kernel}; Bun ${s.machine.bun}, redis-server ${s.machine.redis}. Load average ${s.loadAverage.start} at start, ${s.loadAverage.end} at end; \`bun test\` processes running at start / end: ${s.otherTestRuns.start} / ${s.otherTestRuns.end}.`,
@@ -106,7 +109,11 @@ export function renderMarkdown(s: SoakSummary): string {
     `| errors (anything but 200, 402 budget_exceeded, 429 rate_limited; failed fetches; malformed bodies) | **${int(t.errorCount)}**${t.errorCount ? ` (${[...t.errors.entries()].map(([k, v]) => `${v}× ${k}`).join(", ")})` : ""} |`,
     `| clients that left mid-stream | ${int(t.clientDisconnects)} |`,
     `| ledger rows / 200s at the client / generations the mock served | ${int(f.rows)} / ${int(f.completedAtClient)} / ${int(f.servedByMock)} |`,
-    `| ledger rows by status; by cost source | ${Object.entries(f.rowsByStatus).map(([k, v]) => `${k}: ${int(v)}`).join(", ")}; ${Object.entries(f.rowsBySource).map(([k, v]) => `${k}: ${int(v)}`).join(", ")} |`,
+    `| ledger rows by status; by cost source | ${Object.entries(f.rowsByStatus)
+      .map(([k, v]) => `${k}: ${int(v)}`)
+      .join(", ")}; ${Object.entries(f.rowsBySource)
+      .map(([k, v]) => `${k}: ${int(v)}`)
+      .join(", ")} |`,
     `| proxy RSS under load: first / last / max (MB); once settled | ${fixed(s.rss.firstMb)} / ${fixed(s.rss.lastMb)} / ${fixed(s.rss.maxMb)}; ${fixed(s.rss.settledMb)} |`,
     `| proxy CPU under load (cores busy: mean, max of the samples) | ${fixed(s.proxyCpu.mean, 2)}, ${fixed(s.proxyCpu.max, 2)} |`,
     `| proxy RSS mean at 20–40 % of the run → last 30 % (MB); slope after warm-up | ${fixed(s.rss.baselineMb)} → ${fixed(s.rss.finalMb)}; ${fixed(s.rss.slopeMbPerMin, 2)} MB/min |`,

@@ -119,7 +119,10 @@ export class Sampler {
 }
 
 export function formatSample(s: Sample): string {
-  const statuses = Object.entries(s.statuses).map(([k, v]) => `${k}:${v}`).join(" ") || "none";
+  const statuses =
+    Object.entries(s.statuses)
+      .map(([k, v]) => `${k}:${v}`)
+      .join(" ") || "none";
   const w = s.writer;
   return [
     `t=${fixed(s.t, 0).padStart(4)}s`,

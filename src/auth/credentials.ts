@@ -32,11 +32,7 @@ export async function authenticateSecretKey(store: Store, header: string | null)
 }
 
 /** Resolves a session JWT to its claims and active app, or throws 401 `auth`. */
-export async function authenticateSession(
-  store: Store,
-  tokens: SessionTokens,
-  header: string | null,
-): Promise<{ app: App; session: SessionClaims }> {
+export async function authenticateSession(store: Store, tokens: SessionTokens, header: string | null): Promise<{ app: App; session: SessionClaims }> {
   const credential = bearerCredential(header);
   if (credential.startsWith("sk_")) {
     throw new ApiError("auth", "this endpoint takes a session token, not a secret key");

@@ -31,16 +31,55 @@ const BUDGET_REFUSALS = new Set(["budget_exceeded", "grant_invalid", "not_connec
  */
 export class ProxyMetrics {
   readonly registry = new Registry();
-  private readonly requests = new Counter({ name: "proxy_requests_total", help: "Requests by route, method and status.", labelNames: ["route", "method", "status"], registers: [this.registry] });
-  private readonly chatSeconds = new Histogram({ name: "proxy_chat_duration_seconds", help: "Chat calls, arrival to last byte (streams included), by stream or not.", labelNames: ["stream"], buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  private readonly chatHeadersSeconds = new Histogram({ name: "proxy_chat_time_to_first_byte_seconds", help: "Chat calls, arrival to response headers (time to first byte).", labelNames: ["stream"], buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  private readonly upstreamErrors = new Counter({ name: "proxy_upstream_errors_total", help: "Chat calls that failed upstream, by error code.", labelNames: ["code"], registers: [this.registry] });
-  private readonly refusals = new Counter({ name: "proxy_budget_refusals_total", help: "Chat calls refused before going upstream for want of budget, by error code.", labelNames: ["code"], registers: [this.registry] });
-  private readonly spend = new Counter({ name: "proxy_spend_usd_total", help: "USD charged to budgets, by app.", labelNames: ["app"], registers: [this.registry] });
+  private readonly requests = new Counter({
+    name: "proxy_requests_total",
+    help: "Requests by route, method and status.",
+    labelNames: ["route", "method", "status"],
+    registers: [this.registry],
+  });
+  private readonly chatSeconds = new Histogram({
+    name: "proxy_chat_duration_seconds",
+    help: "Chat calls, arrival to last byte (streams included), by stream or not.",
+    labelNames: ["stream"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly chatHeadersSeconds = new Histogram({
+    name: "proxy_chat_time_to_first_byte_seconds",
+    help: "Chat calls, arrival to response headers (time to first byte).",
+    labelNames: ["stream"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly upstreamErrors = new Counter({
+    name: "proxy_upstream_errors_total",
+    help: "Chat calls that failed upstream, by error code.",
+    labelNames: ["code"],
+    registers: [this.registry],
+  });
+  private readonly refusals = new Counter({
+    name: "proxy_budget_refusals_total",
+    help: "Chat calls refused before going upstream for want of budget, by error code.",
+    labelNames: ["code"],
+    registers: [this.registry],
+  });
+  private readonly spend = new Counter({
+    name: "proxy_spend_usd_total",
+    help: "USD charged to budgets, by app.",
+    labelNames: ["app"],
+    registers: [this.registry],
+  });
 
   constructor(deps: Deps, chat: ChatService) {
     const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read());
+        },
+      });
     gauge("proxy_usage_writer_pending_rows", "Ledger rows queued in this process, not yet written.", () => deps.usageWriter.stats.pending);
     gauge("proxy_usage_writer_failed_flushes", "Writer flushes that failed since start (their rows were kept).", () => deps.usageWriter.stats.failedFlushes);
     gauge("proxy_usage_writer_written_rows", "Ledger rows written by this process's writer since start.", () => deps.usageWriter.stats.written);

@@ -50,9 +50,7 @@ export class Meter {
   async finish(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
     const charge: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
-      : chargeFor(ticket.bounds, outcome.usage, () =>
-          estimateCharge(ticket.bounds, ticket.limits, Math.max(1, outcome.completionEvents), ticket.grantedNano),
-        );
+      : chargeFor(ticket.bounds, outcome.usage, () => estimateCharge(ticket.bounds, ticket.limits, Math.max(1, outcome.completionEvents), ticket.grantedNano));
     // Settling is idempotent in the ledger and the row's primary key is the request id,
     // so a second finish for the same ticket changes nothing. An overrun freezes the
     // account there (BudgetLedger.settle), and here in the row, so a restart keeps it.

@@ -79,8 +79,17 @@ export interface CatalogueEntry {
 export function parseModelPrice(entry: CatalogueEntry): ModelPrice | null {
   if (typeof entry.id !== "string" || !entry.pricing) return null;
   const prices: Record<PriceField, number> = {
-    prompt: 0, completion: 0, request: 0, image: 0, webSearch: 0, internalReasoning: 0,
-    cacheWrite: 0, audio: 0, audioOutput: 0, imageToken: 0, imageOutput: 0,
+    prompt: 0,
+    completion: 0,
+    request: 0,
+    image: 0,
+    webSearch: 0,
+    internalReasoning: 0,
+    cacheWrite: 0,
+    audio: 0,
+    audioOutput: 0,
+    imageToken: 0,
+    imageOutput: 0,
   };
   const variableKeys = new Set<string>();
   const sheets = [entry.pricing, ...(Array.isArray(entry.pricing.overrides) ? entry.pricing.overrides : [])];
@@ -120,7 +129,15 @@ export function fallbackPrice(id: string, promptUsdPerToken: number, completionU
     id,
     prompt: promptUsdPerToken * 1e9,
     completion: completionUsdPerToken * 1e9,
-    request: 0, image: 0, webSearch: 0, internalReasoning: 0, cacheWrite: 0, audio: 0, audioOutput: 0, imageToken: 0, imageOutput: 0,
+    request: 0,
+    image: 0,
+    webSearch: 0,
+    internalReasoning: 0,
+    cacheWrite: 0,
+    audio: 0,
+    audioOutput: 0,
+    imageToken: 0,
+    imageOutput: 0,
     variable: false,
     variableKeys: [],
     contextLength: contextTokens,

@@ -17,10 +17,13 @@ export class OverrunMonitor {
     const seen = this.perModel.get(model) ?? 0;
     this.perModel.set(model, seen + 1);
     if (seen === 0) {
-      this.logger.warn("actual cost exceeded the reservation: the upstream billed above its catalogue; the budget is frozen until its period resets or its cap is raised", {
-        model,
-        ...details,
-      });
+      this.logger.warn(
+        "actual cost exceeded the reservation: the upstream billed above its catalogue; the budget is frozen until its period resets or its cap is raised",
+        {
+          model,
+          ...details,
+        },
+      );
     }
   }
 

@@ -87,7 +87,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
       await this.retryAll();
       if (this.retrying.size > 0) await Bun.sleep(200);
     }
-    if (this.retrying.size > 0) this.logger.error("budget settles not written at shutdown: the database refused until the deadline", { pending: this.retrying.size });
+    if (this.retrying.size > 0)
+      this.logger.error("budget settles not written at shutdown: the database refused until the deadline", { pending: this.retrying.size });
     await this.db.run((sql) => sql`DELETE FROM proxy_instances WHERE id = ${this.instanceId}`).catch(() => {});
   }
 

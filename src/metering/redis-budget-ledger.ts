@@ -106,8 +106,16 @@ const ACCOUNT_TTL_MS = 40 * 24 * 60 * 60 * 1000;
 
 interface LedgerCommands {
   budgetReserve(
-    account: string, reservation: string, held: string, registry: string,
-    cap: number, min: number, desired: number, resvTtl: number, accountTtl: number, processId: string,
+    account: string,
+    reservation: string,
+    held: string,
+    registry: string,
+    cap: number,
+    min: number,
+    desired: number,
+    resvTtl: number,
+    accountTtl: number,
+    processId: string,
   ): Promise<[number, number, number, string]>;
   budgetInit(account: string, spent: number, accountTtl: number, epoch: string, frozenCap: string): Promise<number>;
   budgetSettle(reservation: string, account: string, held: string, settled: string, actual: number, accountTtl: number, epoch: string): Promise<number>;
@@ -142,8 +150,16 @@ export class RedisBudgetLedger implements BudgetLedger {
     for (let attempt = 0; attempt < 3; attempt++) {
       const [status, a, b, epoch] = await this.guard(() =>
         this.commands.budgetReserve(
-          accountKey, reservationKeyOf(requestId), heldKeyOf(this.lease.id), processesKey,
-          capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS, this.lease.id,
+          accountKey,
+          reservationKeyOf(requestId),
+          heldKeyOf(this.lease.id),
+          processesKey,
+          capNano,
+          minNano,
+          desiredNano,
+          RESERVATION_TTL_MS,
+          ACCOUNT_TTL_MS,
+          this.lease.id,
         ),
       );
       if (status === 1) {

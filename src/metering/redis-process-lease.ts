@@ -85,7 +85,10 @@ export class ProcessLease {
     if (this.timers.length > 0) return;
     void this.renew();
     void this.sweep();
-    this.timers.push(setInterval(() => void this.renew(), RENEW_MS), setInterval(() => void this.sweep(), SWEEP_MS));
+    this.timers.push(
+      setInterval(() => void this.renew(), RENEW_MS),
+      setInterval(() => void this.sweep(), SWEEP_MS),
+    );
     for (const timer of this.timers) timer.unref?.();
   }
 

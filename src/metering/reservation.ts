@@ -69,8 +69,7 @@ export function planReservation(bounds: CostBounds, requestedMaxTokens: number |
 
 function reasoningPlan(ask: ReasoningAsk, completionLimit: number): NonNullable<ReservationPlan["reasoning"]> {
   if (ask.kind === "off") return { limit: completionLimit, min: 0, sent: false };
-  const wanted =
-    ask.kind === "tokens" ? ask.maxTokens : ask.kind === "effort" ? Math.ceil((EFFORT_SHARE[ask.effort] ?? 1) * completionLimit) : completionLimit;
+  const wanted = ask.kind === "tokens" ? ask.maxTokens : ask.kind === "effort" ? Math.ceil((EFFORT_SHARE[ask.effort] ?? 1) * completionLimit) : completionLimit;
   return { limit: Math.max(MIN_REASONING_TOKENS, wanted), min: MIN_REASONING_TOKENS, sent: true };
 }
 

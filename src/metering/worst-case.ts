@@ -53,7 +53,8 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
   let online = false;
   for (const id of shape.modelIds) {
     const resolved = catalogue.resolve(id);
-    if (!resolved) throw new ApiError("invalid_request", `unknown model ${JSON.stringify(id)}: the upstream's catalogue does not list it (see GET /api/v1/models)`);
+    if (!resolved)
+      throw new ApiError("invalid_request", `unknown model ${JSON.stringify(id)}: the upstream's catalogue does not list it (see GET /api/v1/models)`);
     online ||= resolved.online;
     if (!resolved.price.variable) {
       models.push(resolved.price);
@@ -62,7 +63,10 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
     // A router's price is that of the model it picks: bound it by every model it may pick under the pin.
     const reachable = catalogue.modelsWithin(clientPin.prompt, clientPin.completion);
     if (reachable.length === 0) {
-      throw new ApiError("invalid_request", `model ${JSON.stringify(id)} is variable-priced and no listed model fits under provider.max_price, so its cost cannot be bounded`);
+      throw new ApiError(
+        "invalid_request",
+        `model ${JSON.stringify(id)} is variable-priced and no listed model fits under provider.max_price, so its cost cannot be bounded`,
+      );
     }
     models.push(...reachable);
   }
@@ -74,10 +78,22 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
     choices: shape.choices,
     predictionTokens: shape.predictionBytes,
     pin: {
-      prompt: Math.min(clientPin.prompt, highest((m) => m.prompt)),
-      completion: Math.min(clientPin.completion, highest((m) => m.completion)),
-      request: Math.min(clientPin.request, highest((m) => m.request)),
-      image: Math.min(clientPin.image, highest((m) => m.image)),
+      prompt: Math.min(
+        clientPin.prompt,
+        highest((m) => m.prompt),
+      ),
+      completion: Math.min(
+        clientPin.completion,
+        highest((m) => m.completion),
+      ),
+      request: Math.min(
+        clientPin.request,
+        highest((m) => m.request),
+      ),
+      image: Math.min(
+        clientPin.image,
+        highest((m) => m.image),
+      ),
     },
   };
 }
@@ -130,12 +146,18 @@ function refuseUnbounded(shape: RequestShape, models: ModelPrice[], webResults: 
   for (const m of models) {
     const used = m.variableKeys.filter((key) => usesPricedKey(key, shape, webResults, m));
     if (used.length > 0) {
-      throw new ApiError("invalid_request", `${m.id} has a variable (-1) ${used.join(", ")} price that this request would be billed, so its cost cannot be bounded`);
+      throw new ApiError(
+        "invalid_request",
+        `${m.id} has a variable (-1) ${used.join(", ")} price that this request would be billed, so its cost cannot be bounded`,
+      );
     }
   }
   const pricedImageOutput = models.find((m) => m.imageOutput > 0);
   if (shape.imageOutput && pricedImageOutput) {
-    throw new ApiError("invalid_request", `image output is billed per generated image on ${pricedImageOutput.id}, and their number cannot be bounded before the call`);
+    throw new ApiError(
+      "invalid_request",
+      `image output is billed per generated image on ${pricedImageOutput.id}, and their number cannot be bounded before the call`,
+    );
   }
   const parsesFiles = shape.fileParts && shape.pdfEngine === null && models.find((m) => !m.inputModalities.includes("file"));
   if (parsesFiles) {

@@ -42,8 +42,13 @@ export async function enforceRateLimit(limiter: RateLimiter, rule: RateLimitRule
   headers["ratelimit-remaining"] = String(decision.remaining);
   headers["ratelimit-reset"] = String(resetSeconds);
   if (!decision.allowed) {
-    throw new ApiError("rate_limited", `rate limit of ${decision.limit} requests per ${rule.windowMs / 1000} s reached; retry in ${resetSeconds} s`, {}, {
-      "retry-after": String(resetSeconds),
-    });
+    throw new ApiError(
+      "rate_limited",
+      `rate limit of ${decision.limit} requests per ${rule.windowMs / 1000} s reached; retry in ${resetSeconds} s`,
+      {},
+      {
+        "retry-after": String(resetSeconds),
+      },
+    );
   }
 }

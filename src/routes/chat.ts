@@ -125,13 +125,20 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
         security: [{ secretKey: [] }],
         parameters: [
           { name: "x-service-user", in: "header", required: false, schema: { type: "string" }, description: "The app's id for the user whose budget pays." },
-          { name: "x-service-grant", in: "header", required: false, schema: { type: "string" }, description: "A grant token (`gt_…`) instead of a user: exactly one of the two." },
+          {
+            name: "x-service-grant",
+            in: "header",
+            required: false,
+            schema: { type: "string" },
+            description: "A grant token (`gt_…`) instead of a user: exactly one of the two.",
+          },
           {
             name: "idempotency-key",
             in: "header",
             required: false,
             schema: { type: "string", minLength: 1, maxLength: 255 },
-            description: "Any unique string per logical call (1-255 visible ASCII). Retries with the same key are charged once; kept for IDEMPOTENCY_TTL_SECONDS (a day).",
+            description:
+              "Any unique string per logical call (1-255 visible ASCII). Retries with the same key are charged once; kept for IDEMPOTENCY_TTL_SECONDS (a day).",
           },
         ],
       },

@@ -19,13 +19,17 @@ export function connectionsCors(store: Store) {
       set.headers["vary"] = "Origin";
       if (await store.apps.isRegisteredOrigin(origin)) set.headers["access-control-allow-origin"] = origin;
     })
-    .options(CONNECTIONS_PATH, ({ set }) => {
-      set.status = 204;
-      if (!set.headers["access-control-allow-origin"]) return;
-      set.headers["access-control-allow-methods"] = ALLOWED_METHODS;
-      set.headers["access-control-allow-headers"] = ALLOWED_HEADERS;
-      set.headers["access-control-max-age"] = "600";
-    }, { detail: { hide: true } });
+    .options(
+      CONNECTIONS_PATH,
+      ({ set }) => {
+        set.status = 204;
+        if (!set.headers["access-control-allow-origin"]) return;
+        set.headers["access-control-allow-methods"] = ALLOWED_METHODS;
+        set.headers["access-control-allow-headers"] = ALLOWED_HEADERS;
+        set.headers["access-control-max-age"] = "600";
+      },
+      { detail: { hide: true } },
+    );
 }
 
 /** Drops the CORS grant when the request's Origin is not one of the token app's origins. */

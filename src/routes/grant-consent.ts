@@ -62,7 +62,11 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
     } catch (err) {
       if (!(err instanceof ApiError) || err.code !== "rate_limited") throw err;
       const retry = err.headers["retry-after"];
-      throw new ConsentError(`Too many grant requests were opened ${who} in the last ${rule.windowMs / 1000} seconds. Try again in ${retry} seconds.`, 429, err.headers);
+      throw new ConsentError(
+        `Too many grant requests were opened ${who} in the last ${rule.windowMs / 1000} seconds. Try again in ${retry} seconds.`,
+        429,
+        err.headers,
+      );
     }
   };
 
@@ -125,7 +129,8 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
           summary: "Approve a consent request (called by the consent page)",
           // The credential is the one-time consent token in the body.
           security: [],
-          description: "402 `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) when the grant would pass the app's daily ceiling on grant dollars.",
+          description:
+            "402 `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) when the grant would pass the app's daily ceiling on grant dollars.",
         },
       },
     )

@@ -7,7 +7,8 @@ import { errorResponses } from "./models";
 const ModelList = t.Object(
   {
     data: t.Array(t.Object({ id: t.String() }, { additionalProperties: true }), {
-      description: "OpenRouter's Model objects as the upstream listed them: id, name, context_length, pricing (USD per unit, as strings), top_provider, supported_parameters, ...",
+      description:
+        "OpenRouter's Model objects as the upstream listed them: id, name, context_length, pricing (USD per unit, as strings), top_provider, supported_parameters, ...",
     }),
   },
   { additionalProperties: true },

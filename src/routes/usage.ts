@@ -21,7 +21,8 @@ const UsageRowModel = t.Object({
   finishedAt: t.String({ format: "date-time" }),
   reservedUsd: t.Nullable(t.Number({ description: "What the call reserved before it went upstream (its worst case, clamped to the budget)." })),
   overrunUsd: t.Number({
-    description: "How much the cost passed the reservation: 0 unless the upstream's price changed under the proxy. After an overrun the budget admits nothing more until the period resets or the cap is raised.",
+    description:
+      "How much the cost passed the reservation: 0 unless the upstream's price changed under the proxy. After an overrun the budget admits nothing more until the period resets or the cap is raised.",
   }),
 });
 

@@ -90,7 +90,11 @@ export class ConsentService {
       throw new ConsentError(ceilingMessage(draft.app.name, { ceilingNano, approvedNano, requestedNano: usdCapNano, resetsAt: day.end }), 402);
     }
     const { app, maxUses, ttlSeconds, origin, state } = draft;
-    const consentToken = await this.deps.store.grants.createConsentRequest({ appId: app.id, usdCapNano, maxUses, ttlSeconds, origin, state }, now, CONSENT_LIFETIME_MS);
+    const consentToken = await this.deps.store.grants.createConsentRequest(
+      { appId: app.id, usdCapNano, maxUses, ttlSeconds, origin, state },
+      now,
+      CONSENT_LIFETIME_MS,
+    );
     return { ...draft, expiresAt: now + ttlSeconds * 1000, consentToken };
   }
 

@@ -55,7 +55,13 @@ export class GrantService {
     const { spentNano, reservedNano } = await this.deps.budget.snapshot(grantAccount(grant.id));
     const now = this.deps.clock.now();
     const status =
-      grant.revokedAt !== null ? "revoked" : grant.expiresAt <= now ? "expired" : grant.maxUses !== null && grant.uses >= grant.maxUses ? "exhausted" : "active";
+      grant.revokedAt !== null
+        ? "revoked"
+        : grant.expiresAt <= now
+          ? "expired"
+          : grant.maxUses !== null && grant.uses >= grant.maxUses
+            ? "exhausted"
+            : "active";
     return {
       grantId: grant.id,
       usdCap: nanoToUsd(grant.usdCapNano),

@@ -39,4 +39,3 @@ export const toDelivery = (r: Record<string, unknown>): DeliveryRecord => ({
 /** The endpoints of an app that want this type of event. */
 export const subscribed = (endpoints: WebhookEndpoint[], type: WebhookEventType) =>
   endpoints.filter((e) => e.disabledAt === null && (e.eventTypes === null || e.eventTypes.includes(type)));
-

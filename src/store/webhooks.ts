@@ -100,7 +100,15 @@ export interface WebhookRepository {
   claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]>;
   markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void>;
   /** A failed attempt: retried at `nextAttemptAt`, or failed for good when that is null. */
-  markAttemptFailed(eventId: string, endpointId: string, attempts: number, nextAttemptAt: number | null, status: number | null, error: string, now: number): Promise<void>;
+  markAttemptFailed(
+    eventId: string,
+    endpointId: string,
+    attempts: number,
+    nextAttemptAt: number | null,
+    status: number | null,
+    error: string,
+    now: number,
+  ): Promise<void>;
   /** An app's deliveries, newest first. */
   listDeliveries(appId: string, limit: number, endpointId?: string): Promise<DeliveryRecord[]>;
   /** Deletes events whose deliveries all finished before `before`; returns how many. */

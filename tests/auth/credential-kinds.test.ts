@@ -1,7 +1,7 @@
 /** Authentication runs before the body is parsed or validated. */
 import { describe, test } from "bun:test";
 import { makeTestApp, mintSession } from "../helpers/test-app";
-import { expectError, } from "../helpers/expect";
+import { expectError } from "../helpers/expect";
 
 // A secret key on /connections and a session token on the secret-key endpoints (every
 // method, exact messages): tests/security/auth-matrix.test.ts.

@@ -3,8 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { makeTestApp, mintSession, type TestApp } from "../helpers/test-app";
 import { expectOk } from "../helpers/expect";
 
-const status = async (t: TestApp, secretKey: string, user: string) =>
-  expectOk(await t.call(`/api/v1/status?appUserId=${user}`, { bearer: secretKey }));
+const status = async (t: TestApp, secretKey: string, user: string) => expectOk(await t.call(`/api/v1/status?appUserId=${user}`, { bearer: secretKey }));
 
 async function connect(t: TestApp, secretKey: string, user: string, monthlyUsd: number) {
   const token = await mintSession(t, secretKey, user);

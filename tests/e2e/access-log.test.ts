@@ -71,7 +71,13 @@ test("one line per request, with what an operator needs and no secret", async ()
   expect(health).toMatchObject({ route: "/healthz", method: "GET" });
   expect(session).toMatchObject({ route: "/api/v1/sessions", appId });
   expect(unauth).toMatchObject({ errorCode: "auth" });
-  expect(jsonCall).toMatchObject({ route: "/api/v1/chat/completions", appId, appUserId: "alice", clientRequestId: "client-trace-42", model: "openai/gpt-4o-mini" });
+  expect(jsonCall).toMatchObject({
+    route: "/api/v1/chat/completions",
+    appId,
+    appUserId: "alice",
+    clientRequestId: "client-trace-42",
+    model: "openai/gpt-4o-mini",
+  });
   expect(jsonCall!.costUsd as number).toBeGreaterThan(0);
   expect(streamCall).toMatchObject({ appUserId: "alice", model: "openai/gpt-4o-mini" });
   expect(streamCall!.costUsd as number).toBeGreaterThan(0);

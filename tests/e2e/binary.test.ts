@@ -17,7 +17,10 @@ let server: RunningServer;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "proxy-binary-"));
   binary = join(dir, "metered-proxy");
-  const build = Bun.spawnSync([process.execPath, "build", "--compile", "--minify-syntax", "src/index.ts", "--outfile", binary], { cwd: REPO_ROOT, stderr: "pipe" });
+  const build = Bun.spawnSync([process.execPath, "build", "--compile", "--minify-syntax", "src/index.ts", "--outfile", binary], {
+    cwd: REPO_ROOT,
+    stderr: "pipe",
+  });
   if (build.exitCode !== 0) throw new Error(build.stderr.toString());
   upstream = await startMockUpstream();
   db = tempDatabase();
@@ -32,11 +35,16 @@ afterAll(async () => {
 });
 
 test("the binary's CLI creates an app, and the binary's server serves a streamed call with it", async () => {
-  const cli = Bun.spawnSync([binary, "cli", "app", "create", "--name", "bin"], { cwd: dir, env: { PATH: process.env.PATH ?? "", DATABASE_URL: db.databaseUrl } });
+  const cli = Bun.spawnSync([binary, "cli", "app", "create", "--name", "bin"], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "", DATABASE_URL: db.databaseUrl },
+  });
   expect(cli.exitCode).toBe(0);
   const { secretKey } = JSON.parse(cli.stdout.toString());
   const auth = { authorization: `Bearer ${secretKey}`, "content-type": "application/json" };
-  const { token } = await (await server.fetch("/api/v1/sessions", { method: "POST", headers: auth, body: JSON.stringify({ appUserId: "u1", requestLimit: { monthlyUsd: 1 } }) })).json() as { token: string };
+  const { token } = (await (
+    await server.fetch("/api/v1/sessions", { method: "POST", headers: auth, body: JSON.stringify({ appUserId: "u1", requestLimit: { monthlyUsd: 1 } }) })
+  ).json()) as { token: string };
   expect((await server.fetch("/api/v1/connections", { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
   const res = await server.fetch("/api/v1/chat/completions", {
     method: "POST",

@@ -54,7 +54,19 @@ describe("apps and keys", () => {
     const status = () => server.fetch("/api/v1/status?appUserId=u", { headers: { authorization: `Bearer ${created.secretKey}` } });
     expect((await status()).status).toBe(200);
 
-    const updated = await runCli(db.databaseUrl, "app", "update", "--app", created.appId, "--name", "renamed", "--origin", "https://b.example", "--max-grant-usd", "2.5");
+    const updated = await runCli(
+      db.databaseUrl,
+      "app",
+      "update",
+      "--app",
+      created.appId,
+      "--name",
+      "renamed",
+      "--origin",
+      "https://b.example",
+      "--max-grant-usd",
+      "2.5",
+    );
     expect(updated.code).toBe(0);
     expect(updated.json[0]).toEqual({ appId: created.appId, name: "renamed", origins: ["https://b.example"], maxGrantUsd: 2.5, grantDailyCeilingUsd: null });
     expect((await runCli(db.databaseUrl, "app", "update", "--app", "appnope", "--name", "x")).code).toBe(1);
@@ -109,7 +121,7 @@ describe("connections, grants and usage", () => {
     const created = (await runCli(db.databaseUrl, "app", "create", "--name", "data app", "--origin", "https://g.example")).json[0]!;
     const { appId, secretKey } = created as { appId: string; secretKey: string };
     await connectOverHttp(server, secretKey, "carol", 5);
-    await connectOverHttp(server, secretKey, "dave, \"the\" tester", 2);
+    await connectOverHttp(server, secretKey, 'dave, "the" tester', 2);
     const chat = await server.fetch("/api/v1/chat/completions", {
       method: "POST",
       headers: { authorization: `Bearer ${secretKey}`, "content-type": "application/json", "x-service-user": "carol" },
@@ -119,7 +131,10 @@ describe("connections, grants and usage", () => {
     expect(chat.status).toBe(200);
 
     const listed = await runCli(db.databaseUrl, "connections", "list", "--app", appId);
-    expect(listed.json.map((c) => [c.appUserId, c.monthlyUsd, c.revokedAt])).toEqual([["carol", 5, null], ['dave, "the" tester', 2, null]]);
+    expect(listed.json.map((c) => [c.appUserId, c.monthlyUsd, c.revokedAt])).toEqual([
+      ["carol", 5, null],
+      ['dave, "the" tester', 2, null],
+    ]);
     const shown = await pollUntil("carol's usage recorded", async () => {
       const r = (await runCli(db.databaseUrl, "connections", "show", "--app", appId, "--user", "carol")).json[0]!;
       return r.usedUsd > 0 ? r : undefined;
@@ -132,7 +147,9 @@ describe("connections, grants and usage", () => {
     expect(jsonl.json[0]).toMatchObject({ requestId, appUserId: "carol", model: "openai/gpt-4o-mini", status: "ok", costUsd: shown.usedUsd });
     const csv = await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", day, "--to", day, "--format", "csv");
     const [header, line] = csv.stdout.trim().split("\n");
-    expect(header).toBe("requestId,startedAt,appUserId,grantId,model,generationId,promptTokens,completionTokens,costUsd,source,status,streamed,reservedUsd,overrunUsd");
+    expect(header).toBe(
+      "requestId,startedAt,appUserId,grantId,model,generationId,promptTokens,completionTokens,costUsd,source,status,streamed,reservedUsd,overrunUsd",
+    );
     expect(line!.startsWith(`${requestId},`)).toBe(true);
     expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "2020-01-01", "--to", "2020-01-31")).stdout).toBe("");
     expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "yesterday", "--to", day)).code).toBe(2);
@@ -148,7 +165,11 @@ describe("connections, grants and usage", () => {
 
     // A grant, made the way the consent page makes one.
     const store = openSqliteStore(db.path);
-    const token = await store.grants.createConsentRequest({ appId, usdCapNano: 1e9, maxUses: 3, ttlSeconds: 3600, origin: "https://g.example", state: "" }, Date.now(), 60_000);
+    const token = await store.grants.createConsentRequest(
+      { appId, usdCapNano: 1e9, maxUses: 3, ttlSeconds: 3600, origin: "https://g.example", state: "" },
+      Date.now(),
+      60_000,
+    );
     const grant = await approveConsentOrThrow(store.grants, token, Date.now());
     await store.close();
     const grants = await runCli(db.databaseUrl, "grants", "list", "--app", appId);

@@ -71,7 +71,10 @@ async function openReference(): Promise<Page> {
   const page = await context.newPage();
   await page.goto(`${server.baseUrl}/api/v1/docs`);
   expect(page.url()).toBe(`${server.baseUrl}/docs`);
-  await page.getByText("/api/v1/chat/completions", { exact: true }).first().waitFor({ state: "visible", ...WAIT });
+  await page
+    .getByText("/api/v1/chat/completions", { exact: true })
+    .first()
+    .waitFor({ state: "visible", ...WAIT });
   return page;
 }
 
@@ -100,13 +103,15 @@ describe("the API reference in Chromium, offline", () => {
     const page = await openReference();
     expect(await page.evaluate(() => window.origin)).toBe("null");
     // No storage of the service's origin is within reach.
-    expect(await page.evaluate(() => {
-      try {
-        return `readable (${window.localStorage.length})`;
-      } catch (err) {
-        return (err as Error).name;
-      }
-    })).toBe("SecurityError");
+    expect(
+      await page.evaluate(() => {
+        try {
+          return `readable (${window.localStorage.length})`;
+        } catch (err) {
+          return (err as Error).name;
+        }
+      }),
+    ).toBe("SecurityError");
 
     const violation = problems.nextCspViolation();
     const ran = await page.evaluate(() => {

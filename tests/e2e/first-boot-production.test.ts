@@ -20,7 +20,12 @@ afterAll(async () => {
 });
 
 test("the key is written to a 0600 file beside the database, never printed", async () => {
-  const env = { NODE_ENV: "production", UPSTREAM_API_KEY: "sk-or-prod-test", UPSTREAM_BASE_URL: upstream.url, JWT_SECRET: "first-boot-jwt-secret-0123456789abcdefgh" };
+  const env = {
+    NODE_ENV: "production",
+    UPSTREAM_API_KEY: "sk-or-prod-test",
+    UPSTREAM_BASE_URL: upstream.url,
+    JWT_SECRET: "first-boot-jwt-secret-0123456789abcdefgh",
+  };
   const server = await startServer({ databaseUrl: db.databaseUrl, env });
   const keyFile = join(dirname(db.path), "default-app-key.json");
   try {

@@ -70,7 +70,11 @@ test("the counters move with a scripted session", async () => {
   }
   const after = await pollUntil("the stream counted", async () => {
     const m = await scrape();
-    return value(m, "proxy_requests_total", { route: "/api/v1/chat/completions", status: "200" }) - value(before, "proxy_requests_total", { route: "/api/v1/chat/completions", status: "200" }) === 2 ? m : undefined;
+    return value(m, "proxy_requests_total", { route: "/api/v1/chat/completions", status: "200" }) -
+      value(before, "proxy_requests_total", { route: "/api/v1/chat/completions", status: "200" }) ===
+      2
+      ? m
+      : undefined;
   });
   const delta = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels);
   expect(delta("proxy_requests_total", { route: "/api/v1/chat/completions", status: "402" })).toBe(1);
@@ -88,7 +92,14 @@ test("the counters move with a scripted session", async () => {
     const counts = [...text.matchAll(new RegExp(`^${name}_count\\{stream="(true|false)"\\} (\\d+)$`, "gm"))];
     expect(Object.fromEntries(counts.map((m) => [m[1], Number(m[2])]))).toEqual(want);
   }
-  for (const name of ["proxy_usage_writer_pending_rows", "proxy_usage_writer_failed_flushes", "proxy_rate_limit_fallback_checks", "proxy_open_streams", "proxy_webhook_delivered", "proxy_webhook_failed_attempts"]) {
+  for (const name of [
+    "proxy_usage_writer_pending_rows",
+    "proxy_usage_writer_failed_flushes",
+    "proxy_rate_limit_fallback_checks",
+    "proxy_open_streams",
+    "proxy_webhook_delivered",
+    "proxy_webhook_failed_attempts",
+  ]) {
     expect(after.get(name)?.type).toBe("GAUGE");
   }
 });

@@ -105,16 +105,23 @@ describe.each([
     for (const user of users) await cluster.connect(user, 1);
     const victim = cluster.servers[2]!;
     // Slow streams on the victim hold reservations when the kill lands.
-    const slow = users.map((user) => cluster.chat(victim, user, cheap(true, " pause_ms=400")).then((r) => r.text()).catch(() => "cut"));
+    const slow = users.map((user) =>
+      cluster
+        .chat(victim, user, cheap(true, " pause_ms=400"))
+        .then((r) => r.text())
+        .catch(() => "cut"),
+    );
     const served: Response[] = [];
     let killed = false;
     const load = (async () => {
       for (let round = 0; round < 12; round++) {
         const batch = await Promise.all(
-          users.map((user, i) => cluster.chat(cluster.servers[(round + i) % 2]!, user, cheap(i % 2 === 0)).then(async (r) => {
-            await r.text();
-            return r;
-          })),
+          users.map((user, i) =>
+            cluster.chat(cluster.servers[(round + i) % 2]!, user, cheap(i % 2 === 0)).then(async (r) => {
+              await r.text();
+              return r;
+            }),
+          ),
         );
         served.push(...batch.filter((r) => r.status === 200));
         if (round === 4) {
@@ -143,7 +150,8 @@ describe.each([
       return true;
     });
     if (!withRedis) {
-      const [held] = await cluster.sql`SELECT count(*)::int AS n, COALESCE(sum(reserved_nano), 0)::bigint AS reserved FROM usage_totals WHERE reserved_nano <> 0`;
+      const [held] =
+        await cluster.sql`SELECT count(*)::int AS n, COALESCE(sum(reserved_nano), 0)::bigint AS reserved FROM usage_totals WHERE reserved_nano <> 0`;
       expect(held.n).toBe(0);
       const [open] = await cluster.sql`SELECT count(*)::int AS n FROM budget_reservations`;
       expect(open.n).toBe(0);

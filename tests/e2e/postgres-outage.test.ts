@@ -41,7 +41,10 @@ describe.each([
         const text = await res.text();
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         if (res.status === 200 && (!text.startsWith("data:") || text.includes("[DONE]"))) answered.push(res.headers.get("x-request-id")!);
-        else if (res.status !== 503) throw new Error(`unexpected ${res.status} in phase ${phase}: ${text}\n${cluster.servers.flatMap((s) => s.stdout.filter((l) => l.includes("error"))).join("\n")}`);
+        else if (res.status !== 503)
+          throw new Error(
+            `unexpected ${res.status} in phase ${phase}: ${text}\n${cluster.servers.flatMap((s) => s.stdout.filter((l) => l.includes("error"))).join("\n")}`,
+          );
         else expect(JSON.parse(text).error.code).toBe("unavailable");
       }
     };
@@ -110,10 +113,14 @@ describe.each([
     const keyId = (await runCli(cluster.databaseUrl, "app", "list")).json[0]!.keys[0].keyId;
     expect((await runCli(cluster.databaseUrl, "key", "revoke", "--app", cluster.appId, "--key", keyId)).code).toBe(0);
     const revokedAt = Date.now();
-    await pollUntil("the revoked key refused on every instance", async () => {
-      const codes = await Promise.all(cluster.servers.map(async (s) => (await s.fetch("/api/v1/status?appUserId=olga", { headers })).status));
-      return codes.every((c) => c === 401) ? true : undefined;
-    }, 20);
+    await pollUntil(
+      "the revoked key refused on every instance",
+      async () => {
+        const codes = await Promise.all(cluster.servers.map(async (s) => (await s.fetch("/api/v1/status?appUserId=olga", { headers })).status));
+        return codes.every((c) => c === 401) ? true : undefined;
+      },
+      20,
+    );
     // Reported, not asserted: tests do not depend on timing.
     console.log(`revoked key refused on every instance ${Date.now() - revokedAt} ms after the CLI exited`);
   });

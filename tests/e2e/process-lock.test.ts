@@ -30,7 +30,15 @@ interface Attempt {
 async function startAnother(databaseUrl: string, port: number, env: Record<string, string> = {}): Promise<Attempt> {
   const proc = Bun.spawn([process.execPath, "src/index.ts"], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", TMPDIR: process.env.TMPDIR ?? "/tmp", PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: databaseUrl, ...env },
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      TMPDIR: process.env.TMPDIR ?? "/tmp",
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATABASE_URL: databaseUrl,
+      ...env,
+    },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -59,7 +67,11 @@ function expectRefused(attempt: Attempt, databasePath: string): void {
 
 async function chatOnce(server: RunningServer, secretKey: string, appUserId: string): Promise<Response> {
   const auth = { authorization: `Bearer ${secretKey}`, "content-type": "application/json" };
-  const minted = await server.fetch("/api/v1/sessions", { method: "POST", headers: auth, body: JSON.stringify({ appUserId, requestLimit: { monthlyUsd: 1 } }) });
+  const minted = await server.fetch("/api/v1/sessions", {
+    method: "POST",
+    headers: auth,
+    body: JSON.stringify({ appUserId, requestLimit: { monthlyUsd: 1 } }),
+  });
   expect(minted.status).toBe(200);
   const { token } = (await minted.json()) as { token: string };
   expect((await server.fetch("/api/v1/connections", { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(200);

@@ -34,7 +34,11 @@ test("a run deletes at most batchSize × maxBatchesPerRun rows; the next run goe
   expect(await sweeper.sweep()).toBe(0); // nothing has expired yet
 
   clock.advance(CONSENT_LIFETIME_MS); // all 8 expire now; a new one is live
-  const live = await store.grants.createConsentRequest({ appId, usdCapNano: 1, maxUses: null, ttlSeconds: 60, origin: "https://s.example", state: "" }, clock.now(), CONSENT_LIFETIME_MS);
+  const live = await store.grants.createConsentRequest(
+    { appId, usdCapNano: 1, maxUses: null, ttlSeconds: 60, origin: "https://s.example", state: "" },
+    clock.now(),
+    CONSENT_LIFETIME_MS,
+  );
   expect(await sweeper.sweep()).toBe(6);
   expect(await sweeper.sweep()).toBe(2);
   expect(await sweeper.sweep()).toBe(0);

@@ -11,5 +11,8 @@ export interface AdminTestApp extends TestApp {
 
 export function makeAdminTestApp(opts: { env?: Record<string, string>; now?: number } = {}): AdminTestApp {
   const t = makeTestApp({ ...opts, env: { ADMIN_TOKEN, ...opts.env } });
-  return { ...t, admin: (path, init = {}) => t.call(`${ADMIN}${path}`, { bearer: init.headers?.authorization === undefined ? ADMIN_TOKEN : undefined, ...init }) };
+  return {
+    ...t,
+    admin: (path, init = {}) => t.call(`${ADMIN}${path}`, { bearer: init.headers?.authorization === undefined ? ADMIN_TOKEN : undefined, ...init }),
+  };
 }

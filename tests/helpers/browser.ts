@@ -14,7 +14,15 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM_PATH,
     headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 }
 
@@ -110,7 +118,8 @@ export async function watchPageProblems(context: BrowserContext): Promise<PagePr
     page.document.addEventListener("securitypolicyviolation", (event) => page.__reportCspViolation(`${event.effectiveDirective} ${event.blockedURI}`));
   });
   context.on("console", (message) => {
-    if (message.type() === "error" || message.type() === "warning") problems.console.push(`${message.type()}: ${message.text()} @ ${message.page()?.url() ?? "?"}`);
+    if (message.type() === "error" || message.type() === "warning")
+      problems.console.push(`${message.type()}: ${message.text()} @ ${message.page()?.url() ?? "?"}`);
   });
   return problems;
 }

@@ -59,7 +59,11 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
   const pricingUpstream = new UpstreamClient((url, init) => mock.fetch(new Request(url, init)), config.upstreamBaseUrl, UPSTREAM_KEY, 5000);
   const catalogue = new PricingCatalogue(
     pricingUpstream,
-    { promptUsdPerToken: config.fallbackPromptUsdPerToken, completionUsdPerToken: config.fallbackCompletionUsdPerToken, contextTokens: config.fallbackContextTokens },
+    {
+      promptUsdPerToken: config.fallbackPromptUsdPerToken,
+      completionUsdPerToken: config.fallbackCompletionUsdPerToken,
+      contextTokens: config.fallbackContextTokens,
+    },
     logger,
   );
   await catalogue.refresh();

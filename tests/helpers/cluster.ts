@@ -91,10 +91,14 @@ export async function startCluster(options: { env?: Record<string, string> } = {
       LOG_LEVEL: "warn",
       ...options.env,
     };
-    const [a, b] = await Promise.all([0, 1].map(() => startServer({ databaseUrl: db.databaseUrl, env }).then((s) => {
-      started.push(s);
-      return s;
-    })));
+    const [a, b] = await Promise.all(
+      [0, 1].map(() =>
+        startServer({ databaseUrl: db.databaseUrl, env }).then((s) => {
+          started.push(s);
+          return s;
+        }),
+      ),
+    );
     const servers: [RunningServer, RunningServer] = [a!, b!];
     const auth = { authorization: `Bearer ${created.secretKey}` };
 

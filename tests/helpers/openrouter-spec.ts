@@ -37,9 +37,7 @@ export const validateChatChunk = validator(schemas.chatChunk);
 export const validateModels = validator(schemas.models);
 
 const anyError = validator(schemas.error);
-const byStatus = new Map(
-  Object.entries(schemas.errorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]),
-);
+const byStatus = new Map(Object.entries(schemas.errorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]));
 
 /**
  * An error body `{ error: { code, message, metadata? } }`; with `status`, against that

@@ -85,8 +85,7 @@ export async function startPostgres(options: { fsync?: boolean } = {}): Promise<
     if (proc) return;
     stderrTail.length = 0;
     proc = Bun.spawn(
-      [...asUser, server, "-D", dataDir, "-p", String(port), "-k", socketDir,
-        "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", ...durability],
+      [...asUser, server, "-D", dataDir, "-p", String(port), "-k", socketDir, "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", ...durability],
       { stdin: "ignore", stdout: "ignore", stderr: "pipe" },
     );
     // postgres logs to stderr; keep reading so a full pipe never blocks it, and keep a tail for errors.

@@ -100,8 +100,7 @@ async function waitForHealth(server: RunningServer, drained: Promise<unknown>): 
     if (server.proc.exitCode !== null || server.proc.signalCode !== null) {
       await drained;
       throw new Error(
-        `server exited with ${server.proc.exitCode ?? server.proc.signalCode} before it was healthy:\n` +
-          [...server.stdout, ...server.stderr].join("\n"),
+        `server exited with ${server.proc.exitCode ?? server.proc.signalCode} before it was healthy:\n` + [...server.stdout, ...server.stderr].join("\n"),
       );
     }
     try {
@@ -140,12 +139,22 @@ export async function runCli(databaseUrl: string, ...args: string[]): Promise<Cl
   });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   // Commands print JSON lines; --help prints text, which has no JSON to read.
-  const json = code === 0 ? stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, any>) : [];
+  const json =
+    code === 0
+      ? stdout
+          .split("\n")
+          .filter((l) => l.startsWith("{"))
+          .map((l) => JSON.parse(l) as Record<string, any>)
+      : [];
   return { code, stdout, stderr, json };
 }
 
 /** `app create` through the CLI; throws unless it printed exactly one JSON line. */
-export async function cliCreateApp(databaseUrl: string, name: string, origins: string[] = []): Promise<{ appId: string; secretKey: string; keyId: string; name: string; origins: string[] }> {
+export async function cliCreateApp(
+  databaseUrl: string,
+  name: string,
+  origins: string[] = [],
+): Promise<{ appId: string; secretKey: string; keyId: string; name: string; origins: string[] }> {
   const result = await runCli(databaseUrl, "app", "create", "--name", name, ...origins.flatMap((o) => ["--origin", o]));
   if (result.code !== 0 || result.json.length !== 1) throw new Error(`app create failed: ${result.code} ${result.stdout} ${result.stderr}`);
   return result.json[0] as { appId: string; secretKey: string; keyId: string; name: string; origins: string[] };

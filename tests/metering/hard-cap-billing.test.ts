@@ -39,9 +39,7 @@ async function spend(t: ChatTestApp, user: string, body: () => Record<string, un
 /** The upstream's bill per user: every generation it charged for, matched to the proxy's row by generation id. */
 async function billsByUser(t: ChatTestApp): Promise<Map<string, number>> {
   await t.flush();
-  const rows = t.db
-    .query<{ generation_id: string | null; app_user_id: string }, []>("SELECT generation_id, app_user_id FROM usage_ledger")
-    .all();
+  const rows = t.db.query<{ generation_id: string | null; app_user_id: string }, []>("SELECT generation_id, app_user_id FROM usage_ledger").all();
   const userOf = new Map(rows.map((r) => [r.generation_id, r.app_user_id]));
   const bills = new Map<string, number>();
   for (const served of t.mock.served) {
@@ -55,7 +53,10 @@ async function billsByUser(t: ChatTestApp): Promise<Map<string, number>> {
 
 async function expectWithinCap(t: ChatTestApp, user: string, capUsd: number, run: Run): Promise<void> {
   expect(run.statuses.filter((s) => s === 200).length, `statuses ${run.statuses}`).toBeGreaterThan(0);
-  expect(run.statuses.every((s) => s === 200 || s === 402), `statuses ${run.statuses}`).toBe(true);
+  expect(
+    run.statuses.every((s) => s === 200 || s === 402),
+    `statuses ${run.statuses}`,
+  ).toBe(true);
   expect(run.statuses).toContain(402);
   const bill = (await billsByUser(t)).get(user) ?? 0;
   expect(bill).toBeLessThanOrEqual(capUsd);
@@ -127,7 +128,12 @@ describe("the hard cap holds against OpenRouter's billing", () => {
   test("reasoning asked for by effort is bounded the same way", async () => {
     const t = await billingApp();
     await t.connect("u", 0.05);
-    const run = await spend(t, "u", () => ({ model: "bill/reasoner", max_tokens: 2000, reasoning_effort: "high", messages: say("think", `${FULL} reasoning=20000`) }));
+    const run = await spend(t, "u", () => ({
+      model: "bill/reasoner",
+      max_tokens: 2000,
+      reasoning_effort: "high",
+      messages: say("think", `${FULL} reasoning=20000`),
+    }));
     await expectWithinCap(t, "u", 0.05, run);
   });
 
@@ -162,7 +168,11 @@ describe("the hard cap holds against OpenRouter's billing", () => {
     const image = { type: "image_url", image_url: { url: "https://example.com/cat.png" } };
     const shapes: Array<() => Record<string, unknown>> = [
       () => ({ model: "bill/fee", max_tokens: 64, messages: say("hi", FULL) }),
-      () => ({ model: "bill/vision", max_tokens: 64, messages: [{ role: "user", content: [{ type: "text", text: `[[mock ${FULL} image_tokens=4000]]` }, image] }] }),
+      () => ({
+        model: "bill/vision",
+        max_tokens: 64,
+        messages: [{ role: "user", content: [{ type: "text", text: `[[mock ${FULL} image_tokens=4000]]` }, image] }],
+      }),
       () => ({ model: "bill/search", max_tokens: 64, plugins: [{ id: "web" }], messages: say("news", `${FULL} result_tokens=2000`) }),
       () => ({ model: "bill/cache", max_tokens: 64, cache_control: { type: "ephemeral" }, messages: say("a".repeat(2000), `${FULL} prompt_tokens=2000`) }),
       () => ({ model: "bill/reasoner", max_tokens: 64, messages: say("think", `${FULL} reasoning=20000`) }),
@@ -177,7 +187,10 @@ describe("the hard cap holds against OpenRouter's billing", () => {
       }),
     );
     const statuses = await Promise.all(calls);
-    expect(statuses.every((s) => s === 200 || s === 402), `statuses ${statuses}`).toBe(true);
+    expect(
+      statuses.every((s) => s === 200 || s === 402),
+      `statuses ${statuses}`,
+    ).toBe(true);
     expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(5);
     await t.app.decorator.chat.idle(5000); // streams settle after their last byte is read
     const bills = await billsByUser(t);

@@ -21,14 +21,31 @@ const entry = (pricing: Record<string, unknown>, extra: Record<string, unknown> 
 
 describe("parseModelPrice", () => {
   test("every dimension in nano-dollars; the 1-hour cache write folds into the cache-write rate at the higher price", () => {
-    const price = parseModelPrice(entry({ request: "0.002", image: "0.0048", web_search: "0.004", input_cache_write: "0.00000375", input_cache_write_1h: "0.000006" }))!;
-    expect(price).toMatchObject({ prompt: 3000, completion: 15000, request: 2_000_000, image: 4_800_000, webSearch: 4_000_000, variable: false, variableKeys: [] });
+    const price = parseModelPrice(
+      entry({ request: "0.002", image: "0.0048", web_search: "0.004", input_cache_write: "0.00000375", input_cache_write_1h: "0.000006" }),
+    )!;
+    expect(price).toMatchObject({
+      prompt: 3000,
+      completion: 15000,
+      request: 2_000_000,
+      image: 4_800_000,
+      webSearch: 4_000_000,
+      variable: false,
+      variableKeys: [],
+    });
     expect(price.cacheWrite).toBeCloseTo(6000, 6);
     expect(price.maxCompletionTokens).toBe(8192);
   });
 
   test("conditional overrides count at their highest price per key: a reservation must cover them all", () => {
-    const price = parseModelPrice(entry({ overrides: [{ min_prompt_tokens: 200_000, prompt: "0.000006", completion: "0.0000225" }, { utc_start: 100, utc_end: 400, prompt: "0.0000015" }] }))!;
+    const price = parseModelPrice(
+      entry({
+        overrides: [
+          { min_prompt_tokens: 200_000, prompt: "0.000006", completion: "0.0000225" },
+          { utc_start: 100, utc_end: 400, prompt: "0.0000015" },
+        ],
+      }),
+    )!;
     expect(price.prompt).toBeCloseTo(6000, 6);
     expect(price.completion).toBeCloseTo(22500, 6);
   });

@@ -39,9 +39,25 @@ async function instance(): Promise<PostgresBudgetLedger> {
 let seq = 0;
 const fresh = (label: string) => `${label}-${Date.now().toString(36)}-${seq++}`;
 const rowFor = (requestId: string, account: string, costNano: number, over: Partial<UsageRow> = {}): UsageRow => ({
-  requestId, account, appId: "app1", appUserId: "u", grantId: null, period: "2026-01", model: "m", generationId: null,
-  promptTokens: 1, completionTokens: 1, costNano, source: "upstream", status: "ok", streamed: false, startedAt: 1, finishedAt: 2,
-  reservedNano: null, overrunNano: 0, ...over,
+  requestId,
+  account,
+  appId: "app1",
+  appUserId: "u",
+  grantId: null,
+  period: "2026-01",
+  model: "m",
+  generationId: null,
+  promptTokens: 1,
+  completionTokens: 1,
+  costNano,
+  source: "upstream",
+  status: "ok",
+  streamed: false,
+  startedAt: 1,
+  finishedAt: 2,
+  reservedNano: null,
+  overrunNano: 0,
+  ...over,
 });
 
 describe("PostgresBudgetLedger", () => {
@@ -92,9 +108,7 @@ describe("PostgresBudgetLedger", () => {
   test("500 concurrent reservations from three instances never exceed the cap, and fill it to within min", async () => {
     const ledgers = await Promise.all([instance(), instance(), instance()]);
     const account = fresh("acct");
-    const outcomes = await Promise.all(
-      Array.from({ length: 500 }, (_, i) => ledgers[i % 3]!.reserve(account, fresh("r"), 100_000, 150, 400)),
-    );
+    const outcomes = await Promise.all(Array.from({ length: 500 }, (_, i) => ledgers[i % 3]!.reserve(account, fresh("r"), 100_000, 150, 400)));
     const granted = outcomes.reduce((sum, o) => sum + (o.ok ? o.grantedNano : 0), 0);
     expect(granted).toBeLessThanOrEqual(100_000);
     expect(granted).toBeGreaterThan(100_000 - 150);

@@ -3,7 +3,12 @@ import { MAX_LINE_CHARS, SseUsageScanner } from "../../src/metering/sse-usage-sc
 
 const enc = new TextEncoder();
 const chunk = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
-const usageChunk = { id: "gen-1", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18, cost: 0.000123 } };
+const usageChunk = {
+  id: "gen-1",
+  object: "chat.completion.chunk",
+  choices: [],
+  usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18, cost: 0.000123 },
+};
 const contentChunk = (text: string) => ({ id: "gen-1", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: text } }] });
 
 function scan(pieces: Array<string | Uint8Array>): SseUsageScanner {
@@ -43,12 +48,21 @@ describe("SseUsageScanner", () => {
   });
 
   test("joins multi-line data fields with a newline before parsing", () => {
-    const json = JSON.stringify(usageChunk, null, 1).split("\n").map((l) => `data: ${l}`).join("\n") + "\n\n";
+    const json =
+      JSON.stringify(usageChunk, null, 1)
+        .split("\n")
+        .map((l) => `data: ${l}`)
+        .join("\n") + "\n\n";
     expect(scan([json]).usage?.completionTokens).toBe(7);
   });
 
   test("records a mid-stream error chunk", () => {
-    const err = { id: "gen-1", object: "chat.completion.chunk", error: { code: "server_error", message: "boom" }, choices: [{ index: 0, delta: { content: "" }, finish_reason: "error" }] };
+    const err = {
+      id: "gen-1",
+      object: "chat.completion.chunk",
+      error: { code: "server_error", message: "boom" },
+      choices: [{ index: 0, delta: { content: "" }, finish_reason: "error" }],
+    };
     const s = scan([chunk(contentChunk("partial")), chunk(err)]);
     expect(s.error).toEqual({ code: "server_error", message: "boom" });
     expect(s.usage).toBeNull();

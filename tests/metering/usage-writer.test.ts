@@ -12,9 +12,22 @@ let store: SqliteStore | undefined;
 
 function row(i: number, account = "u/app1/2026-01/alice"): UsageRow {
   return {
-    requestId: `req-${i}`, account, appId: "app1", appUserId: "alice", grantId: null, period: "2026-01", model: "m",
-    generationId: `gen-${i}`, promptTokens: 10, completionTokens: 5, costNano: 1000 + i, source: "upstream",
-    status: "ok", streamed: false, startedAt: 1_000 + i, finishedAt: 2_000 + i,
+    requestId: `req-${i}`,
+    account,
+    appId: "app1",
+    appUserId: "alice",
+    grantId: null,
+    period: "2026-01",
+    model: "m",
+    generationId: `gen-${i}`,
+    promptTokens: 10,
+    completionTokens: 5,
+    costNano: 1000 + i,
+    source: "upstream",
+    status: "ok",
+    streamed: false,
+    startedAt: 1_000 + i,
+    finishedAt: 2_000 + i,
   };
 }
 

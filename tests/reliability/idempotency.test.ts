@@ -250,7 +250,13 @@ describe("two processes on one SQLite file", () => {
       const fingerprint = new Uint8Array(32).fill(7);
       expect(await a.idempotencyKeys.claim("app1", "k", fingerprint, "req-a", 1_000, 60_000, 86_400_000)).toEqual({ kind: "claimed" });
       expect(await b.idempotencyKeys.claim("app1", "k", fingerprint, "req-b", 1_001, 60_000, 86_400_000)).toEqual({ kind: "running", requestId: "req-a" });
-      await a.idempotencyKeys.complete("app1", "k", "req-a", { status: 200, contentType: "application/json", generationId: "gen-1", body: new TextEncoder().encode("{}") }, 86_401_000);
+      await a.idempotencyKeys.complete(
+        "app1",
+        "k",
+        "req-a",
+        { status: 200, contentType: "application/json", generationId: "gen-1", body: new TextEncoder().encode("{}") },
+        86_401_000,
+      );
       const seen = await b.idempotencyKeys.claim("app1", "k", fingerprint, "req-b", 1_002, 60_000, 86_400_000);
       expect(seen).toMatchObject({ kind: "done", requestId: "req-a", answer: { generationId: "gen-1" } });
     } finally {

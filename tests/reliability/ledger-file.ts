@@ -30,7 +30,10 @@ export interface LedgerFile {
 export function readLedgerFile(databasePath: string): LedgerFile {
   const db = new Database(databasePath);
   try {
-    const integrity = db.query<{ integrity_check: string }, []>("PRAGMA integrity_check").all().map((r) => r.integrity_check);
+    const integrity = db
+      .query<{ integrity_check: string }, []>("PRAGMA integrity_check")
+      .all()
+      .map((r) => r.integrity_check);
     const rows = db
       .query<LedgerFileRow, []>(
         `SELECT request_id, account, app_user_id, generation_id, cost_nano, source, status, streamed, started_at, finished_at

@@ -61,9 +61,7 @@ describe(`SIGTERM while ${STREAMS} streams are open`, () => {
   });
 
   test("refuses new connections, lets every stream finish, flushes one ledger row per served request, exits 0", async () => {
-    const responses = await Promise.all(
-      Array.from({ length: STREAMS }, (_, n) => stack.chat(USERS[n % USERS.length]!, streamBody(n, SLOW))),
-    );
+    const responses = await Promise.all(Array.from({ length: STREAMS }, (_, n) => stack.chat(USERS[n % USERS.length]!, streamBody(n, SLOW))));
     expect(responses.map((r) => r.status)).toEqual(responses.map(() => 200));
     // Read every body from now on, concurrently with the shutdown.
     const texts = responses.map((r) => new SseReader(r).rest());

@@ -204,7 +204,9 @@ describe("odd but complete streams pass through byte for byte and are metered ex
   test("the 1 MB line reaches the client whole: its content is the words plus the mock's padding", async () => {
     const u = await user();
     const o = await call(stack, u, `[[mock tokens=3 big_line=${ONE_MB}]]`, true);
-    const big = text(o).split("\n").find((l) => l.length > 1000)!;
+    const big = text(o)
+      .split("\n")
+      .find((l) => l.length > 1000)!;
     expect(new TextEncoder().encode(big).length).toBe(ONE_MB);
     const content: string = JSON.parse(big.slice("data: ".length)).choices[0].delta.content;
     const padding = content.slice(completionText(1).length);
@@ -261,7 +263,9 @@ describe("memory stays bounded", () => {
       perRound.push(rssMb(pid).toFixed(1));
     }
     const after = rssMb(pid);
-    console.log(`[memory] proxy RSS before ${before.toFixed(1)} MB, after 50 × 1 MB-line streams ${after.toFixed(1)} MB (growth ${(after - before).toFixed(1)} MB; after each round of 10: ${perRound.join(", ")}), peak ${peakRssMb(pid).toFixed(1)} MB`);
+    console.log(
+      `[memory] proxy RSS before ${before.toFixed(1)} MB, after 50 × 1 MB-line streams ${after.toFixed(1)} MB (growth ${(after - before).toFixed(1)} MB; after each round of 10: ${perRound.join(", ")}), peak ${peakRssMb(pid).toFixed(1)} MB`,
+    );
     expect(after - before).toBeLessThan(64);
     const rows = await stack.waitForUsage(u, 60);
     expect(rows.every((r) => r.status === "ok" && r.source === "upstream")).toBe(true);

@@ -43,11 +43,21 @@ describe("connections", () => {
     const odd = encodeURIComponent(users[3]!);
     await t.deps.store.usageLedger.insertBatch([ledgerRow(a.appId, users[3]!, 0, 1_250_000_000)]);
     expect(await expectOk(await t.admin(`/apps/${a.appId}/connections/${odd}`))).toEqual({
-      appUserId: users[3], monthlyUsd: 4, usedUsd: 1.25, period: "2026-01", fundingStatus: "ok",
-      connectedAt: "2026-01-15T00:00:00.000Z", updatedAt: "2026-01-15T00:00:00.000Z", revokedAt: null,
+      appUserId: users[3],
+      monthlyUsd: 4,
+      usedUsd: 1.25,
+      period: "2026-01",
+      fundingStatus: "ok",
+      connectedAt: "2026-01-15T00:00:00.000Z",
+      updatedAt: "2026-01-15T00:00:00.000Z",
+      revokedAt: null,
     });
 
-    expect(await expectOk(await t.admin(`/apps/${a.appId}/connections/zed`, { method: "DELETE" }))).toEqual({ appId: a.appId, appUserId: "zed", revoked: true });
+    expect(await expectOk(await t.admin(`/apps/${a.appId}/connections/zed`, { method: "DELETE" }))).toEqual({
+      appId: a.appId,
+      appUserId: "zed",
+      revoked: true,
+    });
     expect((await expectOk(await t.call("/api/v1/status?appUserId=zed", { bearer: a.secretKey }))).connected).toBe(false);
     await expectError(await t.admin(`/apps/${a.appId}/connections/zed`, { method: "DELETE" }), 404, "not_found", /no active connection for user zed/);
     await expectError(await t.admin(`/apps/${a.appId}/connections/nobody`), 404, "not_found", /no connection for user nobody/);
@@ -60,7 +70,7 @@ describe("connections", () => {
     await expectError(await t.admin(`/apps/${a.appId}/connections?limit=1001`), 400, "invalid_request");
     await expectError(await t.admin(`/apps/${a.appId}/connections?cursor=bm90LWpzb24`), 400, "invalid_request", "cursor is not a cursor from this list");
     // A grants cursor is not a connections cursor.
-    await expectError(await t.admin(`/apps/${a.appId}/connections?cursor=${Buffer.from("[1,\"x\"]").toString("base64url")}`), 400, "invalid_request");
+    await expectError(await t.admin(`/apps/${a.appId}/connections?cursor=${Buffer.from('[1,"x"]').toString("base64url")}`), 400, "invalid_request");
     for (const path of ["/connections", "/connections/u", "/grants", "/grants/grtx", "/usage?from=2026-01-01&to=2026-01-02"]) {
       await expectError(await t.admin(`/apps/appnope${path}`, { method: path.startsWith("/grants/") ? "DELETE" : "GET" }), 404, "not_found", "no app appnope");
     }
@@ -74,7 +84,11 @@ describe("grants", () => {
     const b = await t.createClientApp();
     const tokens: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const consent = await t.deps.store.grants.createConsentRequest({ appId: a.appId, usdCapNano: (i + 1) * 1e8, maxUses: i === 0 ? null : i, ttlSeconds: 3600, origin: "https://a.example", state: "" }, t.clock.now(), 60_000);
+      const consent = await t.deps.store.grants.createConsentRequest(
+        { appId: a.appId, usdCapNano: (i + 1) * 1e8, maxUses: i === 0 ? null : i, ttlSeconds: 3600, origin: "https://a.example", state: "" },
+        t.clock.now(),
+        60_000,
+      );
       tokens.push((await approveConsentOrThrow(t.deps.store.grants, consent, t.clock.now())).grantToken);
       // Grants 1 to 3 share a millisecond, across a page boundary: the order is (createdAt, grantId).
       if (i === 0 || i === 3) t.clock.advance(1);
@@ -89,7 +103,16 @@ describe("grants", () => {
     expect(items).toEqual(byKey);
     expect([items[0].usd, items[4].usd]).toEqual([0.1, 0.5]);
     expect((await expectOk(response)).data).toEqual(items);
-    expect(items[0]).toEqual({ grantId: expect.any(String), usd: 0.1, uses: 0, maxUses: null, origin: "https://a.example", createdAt: "2026-01-15T00:00:00.000Z", expiresAt: "2026-01-15T01:00:00.000Z", revokedAt: null });
+    expect(items[0]).toEqual({
+      grantId: expect.any(String),
+      usd: 0.1,
+      uses: 0,
+      maxUses: null,
+      origin: "https://a.example",
+      createdAt: "2026-01-15T00:00:00.000Z",
+      expiresAt: "2026-01-15T01:00:00.000Z",
+      revokedAt: null,
+    });
 
     const grantId = items[0].grantId as string;
     await expectError(await t.admin(`/apps/${b.appId}/grants/${grantId}`, { method: "DELETE" }), 404, "not_found", `no grant ${grantId} of app ${b.appId}`);
@@ -101,9 +124,24 @@ describe("grants", () => {
 
 function ledgerRow(appId: string, appUserId: string | null, i: number, costNano = 1000 * i): UsageRow {
   return {
-    requestId: `req-${String(i).padStart(5, "0")}`, account: appUserId ? userAccount(appId, "2026-01", appUserId) : "g/grtx", appId, appUserId, grantId: appUserId ? null : "grtx",
-    period: "2026-01", model: i % 2 ? "openai/gpt-4o-mini" : "a,\"quoted\" model", generationId: null, promptTokens: i, completionTokens: 2 * i, costNano,
-    source: "upstream", status: "ok", streamed: i % 2 === 0, startedAt: Date.UTC(2026, 0, 1 + (i % 20), 12), finishedAt: Date.UTC(2026, 0, 1 + (i % 20), 12, 1), reservedNano: i % 3 ? 5000 * i : null, overrunNano: 0,
+    requestId: `req-${String(i).padStart(5, "0")}`,
+    account: appUserId ? userAccount(appId, "2026-01", appUserId) : "g/grtx",
+    appId,
+    appUserId,
+    grantId: appUserId ? null : "grtx",
+    period: "2026-01",
+    model: i % 2 ? "openai/gpt-4o-mini" : 'a,"quoted" model',
+    generationId: null,
+    promptTokens: i,
+    completionTokens: 2 * i,
+    costNano,
+    source: "upstream",
+    status: "ok",
+    streamed: i % 2 === 0,
+    startedAt: Date.UTC(2026, 0, 1 + (i % 20), 12),
+    finishedAt: Date.UTC(2026, 0, 1 + (i % 20), 12, 1),
+    reservedNano: i % 3 ? 5000 * i : null,
+    overrunNano: 0,
   };
 }
 
@@ -121,13 +159,28 @@ describe("usage export", () => {
     expect(jsonl.status).toBe(200);
     expect(jsonl.headers.get("content-type")).toBe("application/x-ndjson");
     expect(jsonl.headers.get("content-disposition")).toBe(`attachment; filename="usage-${a.appId}-2026-01-01-2026-01-31.jsonl"`);
-    const rows = (await jsonl.text()).trimEnd().split("\n").map((l) => JSON.parse(l));
+    const rows = (await jsonl.text())
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(rows).toHaveLength(rowCount);
     const starts = rows.map((r) => r.startedAt);
     expect(starts).toEqual([...starts].sort());
     expect(rows.find((r) => r.requestId === "req-00003")).toEqual({
-      requestId: "req-00003", startedAt: "2026-01-04T12:00:00.000Z", appUserId: "user-3", grantId: null, model: "openai/gpt-4o-mini", generationId: null,
-      promptTokens: 3, completionTokens: 6, costUsd: 0.000003, source: "upstream", status: "ok", streamed: false, reservedUsd: null, overrunUsd: 0,
+      requestId: "req-00003",
+      startedAt: "2026-01-04T12:00:00.000Z",
+      appUserId: "user-3",
+      grantId: null,
+      model: "openai/gpt-4o-mini",
+      generationId: null,
+      promptTokens: 3,
+      completionTokens: 6,
+      costUsd: 0.000003,
+      source: "upstream",
+      status: "ok",
+      streamed: false,
+      reservedUsd: null,
+      overrunUsd: 0,
     });
 
     const csv = await t.admin(`/apps/${a.appId}/usage?from=2026-01-01&to=2026-01-02&format=csv`);
@@ -135,9 +188,13 @@ describe("usage export", () => {
     const lines = (await csv.text()).trimEnd().split("\n");
     expect(lines[0]).toBe(EXPORT_COLUMNS.join(","));
     expect(lines).toHaveLength(1 + (2 * rowCount) / 20);
-    expect(lines.find((l) => l.startsWith("req-00001,"))).toBe("req-00001,2026-01-02T12:00:00.000Z,user-1,,openai/gpt-4o-mini,,1,2,0.000001,upstream,ok,false,0.000005,0");
+    expect(lines.find((l) => l.startsWith("req-00001,"))).toBe(
+      "req-00001,2026-01-02T12:00:00.000Z,user-1,,openai/gpt-4o-mini,,1,2,0.000001,upstream,ok,false,0.000005,0",
+    );
     // RFC 4180 quoting, and a grant's row (no user).
-    expect(lines.find((l) => l.startsWith("req-00020,"))).toBe('req-00020,2026-01-01T12:00:00.000Z,,grtx,"a,""quoted"" model",,20,40,0.00002,upstream,ok,true,0.0001,0');
+    expect(lines.find((l) => l.startsWith("req-00020,"))).toBe(
+      'req-00020,2026-01-01T12:00:00.000Z,,grtx,"a,""quoted"" model",,20,40,0.00002,upstream,ok,true,0.0001,0',
+    );
   });
 
   test("no rows: an empty body, or only the CSV header; bad days or format are 400", async () => {

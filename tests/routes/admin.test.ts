@@ -15,7 +15,12 @@ describe("the admin token", () => {
   test("without ADMIN_TOKEN every admin route is 404 not_found, whatever credential is sent", async () => {
     const t = makeTestApp();
     const a = await t.createClientApp();
-    for (const [method, path] of [["GET", "/apps"], ["POST", "/apps"], ["GET", `/apps/${a.appId}`], ["GET", `/apps/${a.appId}/usage?from=2026-01-01&to=2026-01-02`]]) {
+    for (const [method, path] of [
+      ["GET", "/apps"],
+      ["POST", "/apps"],
+      ["GET", `/apps/${a.appId}`],
+      ["GET", `/apps/${a.appId}/usage?from=2026-01-01&to=2026-01-02`],
+    ]) {
       await expectError(await t.call(`${ADMIN}${path!}`, { method, bearer: ADMIN_TOKEN }), 404, "not_found", /admin API is off/);
       await expectError(await t.call(`${ADMIN}${path!}`, { method, bearer: a.secretKey }), 404, "not_found");
     }
@@ -67,7 +72,14 @@ describe("apps", () => {
     const t = makeAdminTestApp();
     const res = await t.admin("/apps", { json: { name: "Shop", origins: ["https://shop.example/", "http://localhost:3000"], maxGrantUsd: 2.5 } });
     const created = await expectOk(res, 201);
-    expect(created).toEqual({ appId: expect.stringMatching(/^app[a-z0-9]+$/), secretKey: expect.stringMatching(/^sk_live_app/), name: "Shop", origins: ["https://shop.example", "http://localhost:3000"], keyId: expect.any(String), maxGrantUsd: 2.5 });
+    expect(created).toEqual({
+      appId: expect.stringMatching(/^app[a-z0-9]+$/),
+      secretKey: expect.stringMatching(/^sk_live_app/),
+      name: "Shop",
+      origins: ["https://shop.example", "http://localhost:3000"],
+      keyId: expect.any(String),
+      maxGrantUsd: 2.5,
+    });
     expect(await mintSession(t, created.secretKey, "alice")).toEqual(expect.any(String));
     const plain = await expectOk(await t.admin("/apps", { json: { name: "Plain" } }), 201);
     expect(plain.origins).toEqual([]);
@@ -100,8 +112,14 @@ describe("apps", () => {
     expect(listed).toEqual({
       data: [
         {
-          appId: a.appId, name: "one", origins: ["https://one.example"], maxGrantUsd: null, grantDailyCeilingUsd: null,
-          createdAt: "2026-01-15T00:00:00.000Z", disabledAt: null, keys: [{ keyId: a.keyId, createdAt: "2026-01-15T00:00:00.000Z", revokedAt: null }],
+          appId: a.appId,
+          name: "one",
+          origins: ["https://one.example"],
+          maxGrantUsd: null,
+          grantDailyCeilingUsd: null,
+          createdAt: "2026-01-15T00:00:00.000Z",
+          disabledAt: null,
+          keys: [{ keyId: a.keyId, createdAt: "2026-01-15T00:00:00.000Z", revokedAt: null }],
         },
       ],
     });
@@ -115,8 +133,13 @@ describe("apps", () => {
     expect(reset).toEqual({ ...updated, maxGrantUsd: null, grantDailyCeilingUsd: null });
 
     const unknown: Array<[string, string, unknown?]> = [
-      ["GET", "/apps/appnope"], ["PATCH", "/apps/appnope", { name: "x" }], ["POST", "/apps/appnope/disable"], ["POST", "/apps/appnope/enable"],
-      ["GET", "/apps/appnope/keys"], ["POST", "/apps/appnope/keys"], ["DELETE", `/apps/appnope/keys/${a.keyId}`],
+      ["GET", "/apps/appnope"],
+      ["PATCH", "/apps/appnope", { name: "x" }],
+      ["POST", "/apps/appnope/disable"],
+      ["POST", "/apps/appnope/enable"],
+      ["GET", "/apps/appnope/keys"],
+      ["POST", "/apps/appnope/keys"],
+      ["DELETE", `/apps/appnope/keys/${a.keyId}`],
     ];
     for (const [method, path, json] of unknown) await expectError(await t.admin(path, { method, json }), 404, "not_found", /^no app appnope|^no active key/);
   });

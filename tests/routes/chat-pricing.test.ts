@@ -165,7 +165,8 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
 
     const second = await chatTestApp({ mock: { models: models() }, storePath: path, clock: first.clock });
     const auth = { authorization: `Bearer ${first.secretKey}`, "content-type": "application/json", "x-service-user": "alice" };
-    const call = () => second.app.handle(new Request("http://localhost/api/v1/chat/completions", { method: "POST", headers: auth, body: JSON.stringify(hi()) }));
+    const call = () =>
+      second.app.handle(new Request("http://localhost/api/v1/chat/completions", { method: "POST", headers: auth, body: JSON.stringify(hi()) }));
     expect((await call()).status).toBe(402);
     second.clock.set(Date.UTC(2026, 1, 1, 0, 0, 1));
     expect((await call()).status).toBe(200);

@@ -4,8 +4,16 @@ import { chatTestApp, handDrivenUpstream } from "../helpers/chat-app";
 const MODEL = "openai/gpt-4o-mini";
 const body = { model: MODEL, messages: [{ role: "user", content: "hi" }], stream: true, max_tokens: 50 };
 const frame = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
-const content = (text: string) => frame({ id: "gen-hand", object: "chat.completion.chunk", created: 1, model: MODEL, choices: [{ index: 0, delta: { content: text }, finish_reason: null }] });
-const usage = frame({ id: "gen-hand", object: "chat.completion.chunk", created: 1, model: MODEL, choices: [], usage: { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12, cost: 0.0000042 } });
+const content = (text: string) =>
+  frame({ id: "gen-hand", object: "chat.completion.chunk", created: 1, model: MODEL, choices: [{ index: 0, delta: { content: text }, finish_reason: null }] });
+const usage = frame({
+  id: "gen-hand",
+  object: "chat.completion.chunk",
+  created: 1,
+  model: MODEL,
+  choices: [],
+  usage: { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12, cost: 0.0000042 },
+});
 const dec = new TextDecoder();
 
 async function started() {

@@ -39,7 +39,13 @@ describe("POST /api/v1/chat/completions, JSON", () => {
     expect(served.headers["x-title"]).toBe("My App");
     expect(served.headers["x-service-user"]).toBeUndefined();
     const sent = served.body as Record<string, unknown>;
-    expect(sent).toMatchObject({ temperature: 0.3, tools, provider: { order: ["openai"] }, response_format: { type: "json_object" }, usage: { include: true } });
+    expect(sent).toMatchObject({
+      temperature: 0.3,
+      tools,
+      provider: { order: ["openai"] },
+      response_format: { type: "json_object" },
+      usage: { include: true },
+    });
     expect(typeof sent.max_tokens).toBe("number");
   });
 
@@ -114,7 +120,11 @@ describe("POST /api/v1/chat/completions, errors", () => {
   });
 
   test("an unreachable upstream is 502 and the reservation is released", async () => {
-    const t = await chatTestApp({ fetchUpstream: async () => { throw new TypeError("connect ECONNREFUSED 127.0.0.1:1"); } });
+    const t = await chatTestApp({
+      fetchUpstream: async () => {
+        throw new TypeError("connect ECONNREFUSED 127.0.0.1:1");
+      },
+    });
     await t.connect("alice", 1);
     const res = await t.chat(ask("hi"));
     expect(res.status).toBe(502);

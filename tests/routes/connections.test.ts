@@ -9,8 +9,7 @@ async function setup(env: Record<string, string> = {}) {
   const t = makeTestApp({ env });
   const client = await t.createClientApp({ origins: ["https://a.example"] });
   const token = (user: string, limit?: number) => mintSession(t, client.secretKey, user, limit);
-  const status = async (user: string) =>
-    expectOk(await t.call(`/api/v1/status?appUserId=${encodeURIComponent(user)}`, { bearer: client.secretKey }));
+  const status = async (user: string) => expectOk(await t.call(`/api/v1/status?appUserId=${encodeURIComponent(user)}`, { bearer: client.secretKey }));
   return { t, client, token, status };
 }
 

@@ -13,12 +13,19 @@ const SWAGGER_UI_DIST = join(REPO_ROOT, "node_modules/swagger-ui-dist");
 
 /** The page's CSP as directive → its values. */
 function directives(csp: string): Record<string, string[]> {
-  return Object.fromEntries(csp.split(";").map((d) => d.trim().split(/\s+/)).map(([name, ...values]) => [name!, values]));
+  return Object.fromEntries(
+    csp
+      .split(";")
+      .map((d) => d.trim().split(/\s+/))
+      .map(([name, ...values]) => [name!, values]),
+  );
 }
 
 /** Every `<tag ...>` opening tag of the page with its attributes. */
 function tags(html: string, tag: string): Array<Record<string, string>> {
-  return [...html.matchAll(new RegExp(`<${tag}\\b([^>]*)>`, "g"))].map((m) => Object.fromEntries([...m[1]!.matchAll(/([\w-]+)(?:="([^"]*)")?/g)].map((a) => [a[1]!, a[2] ?? ""])));
+  return [...html.matchAll(new RegExp(`<${tag}\\b([^>]*)>`, "g"))].map((m) =>
+    Object.fromEntries([...m[1]!.matchAll(/([\w-]+)(?:="([^"]*)")?/g)].map((a) => [a[1]!, a[2] ?? ""])),
+  );
 }
 
 describe("docs", () => {

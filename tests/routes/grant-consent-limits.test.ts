@@ -68,7 +68,8 @@ describe("the per-app daily ceiling on grant dollars", () => {
     const { error } = (await refused.json()) as { error: Record<string, unknown> };
     expect(error).toEqual({
       code: "budget_exceeded",
-      message: "chat-test has reached its daily limit for grants: $2.00 of its $2.00 a day is already approved, so this $1.00 grant cannot be approved until 2026-01-16 00:00 UTC. Nothing was granted.",
+      message:
+        "chat-test has reached its daily limit for grants: $2.00 of its $2.00 a day is already approved, so this $1.00 grant cannot be approved until 2026-01-16 00:00 UTC. Nothing was granted.",
       limitUsd: 2,
       usedUsd: 2,
       remainingUsd: 0,
@@ -100,7 +101,11 @@ describe("the per-app daily ceiling on grant dollars", () => {
   test("a grant larger than the whole ceiling is refused for what it is, not for today", async () => {
     const t = await chatTestApp();
     await t.deps.store.apps.update(t.appId, { grantDailyCeilingNano: 500_000_000 });
-    await expectErrorPage(await openConsentPage(t, { usd: "1" }), 402, /may have at most \$0\.50 of grants approved a day, and this \$1\.00 grant is larger than that/);
+    await expectErrorPage(
+      await openConsentPage(t, { usd: "1" }),
+      402,
+      /may have at most \$0\.50 of grants approved a day, and this \$1\.00 grant is larger than that/,
+    );
   });
 });
 
@@ -108,7 +113,10 @@ describe("the consent page says who pays", () => {
   test("the app pays, up to the amount, over the uses, until the expiry; the user is not charged; nothing autofocuses Approve", async () => {
     const t = await chatTestApp();
     const html = await (await openConsentPage(t, { usd: "0.5", maxUses: "3", ttl: "3600" })).text();
-    const whoPays = /<p id="who-pays">([\s\S]*?)<\/p>/.exec(html)![1]!.replace(/<[^>]+>/g, "").replace(/\s+/g, " ");
+    const whoPays = /<p id="who-pays">([\s\S]*?)<\/p>/
+      .exec(html)![1]!
+      .replace(/<[^>]+>/g, "")
+      .replace(/\s+/g, " ");
     expect(whoPays).toBe(
       "chat-test pays for the AI model requests this grant allows: up to $0.50 over at most 3 requests, until Thu, 15 Jan 2026 13:00:00 GMT. " +
         "You are not charged. Approving only lets chat-test spend up to this amount on AI requests made for you.",

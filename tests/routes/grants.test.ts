@@ -8,7 +8,9 @@ const ask = (extra: Record<string, unknown> = {}) => ({ model: "openai/gpt-4o-mi
 
 const withGrant = (token: string) => ({ "x-service-user": "", "x-service-grant": token });
 const current = (t: ChatTestApp, token: string, method = "GET") =>
-  t.app.handle(new Request("http://localhost/api/v1/grants/current", { method, headers: { authorization: `Bearer ${t.secretKey}`, "x-service-grant": token } }));
+  t.app.handle(
+    new Request("http://localhost/api/v1/grants/current", { method, headers: { authorization: `Bearer ${t.secretKey}`, "x-service-grant": token } }),
+  );
 
 describe("consent page", () => {
   test("names the app, origin, amount, uses and expiry, under a strict CSP that forbids framing", async () => {
@@ -29,7 +31,15 @@ describe("consent page", () => {
 
   test("bad parameters render an error page with no consent token", async () => {
     const t = await chatTestApp();
-    const bad: Array<Record<string, string>> = [{ origin: "https://evil.example" }, { usd: "0" }, { usd: "abc" }, { usd: "500" }, { appId: "appnope" }, { ttl: "99999999" }, { maxUses: "0" }];
+    const bad: Array<Record<string, string>> = [
+      { origin: "https://evil.example" },
+      { usd: "0" },
+      { usd: "abc" },
+      { usd: "500" },
+      { appId: "appnope" },
+      { ttl: "99999999" },
+      { maxUses: "0" },
+    ];
     for (const params of bad) {
       const res = await consentPage(t, params);
       expect(res.status).toBe(400);
@@ -43,7 +53,11 @@ describe("consent page", () => {
     const t = await chatTestApp();
     const { consentToken } = await obtainGrant(t);
     const again = await t.app.handle(
-      new Request("http://localhost/api/v1/grants/consent", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ consentToken }) }),
+      new Request("http://localhost/api/v1/grants/consent", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ consentToken }),
+      }),
     );
     expect(again.status).toBe(400);
   });
@@ -52,7 +66,11 @@ describe("consent page", () => {
     const t = await chatTestApp();
     const consentToken = consentTokenIn(await (await consentPage(t, {})).text());
     const res = await t.app.handle(
-      new Request("http://localhost/api/v1/grants/consent", { method: "POST", headers: { "content-type": "application/json", "sec-fetch-site": "cross-site" }, body: JSON.stringify({ consentToken }) }),
+      new Request("http://localhost/api/v1/grants/consent", {
+        method: "POST",
+        headers: { "content-type": "application/json", "sec-fetch-site": "cross-site" },
+        body: JSON.stringify({ consentToken }),
+      }),
     );
     expect(res.status).toBe(400);
   });
@@ -134,7 +152,11 @@ describe("redeeming a grant", () => {
     const t = await chatTestApp({ env: { RL_CHAT_LIMIT: "1000" } });
     const capUsd = 0.0005;
     const grant = await obtainGrant(t, { usd: String(capUsd) });
-    const responses = await Promise.all(Array.from({ length: 50 }, () => t.chat(ask({ max_tokens: 200, messages: [{ role: "user", content: "story [[mock tokens=150]]" }] }), withGrant(grant.grantToken))));
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        t.chat(ask({ max_tokens: 200, messages: [{ role: "user", content: "story [[mock tokens=150]]" }] }), withGrant(grant.grantToken)),
+      ),
+    );
     const statuses = responses.map((r) => r.status);
     expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
     expect(statuses.filter((s) => s === 402).length).toBeGreaterThan(0);

@@ -63,8 +63,22 @@ describe("GET /readyz", () => {
     await t.deps.catalogue.refresh();
     t.db.exec("ALTER TABLE usage_totals RENAME TO usage_totals_away");
     t.deps.usageWriter.enqueue({
-      requestId: "r1", account: "a", appId: "app", appUserId: "u", grantId: null, period: "2026-01", model: "m", generationId: null,
-      promptTokens: 1, completionTokens: 1, costNano: 1, source: "upstream", status: "ok", streamed: false, startedAt: 1, finishedAt: 2,
+      requestId: "r1",
+      account: "a",
+      appId: "app",
+      appUserId: "u",
+      grantId: null,
+      period: "2026-01",
+      model: "m",
+      generationId: null,
+      promptTokens: 1,
+      completionTokens: 1,
+      costNano: 1,
+      source: "upstream",
+      status: "ok",
+      streamed: false,
+      startedAt: 1,
+      finishedAt: 2,
     });
     await t.deps.usageWriter.flush();
     const body = await expectOk(await t.call("/readyz"), 503);

@@ -16,9 +16,7 @@ async function recordSpend(t: TestApp, appId: string, user: string, atMs: number
 
 /** Settled spend as the durable per-account totals hold it; the ledger loads it on first use. */
 function storedSpend(t: TestApp, appId: string, user: string, atMs: number, nano: number): void {
-  t.db
-    .query("INSERT INTO usage_totals (account, spent_nano, request_count) VALUES (?, ?, 1)")
-    .run(userAccount(appId, periodAt(atMs).id, user), nano);
+  t.db.query("INSERT INTO usage_totals (account, spent_nano, request_count) VALUES (?, ?, 1)").run(userAccount(appId, periodAt(atMs).id, user), nano);
 }
 
 async function connect(t: TestApp, secretKey: string, user: string, monthlyUsd: number): Promise<void> {

@@ -96,7 +96,13 @@ const SESSION_ENDPOINTS: Endpoint[] = [
 const ADMIN_ENDPOINTS: Endpoint[] = [];
 
 function adminEndpoints(appC: string, keyC: string, grantC: string, hookC: string): Endpoint[] {
-  const admin = (method: string, path: string, okStatus = 200, json?: unknown): Endpoint => ({ method, path: `${API}/admin${path}`, kind: "admin", okStatus, json });
+  const admin = (method: string, path: string, okStatus = 200, json?: unknown): Endpoint => ({
+    method,
+    path: `${API}/admin${path}`,
+    kind: "admin",
+    okStatus,
+    json,
+  });
   return [
     admin("GET", "/apps"),
     admin("POST", "/apps", 201, { name: "made by the matrix control" }),
@@ -154,7 +160,9 @@ function claimsFor(appId: string): Record<string, unknown> {
   return { app_id: appId, iss: "metered-proxy", aud: "metered-proxy:connections", sub: "victim", iat: nowS, exp: nowS + 600, jti: crypto.randomUUID() };
 }
 
-async function forge(opts: { app?: string; header?: Record<string, unknown>; claims?: Record<string, unknown>; omit?: string[]; key?: Uint8Array | CryptoKey } = {}): Promise<string> {
+async function forge(
+  opts: { app?: string; header?: Record<string, unknown>; claims?: Record<string, unknown>; omit?: string[]; key?: Uint8Array | CryptoKey } = {},
+): Promise<string> {
   const payload = { ...claimsFor(opts.app ?? ids.appA), ...opts.claims };
   for (const claim of opts.omit ?? []) delete payload[claim];
   const header = { alg: "HS256", typ: "session+jwt", ...opts.header };
@@ -177,10 +185,18 @@ function editPayload(token: string, edit: (claims: Record<string, unknown>) => v
 /** A grant of app A, approved through the consent endpoint (so its tokens pass through the app). */
 async function grantOfA(now: number): Promise<string> {
   const consentToken = remember(
-    await t.deps.store.grants.createConsentRequest({ appId: ids.appA, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" }, now, 600_000),
+    await t.deps.store.grants.createConsentRequest(
+      { appId: ids.appA, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" },
+      now,
+      600_000,
+    ),
   );
   const approved = await t.app.handle(
-    new Request(`http://localhost${API}/grants/consent`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ consentToken }) }),
+    new Request(`http://localhost${API}/grants/consent`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ consentToken }),
+    }),
   );
   return remember(((await expectOk(approved)) as { grantToken: string }).grantToken);
 }
@@ -207,7 +223,9 @@ let adminVariants: Variant[];
 let appsAfterControls = 0;
 
 beforeAll(async () => {
-  t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000", ADMIN_TOKEN, RL_ADMIN_AUTH_LIMIT: "100000" } });
+  t = await chatTestApp({
+    env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000", ADMIN_TOKEN, RL_ADMIN_AUTH_LIMIT: "100000" },
+  });
   nowS = Math.floor(t.clock.now() / 1000);
   const now = t.clock.now();
   const b = await t.deps.store.apps.create("B", ["http://localhost:3001"], now);
@@ -215,7 +233,13 @@ beforeAll(async () => {
   const c = await t.deps.store.apps.create("C", ["http://localhost:3000"], now);
   remember(c.key.secretKey);
   await t.deps.store.connections.approve(c.app.id, "victim", usdToNanoFloor(1), now);
-  const consentC = remember(await t.deps.store.grants.createConsentRequest({ appId: c.app.id, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" }, now, 600_000));
+  const consentC = remember(
+    await t.deps.store.grants.createConsentRequest(
+      { appId: c.app.id, usdCapNano: usdToNanoFloor(1), maxUses: null, ttlSeconds: 3600, origin: "http://localhost:3000", state: "s" },
+      now,
+      600_000,
+    ),
+  );
   const grantC = await approveConsentOrThrow(t.deps.store.grants, consentC, now);
   remember(grantC.grantToken);
   const hookC = await t.deps.store.webhooks.createEndpoint(c.app.id, "https://c.example/hooks", null, now);
@@ -260,7 +284,11 @@ beforeAll(async () => {
     ["a revoked key", `Bearer ${revoked.secretKey}`, INVALID_KEY],
     ["the key of a disabled app", `Bearer ${disabled.key.secretKey}`, INVALID_KEY],
     ["a grant token", `Bearer ${ids.grantA}`, INVALID_KEY],
-    ["a valid session token of the same app", `Bearer ${ids.tokenA}`, '{"error":{"code":"auth","message":"invalid secret key: this endpoint takes a secret key, not a session token"}}'],
+    [
+      "a valid session token of the same app",
+      `Bearer ${ids.tokenA}`,
+      '{"error":{"code":"auth","message":"invalid secret key: this endpoint takes a secret key, not a session token"}}',
+    ],
     ["the admin token", `Bearer ${ADMIN_TOKEN}`, INVALID_KEY],
   ];
   const otherAdmin = ADMIN_TOKEN.endsWith("A") ? "B" : "A";
@@ -291,9 +319,17 @@ beforeAll(async () => {
     ["RS256 with its own key pair", forge({ header: { alg: "RS256" }, key: privateKey }), INVALID_TOKEN],
     ["alg none, unsigned", unsigned({ alg: "none", typ: "session+jwt" }, claimsFor(ids.appA)), INVALID_TOKEN],
     ["alg None, unsigned", unsigned({ alg: "None", typ: "session+jwt" }, claimsFor(ids.appA)), INVALID_TOKEN],
-    ["a genuine token switched to alg none, signature kept", `${base64url.encode(JSON.stringify({ alg: "none", typ: "session+jwt" }))}.${realPayload}.${realSignature}`, INVALID_TOKEN],
+    [
+      "a genuine token switched to alg none, signature kept",
+      `${base64url.encode(JSON.stringify({ alg: "none", typ: "session+jwt" }))}.${realPayload}.${realSignature}`,
+      INVALID_TOKEN,
+    ],
     ["a genuine token without its signature", `${realHeader}.${realPayload}.`, INVALID_TOKEN],
-    ["expired one second ago (genuinely signed)", forge({ claims: { iat: nowS - 601, exp: nowS - 1 } }), '{"error":{"code":"auth","message":"session token expired"}}'],
+    [
+      "expired one second ago (genuinely signed)",
+      forge({ claims: { iat: nowS - 601, exp: nowS - 1 } }),
+      '{"error":{"code":"auth","message":"session token expired"}}',
+    ],
     ["expiring exactly now (genuinely signed)", forge({ claims: { exp: nowS } }), '{"error":{"code":"auth","message":"session token expired"}}'],
     ["expired and signed with another secret", forge({ claims: { exp: nowS - 1 }, key: otherSecret }), INVALID_TOKEN],
     ["not valid before a future nbf", forge({ claims: { nbf: nowS + 60 } }), INVALID_TOKEN],
@@ -302,7 +338,11 @@ beforeAll(async () => {
     ["wrong issuer", forge({ claims: { iss: "evil-issuer" } }), INVALID_TOKEN],
     ["typ JWT instead of session+jwt", forge({ header: { typ: "JWT" } }), INVALID_TOKEN],
     ["no typ", forge({ header: { typ: undefined } }), INVALID_TOKEN],
-    ...(["jti", "sub", "exp", "iat", "iss", "aud", "app_id"] as const).map((claim): [string, Promise<string>, string] => [`missing ${claim}`, forge({ omit: [claim] }), INVALID_TOKEN]),
+    ...(["jti", "sub", "exp", "iat", "iss", "aud", "app_id"] as const).map((claim): [string, Promise<string>, string] => [
+      `missing ${claim}`,
+      forge({ omit: [claim] }),
+      INVALID_TOKEN,
+    ]),
     ["empty sub", forge({ claims: { sub: "" } }), INVALID_TOKEN],
     ["app_id of an app that does not exist", forge({ app: "appdoesnotexist1" }), INVALID_TOKEN],
     ["a genuine token of an app disabled since", disabledToken, INVALID_TOKEN],
@@ -336,11 +376,16 @@ beforeAll(async () => {
 describe("auth matrix", () => {
   test("controls: each endpoint answers with its valid credential, so every 401 below is the credential's doing", async () => {
     // Read-only and repeatable first; the two that change state last.
-    for (const endpoint of [...SECRET_KEY_ENDPOINTS, ...SESSION_ENDPOINTS, ...ADMIN_ENDPOINTS].sort((a, b) => Number(a.method === "DELETE") - Number(b.method === "DELETE"))) {
+    for (const endpoint of [...SECRET_KEY_ENDPOINTS, ...SESSION_ENDPOINTS, ...ADMIN_ENDPOINTS].sort(
+      (a, b) => Number(a.method === "DELETE") - Number(b.method === "DELETE"),
+    )) {
       const credential = { secretKey: ids.keyA, session: ids.tokenA, admin: ADMIN_TOKEN }[endpoint.kind];
       currentGrant = endpoint.method === "DELETE" ? ids.grantSpare : ids.grantA;
       const res = await send(endpoint, `Bearer ${credential}`);
-      expect({ endpoint: `${endpoint.method} ${endpoint.path}`, status: res.status }).toEqual({ endpoint: `${endpoint.method} ${endpoint.path}`, status: endpoint.okStatus });
+      expect({ endpoint: `${endpoint.method} ${endpoint.path}`, status: res.status }).toEqual({
+        endpoint: `${endpoint.method} ${endpoint.path}`,
+        status: endpoint.okStatus,
+      });
     }
     currentGrant = ids.grantA;
     // The forging helper makes tokens the service accepts, so each forged variant below
@@ -382,7 +427,9 @@ describe("auth matrix", () => {
     const status = await expectOk(await t.get(`${API}/status?appUserId=victim`));
     expect(status).toMatchObject({ connected: true, limits: { monthlyUsd: 3 } });
     // Tokens edited to name app B act on nothing there either.
-    const inB = await expectOk(await t.app.handle(new Request(`http://localhost${API}/status?appUserId=victim`, { headers: { authorization: `Bearer ${ids.keyB}` } })));
+    const inB = await expectOk(
+      await t.app.handle(new Request(`http://localhost${API}/status?appUserId=victim`, { headers: { authorization: `Bearer ${ids.keyB}` } })),
+    );
     expect(inB.connected).toBe(false);
     const grant = await expectOk(await send(SECRET_KEY_ENDPOINTS[4]!, `Bearer ${ids.keyA}`));
     expect(grant).toMatchObject({ status: "active", uses: 0 });
@@ -414,7 +461,8 @@ describe("auth matrix", () => {
     const key = liveKeyA;
     expect((await send(SECRET_KEY_ENDPOINTS[1]!, `Bearer ${key}`)).status).toBe(200);
     expect(t.logs.length).toBeGreaterThan(0);
-    const leaksIn = (lines: string[]) => lines.flatMap((line) => [...secrets].filter((s) => line.includes(s)).map((s) => `${s.slice(0, 10)}… in ${line.slice(0, 160)}`));
+    const leaksIn = (lines: string[]) =>
+      lines.flatMap((line) => [...secrets].filter((s) => line.includes(s)).map((s) => `${s.slice(0, 10)}… in ${line.slice(0, 160)}`));
     // The scan itself can fail: it finds a planted key.
     expect(leaksIn([`{"msg":"x","key":"${ids.keyA}"}`])).not.toEqual([]);
     expect(secrets.size).toBeGreaterThan(100);

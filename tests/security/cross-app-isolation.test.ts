@@ -152,7 +152,9 @@ const ROUTES: RouteEntry[] = [
       const res = await call(`${API}/usage?appUserId=alice`, { bearer: B.key });
       expect(await expectOk(copy(res))).toMatchObject({ data: [] });
       // A cursor pointing into A's rows only pages through B's own (none).
-      const aRows = ((await expectOk(await call(`${API}/usage?appUserId=alice`, { bearer: A.key }))) as { data: Array<{ requestId: string; startedAt: string }> }).data;
+      const aRows = (
+        (await expectOk(await call(`${API}/usage?appUserId=alice`, { bearer: A.key }))) as { data: Array<{ requestId: string; startedAt: string }> }
+      ).data;
       expect(aRows.length).toBeGreaterThan(0);
       const cursor = Buffer.from(`${Date.parse(aRows[0]!.startedAt) + 1}:${aRows[0]!.requestId}`).toString("base64url");
       const paged = await call(`${API}/usage?appUserId=alice&cursor=${cursor}`, { bearer: B.key });
@@ -293,12 +295,27 @@ const ROUTES: RouteEntry[] = [
 
 /** The operator's routes (ADMIN_TOKEN is set here), as registered. */
 const ADMIN_ROUTES: Array<[string, string]> = [
-  ["POST", "/apps"], ["GET", "/apps"], ["GET", "/apps/:appId"], ["PATCH", "/apps/:appId"], ["POST", "/apps/:appId/disable"], ["POST", "/apps/:appId/enable"],
-  ["GET", "/apps/:appId/keys"], ["POST", "/apps/:appId/keys"], ["DELETE", "/apps/:appId/keys/:keyId"],
-  ["GET", "/apps/:appId/connections"], ["GET", "/apps/:appId/connections/:appUserId"], ["DELETE", "/apps/:appId/connections/:appUserId"],
-  ["GET", "/apps/:appId/grants"], ["DELETE", "/apps/:appId/grants/:grantId"], ["GET", "/apps/:appId/usage"],
-  ["POST", "/apps/:appId/webhooks"], ["GET", "/apps/:appId/webhooks"], ["GET", "/apps/:appId/webhooks/deliveries"],
-  ["DELETE", "/apps/:appId/webhooks/:endpointId"], ["POST", "/apps/:appId/webhooks/:endpointId/disable"], ["POST", "/apps/:appId/webhooks/:endpointId/enable"],
+  ["POST", "/apps"],
+  ["GET", "/apps"],
+  ["GET", "/apps/:appId"],
+  ["PATCH", "/apps/:appId"],
+  ["POST", "/apps/:appId/disable"],
+  ["POST", "/apps/:appId/enable"],
+  ["GET", "/apps/:appId/keys"],
+  ["POST", "/apps/:appId/keys"],
+  ["DELETE", "/apps/:appId/keys/:keyId"],
+  ["GET", "/apps/:appId/connections"],
+  ["GET", "/apps/:appId/connections/:appUserId"],
+  ["DELETE", "/apps/:appId/connections/:appUserId"],
+  ["GET", "/apps/:appId/grants"],
+  ["DELETE", "/apps/:appId/grants/:grantId"],
+  ["GET", "/apps/:appId/usage"],
+  ["POST", "/apps/:appId/webhooks"],
+  ["GET", "/apps/:appId/webhooks"],
+  ["GET", "/apps/:appId/webhooks/deliveries"],
+  ["DELETE", "/apps/:appId/webhooks/:endpointId"],
+  ["POST", "/apps/:appId/webhooks/:endpointId/disable"],
+  ["POST", "/apps/:appId/webhooks/:endpointId/enable"],
 ];
 
 ROUTES.push(
@@ -337,14 +354,19 @@ const copy = (res: Response): Response => res.clone() as unknown as Response;
 
 /** A copy of `res` whose text has `known` removed, for a value B itself sent. */
 function withoutText(res: Response, known: string): Response {
-  const promised = res.clone().text().then((text) => text.replaceAll(known, "<known>"));
+  const promised = res
+    .clone()
+    .text()
+    .then((text) => text.replaceAll(known, "<known>"));
   return { status: res.status, headers: res.headers, clone: () => withoutText(res, known), text: () => promised } as unknown as Response;
 }
 
 // ---- setup -----------------------------------------------------------------------------
 
 beforeAll(async () => {
-  t = await chatTestApp({ env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000", ADMIN_TOKEN, RL_ADMIN_AUTH_LIMIT: "100000" } });
+  t = await chatTestApp({
+    env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000", ADMIN_TOKEN, RL_ADMIN_AUTH_LIMIT: "100000" },
+  });
   const b = await t.deps.store.apps.create("B", [ORIGIN_B], t.clock.now());
   await t.connect("alice", CAP_A);
   const grantA = await grantOf(t.appId, ORIGIN_A);
@@ -386,7 +408,9 @@ describe("cross-app isolation", () => {
     const spec = (await expectOk(await call(`${API}/openapi.json`))) as { paths: Record<string, Record<string, unknown>> };
     const listed = new Set(ROUTES.map((r) => `${r.method} ${r.path}`));
     // openapi.json writes path parameters `{appId}`; the router, `:appId`.
-    const documented = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ":$1")}`));
+    const documented = Object.entries(spec.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ":$1")}`),
+    );
     expect(documented.length).toBeGreaterThan(10);
     expect(documented.filter((op) => !listed.has(op))).toEqual([]);
   });
@@ -412,7 +436,10 @@ describe("cross-app isolation", () => {
 
   test("B's own resources were reachable all along: the attacks were refused for being A's", async () => {
     expect(await expectOk(await call(`${API}/status?appUserId=bob`, { bearer: B.key }))).toMatchObject({ connected: true, limits: { monthlyUsd: 7 } });
-    expect(await expectOk(await call(`${API}/grants/current`, { bearer: B.key, headers: { "x-service-grant": B.grantToken } }))).toMatchObject({ grantId: B.grantId, status: "active" });
+    expect(await expectOk(await call(`${API}/grants/current`, { bearer: B.key, headers: { "x-service-grant": B.grantToken } }))).toMatchObject({
+      grantId: B.grantId,
+      status: "active",
+    });
     expect(((await expectOk(await call(`${API}/usage?appUserId=bob`, { bearer: B.key }))) as { data: unknown[] }).data.length).toBe(1);
   });
 });

@@ -11,21 +11,46 @@ import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const ROUNDS = Number(process.env.FUZZ_ROUNDS ?? 150);
 
-const ODD_STRINGS = ["", " ", "\u0000", "\uFEFF", "\uD800", "💸".repeat(50), "a".repeat(5000), "<script>", "../../etc/passwd", "%00", "null", "1e400", "-0", "NaN", "\u202Eevil"];
+const ODD_STRINGS = [
+  "",
+  " ",
+  "\u0000",
+  "\uFEFF",
+  "\uD800",
+  "💸".repeat(50),
+  "a".repeat(5000),
+  "<script>",
+  "../../etc/passwd",
+  "%00",
+  "null",
+  "1e400",
+  "-0",
+  "NaN",
+  "\u202Eevil",
+];
 
 function randomValue(rand: () => number, depth = 0): unknown {
   const pick = Math.floor(rand() * 10);
   if (depth > 3 && pick > 6) return null;
   switch (pick) {
-    case 0: return null;
-    case 1: return rand() < 0.5;
-    case 2: return [0, -1, 1e308, -1e308, 0.1, 2 ** 53 + 1, 1e-320][Math.floor(rand() * 7)];
-    case 3: return ODD_STRINGS[Math.floor(rand() * ODD_STRINGS.length)];
-    case 4: return Array.from({ length: Math.floor(rand() * 4) }, () => randomValue(rand, depth + 1));
-    case 5: return Object.fromEntries(Array.from({ length: Math.floor(rand() * 4) }, (_, i) => [`k${i}`, randomValue(rand, depth + 1)]));
-    case 6: return Array.from({ length: 20_000 }, () => 1);
-    case 7: return JSON.parse("[".repeat(2000) + "]".repeat(2000));
-    default: return Math.floor(rand() * 1000);
+    case 0:
+      return null;
+    case 1:
+      return rand() < 0.5;
+    case 2:
+      return [0, -1, 1e308, -1e308, 0.1, 2 ** 53 + 1, 1e-320][Math.floor(rand() * 7)];
+    case 3:
+      return ODD_STRINGS[Math.floor(rand() * ODD_STRINGS.length)];
+    case 4:
+      return Array.from({ length: Math.floor(rand() * 4) }, () => randomValue(rand, depth + 1));
+    case 5:
+      return Object.fromEntries(Array.from({ length: Math.floor(rand() * 4) }, (_, i) => [`k${i}`, randomValue(rand, depth + 1)]));
+    case 6:
+      return Array.from({ length: 20_000 }, () => 1);
+    case 7:
+      return JSON.parse("[".repeat(2000) + "]".repeat(2000));
+    default:
+      return Math.floor(rand() * 1000);
   }
 }
 
@@ -45,12 +70,21 @@ function rawBody(rand: () => number, valid: Record<string, unknown>): { body: st
   const kind = Math.floor(rand() * 8);
   const json = JSON.stringify(mutate(rand, valid));
   switch (kind) {
-    case 0: return { body: json.slice(0, Math.floor(rand() * json.length)), type: "application/json" };
-    case 1: return { body: json, type: ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", ""][Math.floor(rand() * 5)]! };
-    case 2: return { body: json.replace("{", '{"model":"a","model":"b",'), type: "application/json" }; // duplicate keys
-    case 3: return { body: JSON.stringify(randomValue(rand)), type: "application/json" };
-    case 4: return { body: "\u0000\u0001\u00ff", type: "application/json" };
-    default: return { body: json, type: "application/json" };
+    case 0:
+      return { body: json.slice(0, Math.floor(rand() * json.length)), type: "application/json" };
+    case 1:
+      return {
+        body: json,
+        type: ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", ""][Math.floor(rand() * 5)]!,
+      };
+    case 2:
+      return { body: json.replace("{", '{"model":"a","model":"b",'), type: "application/json" }; // duplicate keys
+    case 3:
+      return { body: JSON.stringify(randomValue(rand)), type: "application/json" };
+    case 4:
+      return { body: "\u0000\u0001\u00ff", type: "application/json" };
+    default:
+      return { body: json, type: "application/json" };
   }
 }
 

@@ -111,10 +111,7 @@ function parseResponse(raw: string): { status: number; headers: Record<string, s
 const chunk = (data: string) => `${data.length.toString(16)}\r\n${data}\r\n`;
 
 function sessionsHead(framing: string): string {
-  return (
-    "POST /api/v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
-    `Authorization: Bearer ${secretKey}\r\nContent-Type: application/json\r\n${framing}\r\n`
-  );
+  return "POST /api/v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + `Authorization: Bearer ${secretKey}\r\nContent-Type: application/json\r\n${framing}\r\n`;
 }
 
 /** A valid session request padded with JSON whitespace to exactly `bytes` bytes. */

@@ -14,7 +14,13 @@ const dockerfile = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
 const envExample = readFileSync(join(REPO_ROOT, "deploy/.env.example"), "utf8");
 const PROXIES = ["proxy-a", "proxy-b"] as const;
 
-interface Healthcheck { test: string[]; interval?: string; timeout?: string; retries?: number; start_period?: string }
+interface Healthcheck {
+  test: string[];
+  interval?: string;
+  timeout?: string;
+  retries?: number;
+  start_period?: string;
+}
 interface Service {
   image?: string;
   build?: { context: string; dockerfile?: string };
@@ -27,7 +33,11 @@ interface Service {
   healthcheck?: Healthcheck;
   stop_grace_period?: string;
 }
-interface ComposeFile { name?: string; services: Record<string, Service>; volumes?: Record<string, unknown> }
+interface ComposeFile {
+  name?: string;
+  services: Record<string, Service>;
+  volumes?: Record<string, unknown>;
+}
 
 function service(name: string): Service {
   const s = compose.services[name];

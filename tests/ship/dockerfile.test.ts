@@ -10,7 +10,9 @@ const instructions = dockerfile.split("\n").filter((l) => /^[A-Z]+\s/.test(l));
 
 describe("Dockerfile", () => {
   test("dockerfilelint finds no issue", () => {
-    const lint = Bun.spawnSync([process.execPath, join(REPO_ROOT, "node_modules/dockerfilelint/bin/dockerfilelint"), "-o", "json", "Dockerfile"], { cwd: REPO_ROOT });
+    const lint = Bun.spawnSync([process.execPath, join(REPO_ROOT, "node_modules/dockerfilelint/bin/dockerfilelint"), "-o", "json", "Dockerfile"], {
+      cwd: REPO_ROOT,
+    });
     const report = JSON.parse(lint.stdout.toString());
     expect(report.files[0].issues).toEqual([]);
   });

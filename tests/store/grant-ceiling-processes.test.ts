@@ -32,7 +32,11 @@ test("six processes approving at once: only the grants that fit under the ceilin
   const { app } = await store.apps.create("raced", ["https://r.example"], Date.now());
   const tokens = await Promise.all(
     Array.from({ length: 6 }, () =>
-      store.grants.createConsentRequest({ appId: app.id, usdCapNano: 1_000_000_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" }, Date.now(), 60_000),
+      store.grants.createConsentRequest(
+        { appId: app.id, usdCapNano: 1_000_000_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" },
+        Date.now(),
+        60_000,
+      ),
     ),
   );
   await store.close();

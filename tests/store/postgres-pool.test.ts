@@ -28,7 +28,12 @@ test("with its only connection held, the next call fails with `unavailable`, and
       await new Promise<void>((resolve) => (release = resolve));
     });
     while (!release) await Bun.sleep(5);
-    const refused = await db.run((sql) => sql`SELECT 1`).then(() => null, (err: unknown) => err);
+    const refused = await db
+      .run((sql) => sql`SELECT 1`)
+      .then(
+        () => null,
+        (err: unknown) => err,
+      );
     expect(refused).toBeInstanceOf(ApiError);
     expect((refused as ApiError).code).toBe("unavailable");
     release();
@@ -45,7 +50,12 @@ test("with its only connection held, the next call fails with `unavailable`, and
 test("a statement running past the timeout is cancelled by the server: 503 `unavailable`, and the pool goes on", async () => {
   const db = new PostgresDatabase(url, { poolSize: 1, statementTimeoutMs: 200 });
   try {
-    const err = await db.run((sql) => sql`SELECT pg_sleep(5)`).then(() => null, (e: unknown) => e);
+    const err = await db
+      .run((sql) => sql`SELECT pg_sleep(5)`)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     expect((err as ApiError).code).toBe("unavailable");
     expect(await db.run((sql) => sql`SELECT 1 AS one`)).toEqual([{ one: 1 }]);
   } finally {
@@ -61,7 +71,8 @@ test("a transaction left open on a raw connection is ended by the server (idle_i
     await conn`SELECT 1`;
     // Abandoned: never committed, never released. The server ends the session after 2 × the timeout.
     const openTransactions = async () =>
-      (await db.run((sql) => sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`))[0].n as number;
+      (await db.run((sql) => sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`))[0]
+        .n as number;
     expect(await openTransactions()).toBe(1);
     let ended = false;
     for (let i = 0; i < 100 && !ended; i++) {

@@ -60,7 +60,14 @@ describe.each(engines)("store contract on %s", (_name, open) => {
     withStore(async (store) => {
       expect(await store.apps.count()).toBe(0);
       const { app, key } = await store.apps.create("one", ["https://a.example"], 100, { maxGrantNano: 5_000 });
-      expect(app).toMatchObject({ name: "one", origins: ["https://a.example"], createdAt: 100, disabledAt: null, maxGrantNano: 5_000, grantDailyCeilingNano: null });
+      expect(app).toMatchObject({
+        name: "one",
+        origins: ["https://a.example"],
+        createdAt: 100,
+        disabledAt: null,
+        maxGrantNano: 5_000,
+        grantDailyCeilingNano: null,
+      });
       expect(app.id).not.toContain("_");
       expect(key.secretKey.startsWith(`sk_live_${app.id}_`)).toBe(true);
       expect(await store.apps.find(app.id)).toEqual(app);
@@ -169,16 +176,33 @@ describe.each(engines)("store contract on %s", (_name, open) => {
   test("grants: a consent token approves one grant, once, before it expires; uses are counted", () =>
     withStore(async (store) => {
       const { app } = await store.apps.create("g", ["https://g.example"], 1);
-      const token = await store.grants.createConsentRequest({ appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" }, 100, 1_000);
+      const token = await store.grants.createConsentRequest(
+        { appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" },
+        100,
+        1_000,
+      );
       expect(await store.grants.consentAppId(token)).toBe(app.id);
       expect(await store.grants.approveConsent(token, 2_000, NO_DAILY_CEILING)).toEqual({ kind: "unusable" }); // expired
-      const token2 = await store.grants.createConsentRequest({ appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" }, 100, 1_000);
+      const token2 = await store.grants.createConsentRequest(
+        { appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" },
+        100,
+        1_000,
+      );
       const both = await Promise.all([store.grants.approveConsent(token2, 200, NO_DAILY_CEILING), store.grants.approveConsent(token2, 200, NO_DAILY_CEILING)]);
       expect(both.map((a) => a.kind).sort()).toEqual(["approved", "unusable"]);
       const approved = both.find((a) => a.kind === "approved")!;
       if (approved.kind !== "approved") throw new Error("unreachable");
       expect(approved.state).toBe("s");
-      expect(approved.grant).toMatchObject({ appId: app.id, usdCapNano: 5_000, maxUses: 2, uses: 0, origin: "https://g.example", createdAt: 200, expiresAt: 60_200, revokedAt: null });
+      expect(approved.grant).toMatchObject({
+        appId: app.id,
+        usdCapNano: 5_000,
+        maxUses: 2,
+        uses: 0,
+        origin: "https://g.example",
+        createdAt: 200,
+        expiresAt: 60_200,
+        revokedAt: null,
+      });
       expect(await store.grants.findByToken(approved.grantToken)).toEqual(approved.grant);
       expect(await store.grants.consumeUse(approved.grant.id, 300)).toBe(true);
       expect(await store.grants.consumeUse(approved.grant.id, 300)).toBe(true);
@@ -209,7 +233,13 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.grants.approvedSince(app.id, 1_000)).toBe(10_000);
 
       const refused = await ask(app.id, 1, 1_300);
-      expect(await store.grants.approveConsent(refused, 1_300, ceiling)).toEqual({ kind: "over_ceiling", appId: app.id, ceilingNano: 10_000, approvedNano: 10_000, requestedNano: 1 });
+      expect(await store.grants.approveConsent(refused, 1_300, ceiling)).toEqual({
+        kind: "over_ceiling",
+        appId: app.id,
+        ceilingNano: 10_000,
+        approvedNano: 10_000,
+        requestedNano: 1,
+      });
       expect(await store.grants.approvedSince(app.id, 1_000)).toBe(10_000);
       // The app's own ceiling replaces the default, and the refused token was not consumed.
       await store.apps.update(app.id, { grantDailyCeilingNano: 10_001 });
@@ -222,7 +252,11 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       const { app } = await store.apps.create("race", ["https://r.example"], 1, { grantDailyCeilingNano: 3_500 });
       const tokens = await Promise.all(
         Array.from({ length: 12 }, () =>
-          store.grants.createConsentRequest({ appId: app.id, usdCapNano: 1_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" }, 100, 10_000),
+          store.grants.createConsentRequest(
+            { appId: app.id, usdCapNano: 1_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" },
+            100,
+            10_000,
+          ),
         ),
       );
       const outcomes = await Promise.all(tokens.map((token) => store.grants.approveConsent(token, 200, { dayStart: 0, defaultNano: 1_000_000 })));
@@ -235,7 +269,11 @@ describe.each(engines)("store contract on %s", (_name, open) => {
     withStore(async (store) => {
       const { app } = await store.apps.create("purge", ["https://p.example"], 1);
       const ask = (now: number, lifetimeMs: number) =>
-        store.grants.createConsentRequest({ appId: app.id, usdCapNano: 1, maxUses: null, ttlSeconds: 60, origin: "https://p.example", state: "" }, now, lifetimeMs);
+        store.grants.createConsentRequest(
+          { appId: app.id, usdCapNano: 1, maxUses: null, ttlSeconds: 60, origin: "https://p.example", state: "" },
+          now,
+          lifetimeMs,
+        );
       const expired = await Promise.all([1, 2, 3, 4, 5].map((i) => ask(0, 1_000 + i))); // expire at 1 001..1 005
       const used = await ask(1_000, 60_000);
       await approveConsentOrThrow(store.grants, used, 1_500);
@@ -261,7 +299,11 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await keys.renew("app1", "k", "r9", 5_000)).toBe(false);
       await keys.complete("app1", "k", "r1", { status: 200, contentType: "application/json", generationId: "g1", body: new Uint8Array([65, 66]) }, 20_000);
       const done = await keys.claim("app1", "k", print, "r3", 1_020, 100, 10_000);
-      expect(done).toEqual({ kind: "done", requestId: "r1", answer: { status: 200, contentType: "application/json", generationId: "g1", body: new Uint8Array([65, 66]) } });
+      expect(done).toEqual({
+        kind: "done",
+        requestId: "r1",
+        answer: { status: 200, contentType: "application/json", generationId: "g1", body: new Uint8Array([65, 66]) },
+      });
       // A lapsed lease is taken over; a released key runs again.
       expect(await keys.claim("app1", "lapsed", print, "a", 1_000, 100, 10_000)).toEqual({ kind: "claimed" });
       expect(await keys.claim("app1", "lapsed", print, "b", 1_200, 100, 10_000)).toEqual({ kind: "claimed" });

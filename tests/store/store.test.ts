@@ -31,7 +31,11 @@ describe("SQLite store", () => {
     const store = open(path);
     expect(existsSync(path)).toBe(true);
     expect(store.db.query<{ journal_mode: string }, []>("PRAGMA journal_mode").get()!.journal_mode).toBe("wal");
-    const versions = () => store.db.query<{ version: number }, []>("SELECT version FROM schema_migrations ORDER BY version").all().map((r) => r.version);
+    const versions = () =>
+      store.db
+        .query<{ version: number }, []>("SELECT version FROM schema_migrations ORDER BY version")
+        .all()
+        .map((r) => r.version);
     expect(versions()).toEqual(MIGRATIONS.map((m) => m.version));
     await store.close();
     cleanups.shift();
@@ -114,10 +118,21 @@ describe("connections", () => {
 
     await store.connections.approve(app.id, "u", 5_000, 100);
     await store.connections.markFundingInvalid(app.id, "u", 150);
-    expect(await store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 5_000, fundingStatus: "invalid", connectedAt: 100, updatedAt: 150 });
+    expect(await store.connections.findActive(app.id, "u")).toMatchObject({
+      monthlyCapNano: 5_000,
+      fundingStatus: "invalid",
+      connectedAt: 100,
+      updatedAt: 150,
+    });
 
     await store.connections.approve(app.id, "u", 7_000, 200);
-    expect(await store.connections.findActive(app.id, "u")).toMatchObject({ monthlyCapNano: 7_000, fundingStatus: "ok", connectedAt: 100, updatedAt: 200, revokedAt: null });
+    expect(await store.connections.findActive(app.id, "u")).toMatchObject({
+      monthlyCapNano: 7_000,
+      fundingStatus: "ok",
+      connectedAt: 100,
+      updatedAt: 200,
+      revokedAt: null,
+    });
 
     await store.connections.revoke(app.id, "u", 300);
     await store.connections.revoke(app.id, "u", 400); // no-op: the first revoke time stays

@@ -16,7 +16,12 @@ describe("GET /models publishes every price", () => {
     expect(validateModels(body)).toEqual([]);
     const byId = (id: string) => body.data.find((m: any) => m.id === id);
     expect(byId("bill/fee").pricing).toEqual({
-      prompt: "0.000001", completion: "0.000002", request: "0.002", image: "0", web_search: "0", internal_reasoning: "0",
+      prompt: "0.000001",
+      completion: "0.000002",
+      request: "0.002",
+      image: "0",
+      web_search: "0",
+      internal_reasoning: "0",
     });
     expect(byId("bill/vision").pricing.image).toBe("0.003613");
     expect(byId("bill/vision").architecture.input_modalities).toEqual(["text", "image"]);
@@ -36,7 +41,12 @@ describe("GET /models publishes every price", () => {
     const body: any = await (await createMockUpstream().fetch(new Request("http://mock.local/models"))).json();
     const mini = body.data.find((m: any) => m.id === "openai/gpt-4o-mini");
     expect(mini.pricing).toEqual({
-      prompt: "0.00000015", completion: "0.0000006", request: "0", image: "0", web_search: "0", internal_reasoning: "0",
+      prompt: "0.00000015",
+      completion: "0.0000006",
+      request: "0",
+      image: "0",
+      web_search: "0",
+      internal_reasoning: "0",
     });
     expect(mini.architecture.input_modalities).toEqual(["text"]);
   });

@@ -10,8 +10,7 @@ import { ask, billingMock, completion, expectBill, failure, PICO, streamed, usd 
 const textTokens = (text: string) => estimatePromptTokens([{ role: "user", content: text }]);
 const TEXT = "route me [[mock tokens=10]]";
 const P = textTokens(TEXT);
-const tokenBill = (price: { prompt: number; completion: number }, multiplier = 1) =>
-  usd(multiplier * (P * price.prompt + 10 * price.completion));
+const tokenBill = (price: { prompt: number; completion: number }, multiplier = 1) => usd(multiplier * (P * price.prompt + 10 * price.completion));
 
 describe("providers and provider.max_price", () => {
   test("without max_price the priciest provider (3×) serves", async () => {
@@ -36,8 +35,12 @@ describe("providers and provider.max_price", () => {
   test("limits are inclusive (float noise aside) and may be decimal strings", async () => {
     // 0.0000011 × 3 × 1e6 is 3.3000000000000003 in binary floats: still within a limit of 3.3.
     const odd: MockModel = {
-      id: "test/odd", name: "Test: Odd", pricing: { prompt: "0.0000011", completion: "0.0000044" },
-      contextLength: 128000, maxCompletionTokens: 16384, providers: [{ name: "Triple", priceMultiplier: 3 }],
+      id: "test/odd",
+      name: "Test: Odd",
+      pricing: { prompt: "0.0000011", completion: "0.0000044" },
+      contextLength: 128000,
+      maxCompletionTokens: 16384,
+      providers: [{ name: "Triple", priceMultiplier: 3 }],
     };
     const mock = billingMock([odd]);
     const json = await completion(mock, ask("bill/multi", TEXT, { provider: { max_price: { prompt: "3", completion: "12" } } }));
@@ -67,17 +70,33 @@ describe("providers and provider.max_price", () => {
       id: "test/everything",
       name: "Test: Everything",
       pricing: {
-        prompt: "0.000004", completion: "0.000008", request: "0.01", image: "0.001", web_search: "0.002",
-        internal_reasoning: "0.00002", input_cache_write: "0.000005",
+        prompt: "0.000004",
+        completion: "0.000008",
+        request: "0.01",
+        image: "0.001",
+        web_search: "0.002",
+        internal_reasoning: "0.00002",
+        input_cache_write: "0.000005",
       },
       contextLength: 128000,
       maxCompletionTokens: 16384,
       reasons: true,
-      providers: [{ name: "Base", priceMultiplier: 1 }, { name: "Double", priceMultiplier: 2 }],
+      providers: [
+        { name: "Base", priceMultiplier: 1 },
+        { name: "Double", priceMultiplier: 2 },
+      ],
     };
     const mock = billingMock([everything]);
     const text = "all of it [[mock tokens=4 reasoning=10]]";
-    const messages = [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }, { type: "text", text }] }];
+    const messages = [
+      {
+        role: "user",
+        content: [
+          { type: "image_url", image_url: { url: "x" } },
+          { type: "text", text },
+        ],
+      },
+    ];
     const json = await completion(mock, { model: "test/everything", messages, plugins: [{ id: "web" }], cache_control: { type: "ephemeral" } });
     const p = textTokens(text) + 765 + 5 * 300;
     expect(json.provider).toBe("Double");
@@ -128,7 +147,11 @@ describe("models fallbacks", () => {
 
   test("fallbacks that do not fit max_price are skipped", async () => {
     const mock = billingMock();
-    const json = await completion(mock, { models: ["bill/pricey", "bill/cheap"], messages: [{ role: "user", content: "x" }], provider: { max_price: { prompt: 1 } } });
+    const json = await completion(mock, {
+      models: ["bill/pricey", "bill/cheap"],
+      messages: [{ role: "user", content: "x" }],
+      provider: { max_price: { prompt: 1 } },
+    });
     expect(json.model).toBe("bill/cheap");
   });
 
@@ -136,9 +159,7 @@ describe("models fallbacks", () => {
     const mock = billingMock();
     const down = await failure(mock, { models: ["bill/cheap", "bill/pricey"], messages: [{ role: "user", content: "[[mock fail_over=2]]" }] }, 404);
     expect(down).toStartWith("No endpoints found for");
-    expect(await failure(mock, { models: ["bill/cheap", "nope/x"], messages: [{ role: "user", content: "x" }] }, 400)).toBe(
-      "nope/x is not a valid model ID",
-    );
+    expect(await failure(mock, { models: ["bill/cheap", "nope/x"], messages: [{ role: "user", content: "x" }] }, 400)).toBe("nope/x is not a valid model ID");
     await failure(mock, { models: "bill/cheap", messages: [{ role: "user", content: "x" }] }, 400);
     expect(await failure(mock, { models: [], messages: [{ role: "user", content: "x" }] }, 400)).toBe("No models provided");
   });

@@ -208,7 +208,16 @@ describe("split_frames", () => {
     expect(split.writes.some((w) => bytes(w).endsWith("dat"))).toBe(true);
     expect(split.writes.some((w) => bytes(w).startsWith("\ndat"))).toBe(true);
     const strict = new TextDecoder("utf-8", { fatal: true });
-    expect(split.writes.some((w) => { try { strict.decode(w); return false; } catch { return true; } })).toBe(true);
+    expect(
+      split.writes.some((w) => {
+        try {
+          strict.decode(w);
+          return false;
+        } catch {
+          return true;
+        }
+      }),
+    ).toBe(true);
     // Reassembled, it is the same stream.
     expect(contentOf(split.chunks)).toBe(contentOf(plain.chunks));
     expect(split.chunks).toHaveLength(plain.chunks.length);
@@ -230,8 +239,7 @@ describe("streams over HTTP (startMockUpstream)", () => {
   });
   afterAll(() => upstream.stop());
 
-  const post = (text: string, signal?: AbortSignal) =>
-    fetch(`${upstream.url}/chat/completions`, { method: "POST", headers: AUTH, body: body(text), signal });
+  const post = (text: string, signal?: AbortSignal) => fetch(`${upstream.url}/chat/completions`, { method: "POST", headers: AUTH, body: body(text), signal });
 
   test("a split, CRLF stream with keep-alives arrives whole and valid", async () => {
     const response = await post("[[mock tokens=5 split_frames crlf pause_ms=4 keepalive_ms=2]]");

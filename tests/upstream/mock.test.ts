@@ -3,13 +3,7 @@
  * spec's schemas (tests/fixtures/openrouter-schemas.json). Streams: mock-stream.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import {
-  completionText,
-  createMockUpstream,
-  estimatePromptTokens,
-  startMockUpstream,
-  type RunningMockUpstream,
-} from "../../src/upstream/mock";
+import { completionText, createMockUpstream, estimatePromptTokens, startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
 import { validateChatCompletion, validateError, validateModels } from "../helpers/openrouter-spec";
 
 const AUTH = { authorization: "Bearer sk-or-test", "content-type": "application/json" };
@@ -119,9 +113,7 @@ describe("POST /chat/completions (JSON)", () => {
     const body = await json(await mock.fetch(ask("abcd [[mock tokens=4]]")));
     const expected = Number((body.usage.prompt_tokens * 0.00000015 + 4 * 0.0000006).toFixed(12));
     expect(body.usage.cost).toBe(expected);
-    const free = await json(
-      await mock.fetch(chatRequest({ model: "mock/free", messages: [{ role: "user", content: "hi" }] })),
-    );
+    const free = await json(await mock.fetch(chatRequest({ model: "mock/free", messages: [{ role: "user", content: "hi" }] })));
     expect(free.usage.cost).toBe(0);
   });
 

@@ -63,12 +63,23 @@ export function startDirect(upstream: Upstream, sutCore: number, homeCore: numbe
   };
 }
 
-export async function startBare(upstream: Upstream, core: number, bunFlags: string[] = [], script = "scripts/bench/bare-forwarder.ts", env: Record<string, string> = {}): Promise<RunningArm> {
-  const child = spawnPinned("bare-forwarder", core, [BUN, ...bunFlags, script], childEnv({
-    UPSTREAM_BASE_URL: upstream.url,
-    BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
-    ...env,
-  }));
+export async function startBare(
+  upstream: Upstream,
+  core: number,
+  bunFlags: string[] = [],
+  script = "scripts/bench/bare-forwarder.ts",
+  env: Record<string, string> = {},
+): Promise<RunningArm> {
+  const child = spawnPinned(
+    "bare-forwarder",
+    core,
+    [BUN, ...bunFlags, script],
+    childEnv({
+      UPSTREAM_BASE_URL: upstream.url,
+      BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
+      ...env,
+    }),
+  );
   const { url } = await child.firstJson<{ url: string }>();
   return { id: "b", url: `${url}/api/v1/chat/completions`, headers: {}, pid: child.pid, stop: async () => void (await child.stop()) };
 }

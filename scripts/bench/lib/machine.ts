@@ -39,7 +39,11 @@ export function describeMachine(): Machine {
     bun: Bun.version,
     node: run(["node", "--version"]),
     wrk: run(["wrk", "-v"]).split("\n")[0] ?? "unknown",
-    redis: run(["redis-server", "--version"]).split(" ").find((w) => w.startsWith("v="))?.slice(2) ?? "unknown",
+    redis:
+      run(["redis-server", "--version"])
+        .split(" ")
+        .find((w) => w.startsWith("v="))
+        ?.slice(2) ?? "unknown",
     postgres: postgresVersion(),
     portkey,
   };
@@ -68,7 +72,10 @@ export function loadAverage(): number {
 /** Other test runs on this machine (they would skew every number). */
 export function otherTestRuns(): number {
   const r = Bun.spawnSync(["pgrep", "-f", "bun test"]);
-  return r.stdout.toString().split("\n").filter((l) => l.trim() !== "").length;
+  return r.stdout
+    .toString()
+    .split("\n")
+    .filter((l) => l.trim() !== "").length;
 }
 
 export interface QuietWait {

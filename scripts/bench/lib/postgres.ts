@@ -37,7 +37,9 @@ export async function startBenchPostgres(core: number | null): Promise<BenchPost
     }
   };
   pinAll();
-  const versionLine = Bun.spawnSync([pgBinary("postgres")!, "--version"]).stdout.toString().trim();
+  const versionLine = Bun.spawnSync([pgBinary("postgres")!, "--version"])
+    .stdout.toString()
+    .trim();
   let stopped = false;
   return {
     pg,
@@ -59,7 +61,11 @@ function childrenOf(pid: number): number[] {
     return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
   } catch {
     const r = Bun.spawnSync(["pgrep", "-P", String(pid)]);
-    return r.stdout.toString().split("\n").filter((l) => l.trim() !== "").map(Number);
+    return r.stdout
+      .toString()
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map(Number);
   }
 }
 

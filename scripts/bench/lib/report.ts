@@ -47,7 +47,13 @@ export interface ArmResult {
   idleRssMb?: number;
   longStreams: LongRun[];
   /** Service arms: ledger rows against the chat requests the upstream served for them. */
-  rows: { upstreamServed: number; ledgerRows: number; lost: number; byStatus: Record<string, number>; /** PostgreSQL arms: sum of usage_totals.request_count at the end. */ totalsRequestCount?: number } | null;
+  rows: {
+    upstreamServed: number;
+    ledgerRows: number;
+    lost: number;
+    byStatus: Record<string, number> /** PostgreSQL arms: sum of usage_totals.request_count at the end. */;
+    totalsRequestCount?: number;
+  } | null;
   /** 2xx responses the clients received from this arm, over the whole run. */
   clientCompleted: number;
   error?: string;
@@ -98,8 +104,12 @@ export function renderTables(r: BenchResults): string {
   const out: string[] = [];
   const cfg = r.config;
   const usesPostgres = r.arms.some((x) => x.id === "f" || x.id === "g");
-  out.push(`Run ${r.startedAt} → ${r.finishedAt} (UTC). Machine: ${r.machine.cpus} × ${r.machine.cpuModel}, ${r.machine.memoryGb} GB RAM, ${r.machine.kernel}; Bun ${r.machine.bun}, Node ${r.machine.node} (Portkey ${r.machine.portkey}), ${r.machine.wrk}, redis-server ${r.machine.redis}${r.machine.postgres ? `, PostgreSQL ${r.machine.postgres}` : ""}.`);
-  out.push(`Load average ${r.loadAtStart} at start, ${r.loadAtEnd} at end; ${r.quiet.quiet ? `machine quiet (waited ${r.quiet.waitedSeconds} s)` : `**machine was not quiet** (waited ${r.quiet.waitedSeconds} s; load ${r.quiet.loadAtStart}, ${r.quiet.otherTestRunsAtStart} other test runs)`}. wrk: 1 thread, ${cfg.seconds} s per cell after a ${cfg.warmup} s warm-up per shape; upstream: ${cfg.upstream}. Pinned: process under test alone on core ${r.cores.sut}; wrk, clients, upstream, redis-server${usesPostgres ? " and PostgreSQL (fsync on; postmaster and backends)" : ""} on core ${r.cores.client}.`);
+  out.push(
+    `Run ${r.startedAt} → ${r.finishedAt} (UTC). Machine: ${r.machine.cpus} × ${r.machine.cpuModel}, ${r.machine.memoryGb} GB RAM, ${r.machine.kernel}; Bun ${r.machine.bun}, Node ${r.machine.node} (Portkey ${r.machine.portkey}), ${r.machine.wrk}, redis-server ${r.machine.redis}${r.machine.postgres ? `, PostgreSQL ${r.machine.postgres}` : ""}.`,
+  );
+  out.push(
+    `Load average ${r.loadAtStart} at start, ${r.loadAtEnd} at end; ${r.quiet.quiet ? `machine quiet (waited ${r.quiet.waitedSeconds} s)` : `**machine was not quiet** (waited ${r.quiet.waitedSeconds} s; load ${r.quiet.loadAtStart}, ${r.quiet.otherTestRunsAtStart} other test runs)`}. wrk: 1 thread, ${cfg.seconds} s per cell after a ${cfg.warmup} s warm-up per shape; upstream: ${cfg.upstream}. Pinned: process under test alone on core ${r.cores.sut}; wrk, clients, upstream, redis-server${usesPostgres ? " and PostgreSQL (fsync on; postmaster and backends)" : ""} on core ${r.cores.client}.`,
+  );
   out.push("");
   out.push("Every figure in parentheses is the ratio to (b), the bare Bun forwarder, from this same run.");
   out.push("");
@@ -132,16 +142,19 @@ export function renderTables(r: BenchResults): string {
   out.push(`| arm | JSON: ${cpuHead} | SSE: ${cpuHead} | JSON p99 at c=64 (ms) | SSE p99 at c=64 (ms) |`);
   out.push("| --- | --- | --- | ---: | ---: |");
   for (const x of r.arms) {
-    const f = (t: ThroughputRun | undefined) =>
-      t ? cpuKeys.map((k) => (t.cpu[k] === undefined ? "–" : t.cpu[k]!.toFixed(2))).join(" / ") : "–";
+    const f = (t: ThroughputRun | undefined) => (t ? cpuKeys.map((k) => (t.cpu[k] === undefined ? "–" : t.cpu[k]!.toFixed(2))).join(" / ") : "–");
     const j = run(x, "json", 64);
     const s = run(x, "sse", 64);
-    out.push(`| ${x.label} | ${f(j)} | ${f(s)} | ${j ? cell(ms(j.latencyUs.p99), ratio(j.latencyUs.p99, run(b, "json", 64)?.latencyUs.p99)) : "–"} | ${s ? cell(ms(s.latencyUs.p99), ratio(s.latencyUs.p99, run(b, "sse", 64)?.latencyUs.p99)) : "–"} |`);
+    out.push(
+      `| ${x.label} | ${f(j)} | ${f(s)} | ${j ? cell(ms(j.latencyUs.p99), ratio(j.latencyUs.p99, run(b, "json", 64)?.latencyUs.p99)) : "–"} | ${s ? cell(ms(s.latencyUs.p99), ratio(s.latencyUs.p99, run(b, "sse", 64)?.latencyUs.p99)) : "–"} |`,
+    );
   }
   out.push("");
 
   const seqA = a?.sequential;
-  out.push(`### One request at a time (${int((cfg.sequential as number) ?? 0)} requests each, after ${int(Math.ceil(((cfg.sequential as number) ?? 0) / 10))} warm-up; ms)`);
+  out.push(
+    `### One request at a time (${int((cfg.sequential as number) ?? 0)} requests each, after ${int(Math.ceil(((cfg.sequential as number) ?? 0) / 10))} warm-up; ms)`,
+  );
   out.push("");
   out.push("\"Added\" is the arm's percentile minus the direct arm's. TTFB is the time to the first body chunk of a 20-chunk stream.");
   out.push("");
@@ -173,7 +186,9 @@ export function renderTables(r: BenchResults): string {
   out.push("### Concurrent long streams (50 chunks, 100 ms apart; about 5 s each; a fresh process for each count)");
   out.push("");
   const streams = (cfg.streams as number[]) ?? [1000, 2000];
-  out.push(`| arm | idle RSS (MB) | ${streams.map((n) => `peak RSS, ${int(n)} streams (MB)`).join(" | ")} | ${streams.map((n) => `completed of ${int(n)}`).join(" | ")} |`);
+  out.push(
+    `| arm | idle RSS (MB) | ${streams.map((n) => `peak RSS, ${int(n)} streams (MB)`).join(" | ")} | ${streams.map((n) => `completed of ${int(n)}`).join(" | ")} |`,
+  );
   out.push(`| --- | ---: | ${streams.map(() => "---:").join(" | ")} | ${streams.map(() => "---:").join(" | ")} |`);
   for (const x of r.arms) {
     if (x.longStreams.length === 0) continue;
@@ -181,14 +196,29 @@ export function renderTables(r: BenchResults): string {
     const base = (n: number) => b?.longStreams.find((l) => l.streams === n)?.peakRssMb;
     out.push(
       `| ${x.label} | ${cell((x.idleRssMb ?? NaN).toFixed(1), ratio(x.idleRssMb, b?.idleRssMb))} | ${streams.map((n) => cell((peak(n)?.peakRssMb ?? NaN).toFixed(1), ratio(peak(n)?.peakRssMb, base(n)))).join(" | ")} | ` +
-        `${streams.map((n) => { const l = peak(n); return l ? `${int(l.client.completed)}${Object.keys(l.client.failures).length ? ` (${Object.entries(l.client.failures).map(([k, v]) => `${v}× ${k}`).join(", ")})` : ""}` : "–"; }).join(" | ")} |`,
+        `${streams
+          .map((n) => {
+            const l = peak(n);
+            return l
+              ? `${int(l.client.completed)}${
+                  Object.keys(l.client.failures).length
+                    ? ` (${Object.entries(l.client.failures)
+                        .map(([k, v]) => `${v}× ${k}`)
+                        .join(", ")})`
+                    : ""
+                }`
+              : "–";
+          })
+          .join(" | ")} |`,
     );
   }
   out.push("");
 
   out.push("### Usage rows");
   out.push("");
-  out.push("| arm | rows/s at JSON c=64 | rows/s at SSE c=64 | best rows/s | chat requests the upstream served | rows in the ledger | rows lost | 2xx at the clients | ledger rows by status |");
+  out.push(
+    "| arm | rows/s at JSON c=64 | rows/s at SSE c=64 | best rows/s | chat requests the upstream served | rows in the ledger | rows lost | 2xx at the clients | ledger rows by status |",
+  );
   out.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
   for (const x of r.arms) {
     if (!x.rows) continue;
@@ -197,23 +227,33 @@ export function renderTables(r: BenchResults): string {
     const j = rowsPerSecond(run(x, "json", 64));
     const s = rowsPerSecond(run(x, "sse", 64));
     out.push(
-      `| ${x.label} | ${j === undefined ? "–" : cell(int(j), ratio(j, run(b, "json", 64)?.rps))} | ${s === undefined ? "–" : cell(int(s), ratio(s, run(b, "sse", 64)?.rps))} | ${int(best)} | ${int(x.rows.upstreamServed)} | ${int(x.rows.ledgerRows)} | **${int(x.rows.lost)}** | ${int(x.clientCompleted)} | ${Object.entries(x.rows.byStatus).map(([k, v]) => `${k}: ${int(v)}`).join(", ")} |`,
+      `| ${x.label} | ${j === undefined ? "–" : cell(int(j), ratio(j, run(b, "json", 64)?.rps))} | ${s === undefined ? "–" : cell(int(s), ratio(s, run(b, "sse", 64)?.rps))} | ${int(best)} | ${int(x.rows.upstreamServed)} | ${int(x.rows.ledgerRows)} | **${int(x.rows.lost)}** | ${int(x.clientCompleted)} | ${Object.entries(
+        x.rows.byStatus,
+      )
+        .map(([k, v]) => `${k}: ${int(v)}`)
+        .join(", ")} |`,
     );
   }
   out.push("");
-  out.push("rows/s is compared with (b)'s requests per second in the same cell: a proxy that meters every request it completes writes as many rows per second as it serves requests.");
+  out.push(
+    "rows/s is compared with (b)'s requests per second in the same cell: a proxy that meters every request it completes writes as many rows per second as it serves requests.",
+  );
   out.push("");
 
   out.push("### Usage writer on its own (`scripts/bench/usage-writer.ts`, real SQLite file, WAL)");
   out.push("");
-  out.push("The ratio compares rows/s with (b)'s JSON requests per second at c=64: above 1.00× the writer keeps up with the fastest proxy this runtime allows.");
+  out.push(
+    "The ratio compares rows/s with (b)'s JSON requests per second at c=64: above 1.00× the writer keeps up with the fastest proxy this runtime allows.",
+  );
   out.push("");
   out.push("| rows written | budget accounts | rows already in the ledger | request ids | seconds | rows/s | lost |");
   out.push("| ---: | ---: | ---: | --- | ---: | ---: | ---: |");
   const bJson64 = run(b, "json", 64)?.rps;
   for (const w of r.writer) {
     const ids = w.ids === "v7" ? "UUIDv7, time-ordered (as the service makes them)" : "random UUIDv4 (as it made them before; for comparison)";
-    out.push(`| ${int(w.rows)} | ${int(w.accounts)} | ${int(w.prefill)} | ${ids} | ${w.seconds} | ${cell(int(w.rowsPerSecond), ratio(w.rowsPerSecond, bJson64))} | ${int(w.lost)} |`);
+    out.push(
+      `| ${int(w.rows)} | ${int(w.accounts)} | ${int(w.prefill)} | ${ids} | ${w.seconds} | ${cell(int(w.rowsPerSecond), ratio(w.rowsPerSecond, bJson64))} | ${int(w.lost)} |`,
+    );
   }
   out.push("");
 
@@ -224,8 +264,12 @@ export function renderTables(r: BenchResults): string {
     out.push("| upstream, alone on the SUT core, c=64 | JSON req/s | SSE req/s |");
     out.push("| --- | ---: | ---: |");
     const check = (shape: string) => r.upstreamCheck.find((u) => u.shape === shape)?.rps;
-    out.push(`| src/upstream/mock (the demo mock) | ${cell(int(check("json") ?? NaN), ratio(check("json"), run(b, "json", 64)?.rps))} | ${cell(int(check("sse") ?? NaN), ratio(check("sse"), run(b, "sse", 64)?.rps))} |`);
-    out.push(`| scripts/bench/upstream.ts --kind lean (used for every arm) | ${cell(int(direct("json") ?? NaN), ratio(direct("json"), run(b, "json", 64)?.rps))} | ${cell(int(direct("sse") ?? NaN), ratio(direct("sse"), run(b, "sse", 64)?.rps))} |`);
+    out.push(
+      `| src/upstream/mock (the demo mock) | ${cell(int(check("json") ?? NaN), ratio(check("json"), run(b, "json", 64)?.rps))} | ${cell(int(check("sse") ?? NaN), ratio(check("sse"), run(b, "sse", 64)?.rps))} |`,
+    );
+    out.push(
+      `| scripts/bench/upstream.ts --kind lean (used for every arm) | ${cell(int(direct("json") ?? NaN), ratio(direct("json"), run(b, "json", 64)?.rps))} | ${cell(int(direct("sse") ?? NaN), ratio(direct("sse"), run(b, "sse", 64)?.rps))} |`,
+    );
     out.push("");
   }
 
@@ -251,10 +295,17 @@ export function targets(r: BenchResults): Target[] {
     return x === undefined || base === undefined ? undefined : x / base;
   };
   const out: Target[] = [];
-  for (const [id, goal] of [["c", 0.75], ["d", 0.6]] as const) {
+  for (const [id, goal] of [
+    ["c", 0.75],
+    ["d", 0.6],
+  ] as const) {
     for (const shape of ["json", "sse"] as const) {
       const p = pct(id, shape);
-      out.push({ target: `(${id}) ≥ ${goal * 100}% of (b) at c=64, ${shape.toUpperCase()}`, measured: p === undefined ? "–" : `${(p * 100).toFixed(0)}%`, met: p === undefined ? null : p >= goal });
+      out.push({
+        target: `(${id}) ≥ ${goal * 100}% of (b) at c=64, ${shape.toUpperCase()}`,
+        measured: p === undefined ? "–" : `${(p * 100).toFixed(0)}%`,
+        met: p === undefined ? null : p >= goal,
+      });
     }
   }
   const a = arm("a");
@@ -270,9 +321,21 @@ export function targets(r: BenchResults): Target[] {
     const p50 = add("json", "totalUs", "p50");
     const p99 = add("json", "totalUs", "p99");
     const ttfb = add("sse", "firstByteUs", "p50");
-    out.push({ target: `(${id}) added p50 ≤ 0.5 ms, one at a time`, measured: p50 === undefined ? "–" : `${p50.toFixed(3)} ms`, met: p50 === undefined ? null : p50 <= 0.5 });
-    out.push({ target: `(${id}) added p99 ≤ 2 ms, one at a time`, measured: p99 === undefined ? "–" : `${p99.toFixed(3)} ms`, met: p99 === undefined ? null : p99 <= 2 });
-    out.push({ target: `(${id}) added TTFB (p50) ≤ 1 ms`, measured: ttfb === undefined ? "–" : `${ttfb.toFixed(3)} ms`, met: ttfb === undefined ? null : ttfb <= 1 });
+    out.push({
+      target: `(${id}) added p50 ≤ 0.5 ms, one at a time`,
+      measured: p50 === undefined ? "–" : `${p50.toFixed(3)} ms`,
+      met: p50 === undefined ? null : p50 <= 0.5,
+    });
+    out.push({
+      target: `(${id}) added p99 ≤ 2 ms, one at a time`,
+      measured: p99 === undefined ? "–" : `${p99.toFixed(3)} ms`,
+      met: p99 === undefined ? null : p99 <= 2,
+    });
+    out.push({
+      target: `(${id}) added TTFB (p50) ≤ 1 ms`,
+      measured: ttfb === undefined ? "–" : `${ttfb.toFixed(3)} ms`,
+      met: ttfb === undefined ? null : ttfb <= 1,
+    });
     const l = x?.longStreams.find((s) => s.streams === 2000);
     out.push({
       target: `(${id}) 2,000 concurrent long streams < 150 MB RSS`,
@@ -283,7 +346,11 @@ export function targets(r: BenchResults): Target[] {
       const mine = run(x, shape, 64)?.rps;
       const portkey = run(arm("e"), shape, 64)?.rps;
       const k = mine !== undefined && portkey ? mine / portkey : undefined;
-      out.push({ target: `(${id}) ≥ 20× Portkey's throughput at c=64, ${shape.toUpperCase()}`, measured: k === undefined ? "–" : `${k.toFixed(1)}×`, met: k === undefined ? null : k >= 20 });
+      out.push({
+        target: `(${id}) ≥ 20× Portkey's throughput at c=64, ${shape.toUpperCase()}`,
+        measured: k === undefined ? "–" : `${k.toFixed(1)}×`,
+        met: k === undefined ? null : k >= 20,
+      });
     }
     out.push({
       target: `(${id}) rows written = requests completed (0 lost)`,
@@ -292,7 +359,9 @@ export function targets(r: BenchResults): Target[] {
           (x.rows.totalsRequestCount === undefined ? "" : `; usage_totals.request_count ${x.rows.totalsRequestCount}`)
         : "–",
       met: x?.rows
-        ? x.rows.lost === 0 && x.rows.ledgerRows >= x.clientCompleted && (x.rows.totalsRequestCount === undefined || x.rows.totalsRequestCount === x.rows.ledgerRows)
+        ? x.rows.lost === 0 &&
+          x.rows.ledgerRows >= x.clientCompleted &&
+          (x.rows.totalsRequestCount === undefined || x.rows.totalsRequestCount === x.rows.ledgerRows)
         : null,
     });
   }

@@ -35,13 +35,22 @@ export interface WrkOptions {
 
 export async function runWrk(o: WrkOptions): Promise<WrkResult> {
   const argv = [
-    "wrk", "-t1", `-c${o.connections}`, `-d${o.seconds}s`, `--timeout`, `${o.timeoutSeconds ?? 10}s`,
-    "-s", join(REPO_ROOT, "scripts/bench/wrk-post.lua"), o.url,
+    "wrk",
+    "-t1",
+    `-c${o.connections}`,
+    `-d${o.seconds}s`,
+    `--timeout`,
+    `${o.timeoutSeconds ?? 10}s`,
+    "-s",
+    join(REPO_ROOT, "scripts/bench/wrk-post.lua"),
+    o.url,
   ];
   const proc = Bun.spawn(o.core === null ? argv : ["taskset", "-c", String(o.core), ...argv], {
     env: childEnv({
       BENCH_BODY_FILE: o.bodyFile,
-      BENCH_HEADERS: Object.entries(o.headers).map(([k, v]) => `${k}: ${v}`).join("\n"),
+      BENCH_HEADERS: Object.entries(o.headers)
+        .map(([k, v]) => `${k}: ${v}`)
+        .join("\n"),
     }),
     stdout: "pipe",
     stderr: "pipe",

@@ -31,10 +31,14 @@ for (const returnsResponse of [true, false, true, false]) {
   const cpu0 = process.cpuUsage();
   const n = 100_000;
   let next = 0;
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    while (next++ < n) await one();
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next++ < n) await one();
+    }),
+  );
   const cpu = process.cpuUsage(cpu0);
-  console.log(`${returnsResponse ? "returns a Response (re-wrapped)" : "returns bytes, headers in set"}: ${((cpu.user + cpu.system) / n).toFixed(2)} CPU µs/request`);
+  console.log(
+    `${returnsResponse ? "returns a Response (re-wrapped)" : "returns bytes, headers in set"}: ${((cpu.user + cpu.system) / n).toFixed(2)} CPU µs/request`,
+  );
 }
 process.exit(0);

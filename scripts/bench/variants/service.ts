@@ -27,7 +27,6 @@ const config = loadConfig(process.env);
 const logger = createLogger(config.logLevel);
 const store = await openStore(config.database);
 
-
 const discardingLedger = { insertBatch: async (rows: UsageRow[]) => rows.length } as unknown as UsageLedgerRepository;
 const allowAll: RateLimiter = {
   kind: "none",
@@ -50,8 +49,20 @@ if (variant.has("memory-log")) {
   const mb = (n: number) => Math.round(n / 1024 / 1024);
   setInterval(() => {
     const m = process.memoryUsage();
-    const types = Object.entries(heapStats().objectTypeCounts).sort((a, b) => b[1] - a[1]).slice(0, 12);
-    appendFileSync(process.env.BENCH_MEMORY_LOG ?? "bench-memory.log", JSON.stringify({ rssMb: mb(m.rss), heapUsedMb: mb(m.heapUsed), heapTotalMb: mb(m.heapTotal), externalMb: mb(m.external), activeStreams: app.decorator.chat.activeStreams, types: Object.fromEntries(types) }) + "\n");
+    const types = Object.entries(heapStats().objectTypeCounts)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12);
+    appendFileSync(
+      process.env.BENCH_MEMORY_LOG ?? "bench-memory.log",
+      JSON.stringify({
+        rssMb: mb(m.rss),
+        heapUsedMb: mb(m.heapUsed),
+        heapTotalMb: mb(m.heapTotal),
+        externalMb: mb(m.external),
+        activeStreams: app.decorator.chat.activeStreams,
+        types: Object.fromEntries(types),
+      }) + "\n",
+    );
   }, 1000).unref();
 }
 

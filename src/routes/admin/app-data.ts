@@ -2,7 +2,15 @@ import { Elysia, t } from "elysia";
 import type { Deps } from "../../deps";
 import type { Guards } from "../../http/guards";
 import type { OperatorService } from "../../services/operator";
-import { ConnectionDetailsView, ConnectionView, GrantView, PageView, RevokedConnectionView, RevokedGrantView, UsageExportRowView } from "../../services/operator/views";
+import {
+  ConnectionDetailsView,
+  ConnectionView,
+  GrantView,
+  PageView,
+  RevokedConnectionView,
+  RevokedGrantView,
+  UsageExportRowView,
+} from "../../services/operator/views";
 import { AppUserId, ErrorEnvelope } from "../models";
 import { adminDetail, adminErrors, AppParams, PageQuery } from "./shared";
 
@@ -85,7 +93,9 @@ export function adminAppDataRoutes(deps: Deps, operator: OperatorService, auth: 
 }
 
 const documentedErrors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((s) => [s, { description: `Response for status ${s}`, content: { "application/json": { schema: ErrorEnvelope as object } } }]));
+  Object.fromEntries(
+    statuses.map((s) => [s, { description: `Response for status ${s}`, content: { "application/json": { schema: ErrorEnvelope as object } } }]),
+  );
 
 /**
  * Lines as a byte stream, a page per pull: the store is read only as fast as the client

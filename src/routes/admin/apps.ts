@@ -10,7 +10,8 @@ const MaxGrantUsd = t.Union([t.Number(), t.Null()], {
 });
 
 const GrantDailyCeilingUsd = t.Union([t.Number(), t.Null()], {
-  description: "Most grant dollars the app may have approved in one UTC day, USD, > 0 and at most 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
+  description:
+    "Most grant dollars the app may have approved in one UTC day, USD, > 0 and at most 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
 });
 
 export const NewAppRequest = t.Object({
@@ -21,7 +22,12 @@ export const NewAppRequest = t.Object({
 });
 
 export const AppUpdateRequest = t.Object(
-  { name: t.Optional(t.String({ minLength: 1 })), origins: t.Optional(Origins), maxGrantUsd: t.Optional(MaxGrantUsd), grantDailyCeilingUsd: t.Optional(GrantDailyCeilingUsd) },
+  {
+    name: t.Optional(t.String({ minLength: 1 })),
+    origins: t.Optional(Origins),
+    maxGrantUsd: t.Optional(MaxGrantUsd),
+    grantDailyCeilingUsd: t.Optional(GrantDailyCeilingUsd),
+  },
   { description: "The fields to change, at least one; `origins` replaces the list as a whole." },
 );
 

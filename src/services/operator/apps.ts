@@ -29,7 +29,10 @@ export class AppOperations {
   async create(input: NewApp): Promise<CreatedAppView> {
     const name = nonEmptyName(this.context.names, input.name);
     const origins = this.origins(input.origins) ?? [];
-    const limits = { maxGrantNano: this.maxGrantNano(input.maxGrantUsd) ?? null, grantDailyCeilingNano: this.dailyCeilingNano(input.grantDailyCeilingUsd) ?? null };
+    const limits = {
+      maxGrantNano: this.maxGrantNano(input.maxGrantUsd) ?? null,
+      grantDailyCeilingNano: this.dailyCeilingNano(input.grantDailyCeilingUsd) ?? null,
+    };
     const { app, key } = await this.context.store.apps.create(name, origins, this.context.clock.now(), limits);
     // Only the limits the app sets: the line keeps its fixed keys otherwise (ARCHITECTURE.md §4).
     const setLimits = Object.fromEntries(Object.entries(grantLimitsUsd(app)).filter(([, usd]) => usd !== null));
@@ -76,8 +79,20 @@ export class AppOperations {
   }
 
   private async view(app: App): Promise<AppView> {
-    const keys = (await this.context.store.apps.keysOf(app.id)).map((k) => ({ keyId: k.id, createdAt: isoTime(k.createdAt), revokedAt: isoOrNull(k.revokedAt) }));
-    return { appId: app.id, name: app.name, origins: app.origins, ...grantLimitsUsd(app), createdAt: isoTime(app.createdAt), disabledAt: isoOrNull(app.disabledAt), keys };
+    const keys = (await this.context.store.apps.keysOf(app.id)).map((k) => ({
+      keyId: k.id,
+      createdAt: isoTime(k.createdAt),
+      revokedAt: isoOrNull(k.revokedAt),
+    }));
+    return {
+      appId: app.id,
+      name: app.name,
+      origins: app.origins,
+      ...grantLimitsUsd(app),
+      createdAt: isoTime(app.createdAt),
+      disabledAt: isoOrNull(app.disabledAt),
+      keys,
+    };
   }
 
   private origins(given: string[] | undefined): string[] | undefined {

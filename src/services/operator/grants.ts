@@ -33,6 +33,12 @@ export class GrantOperations {
 }
 
 const view = (g: Grant): GrantView => ({
-  grantId: g.id, usd: nanoToUsd(g.usdCapNano), uses: g.uses, maxUses: g.maxUses, origin: g.origin,
-  createdAt: isoTime(g.createdAt), expiresAt: isoTime(g.expiresAt), revokedAt: isoOrNull(g.revokedAt),
+  grantId: g.id,
+  usd: nanoToUsd(g.usdCapNano),
+  uses: g.uses,
+  maxUses: g.maxUses,
+  origin: g.origin,
+  createdAt: isoTime(g.createdAt),
+  expiresAt: isoTime(g.expiresAt),
+  revokedAt: isoOrNull(g.revokedAt),
 });

@@ -28,7 +28,22 @@ export interface UsageExport {
 const EXPORT_PAGE = 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-export const EXPORT_COLUMNS = ["requestId", "startedAt", "appUserId", "grantId", "model", "generationId", "promptTokens", "completionTokens", "costUsd", "source", "status", "streamed", "reservedUsd", "overrunUsd"] as const;
+export const EXPORT_COLUMNS = [
+  "requestId",
+  "startedAt",
+  "appUserId",
+  "grantId",
+  "model",
+  "generationId",
+  "promptTokens",
+  "completionTokens",
+  "costUsd",
+  "source",
+  "status",
+  "streamed",
+  "reservedUsd",
+  "overrunUsd",
+] as const;
 
 const CONTENT_TYPES: Record<ExportFormat, string> = { csv: "text/csv; charset=utf-8", jsonl: "application/x-ndjson" };
 
@@ -65,10 +80,20 @@ export class UsageExportOperations {
 
 function exported(r: UsageRow): UsageExportRowView {
   return {
-    requestId: r.requestId, startedAt: isoTime(r.startedAt), appUserId: r.appUserId, grantId: r.grantId, model: r.model,
-    generationId: r.generationId, promptTokens: r.promptTokens, completionTokens: r.completionTokens, costUsd: nanoToUsd(r.costNano),
-    source: r.source, status: r.status, streamed: r.streamed,
-    reservedUsd: r.reservedNano === null || r.reservedNano === undefined ? null : nanoToUsd(r.reservedNano), overrunUsd: nanoToUsd(r.overrunNano ?? 0),
+    requestId: r.requestId,
+    startedAt: isoTime(r.startedAt),
+    appUserId: r.appUserId,
+    grantId: r.grantId,
+    model: r.model,
+    generationId: r.generationId,
+    promptTokens: r.promptTokens,
+    completionTokens: r.completionTokens,
+    costUsd: nanoToUsd(r.costNano),
+    source: r.source,
+    status: r.status,
+    streamed: r.streamed,
+    reservedUsd: r.reservedNano === null || r.reservedNano === undefined ? null : nanoToUsd(r.reservedNano),
+    overrunUsd: nanoToUsd(r.overrunNano ?? 0),
   };
 }
 

@@ -28,8 +28,14 @@ export class UserConnectionOperations {
     const period = periodAt(this.context.clock.now());
     const spent = await this.context.store.usageTotals.spentNano(userAccount(appId, period.id, appUserId));
     return {
-      appUserId, monthlyUsd: nanoToUsd(c.monthlyCapNano), usedUsd: nanoToUsd(spent), period: period.id,
-      fundingStatus: c.fundingStatus, connectedAt: isoTime(c.connectedAt), updatedAt: isoTime(c.updatedAt), revokedAt: isoOrNull(c.revokedAt),
+      appUserId,
+      monthlyUsd: nanoToUsd(c.monthlyCapNano),
+      usedUsd: nanoToUsd(spent),
+      period: period.id,
+      fundingStatus: c.fundingStatus,
+      connectedAt: isoTime(c.connectedAt),
+      updatedAt: isoTime(c.updatedAt),
+      revokedAt: isoOrNull(c.revokedAt),
     };
   }
 
@@ -43,5 +49,9 @@ export class UserConnectionOperations {
 }
 
 const view = (c: Connection): ConnectionView => ({
-  appUserId: c.appUserId, monthlyUsd: nanoToUsd(c.monthlyCapNano), fundingStatus: c.fundingStatus, connectedAt: isoTime(c.connectedAt), revokedAt: isoOrNull(c.revokedAt),
+  appUserId: c.appUserId,
+  monthlyUsd: nanoToUsd(c.monthlyCapNano),
+  fundingStatus: c.fundingStatus,
+  connectedAt: isoTime(c.connectedAt),
+  revokedAt: isoOrNull(c.revokedAt),
 });

@@ -11,7 +11,12 @@ export class WebhookOperations {
   /** Registers an endpoint; the answer is the only time its signing secret is shown. */
   async add(appId: string, input: { url: string; events?: string[] }): Promise<CreatedWebhookEndpointView> {
     await requireApp(this.context, appId);
-    const endpoint = await this.context.store.webhooks.createEndpoint(appId, this.receiverUrl(input.url), this.eventTypes(input.events), this.context.clock.now());
+    const endpoint = await this.context.store.webhooks.createEndpoint(
+      appId,
+      this.receiverUrl(input.url),
+      this.eventTypes(input.events),
+      this.context.clock.now(),
+    );
     return { ...endpointView(endpoint), secret: endpoint.secret };
   }
 
@@ -72,7 +77,8 @@ export class WebhookOperations {
   private eventTypes(raw: string[] | undefined): WebhookEventType[] | null {
     if (!raw || raw.length === 0) return null;
     const unknown = raw.find((type) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(type));
-    if (unknown !== undefined) throw invalid(`${this.context.names.events}: unknown event type ${JSON.stringify(unknown)}; known: ${WEBHOOK_EVENT_TYPES.join(", ")}`);
+    if (unknown !== undefined)
+      throw invalid(`${this.context.names.events}: unknown event type ${JSON.stringify(unknown)}; known: ${WEBHOOK_EVENT_TYPES.join(", ")}`);
     return [...new Set(raw)] as WebhookEventType[];
   }
 }

@@ -74,16 +74,16 @@ export class PostgresAppRepository implements AppRepository {
   }
 
   async isRegisteredOrigin(origin: string): Promise<boolean> {
-    const rows = await this.db.run(
-      (sql) => sql`SELECT 1 FROM apps WHERE disabled_at IS NULL AND origins_json::jsonb ? ${origin} LIMIT 1`,
-    );
+    const rows = await this.db.run((sql) => sql`SELECT 1 FROM apps WHERE disabled_at IS NULL AND origins_json::jsonb ? ${origin} LIMIT 1`);
     return rows.length > 0;
   }
 
   async issueKey(appId: string, now: number): Promise<IssuedKey> {
     const keyId = newKeyId();
     const secret = generateSecret();
-    await this.db.run((sql) => sql`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${keyId}, ${appId}, ${Buffer.from(hashSecret(secret))}, ${now})`);
+    await this.db.run(
+      (sql) => sql`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${keyId}, ${appId}, ${Buffer.from(hashSecret(secret))}, ${now})`,
+    );
     return { keyId, secretKey: formatSecretKey(appId, secret) };
   }
 

@@ -72,7 +72,9 @@ export class PostgresGrantRepository implements GrantRepository {
   }
 
   async approvedSince(appId: string, since: number): Promise<number> {
-    const [row] = await this.db.run((sql) => sql`SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ${appId} AND created_at >= ${since}`);
+    const [row] = await this.db.run(
+      (sql) => sql`SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ${appId} AND created_at >= ${since}`,
+    );
     return num(row.total);
   }
 

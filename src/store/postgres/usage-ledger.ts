@@ -66,25 +66,89 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
     const column = <T>(pick: (r: UsageRow) => T) => rows.map(pick);
     // Overruns are rare: their caps travel apart, so the common batch joins nothing.
     const frozen = rows.filter((r) => r.frozenCapNano !== null && r.frozenCapNano !== undefined);
-    const text = (pick: (r: UsageRow) => string | number | null) => column((r) => { const v = pick(r); return v === null ? null : String(v); });
+    const text = (pick: (r: UsageRow) => string | number | null) =>
+      column((r) => {
+        const v = pick(r);
+        return v === null ? null : String(v);
+      });
     const [result] = await this.db.run((sql) => {
       const a = (values: unknown[], type: string) => sql.array(values, type as never);
       return sql`
         WITH src AS (
           SELECT * FROM unnest(
-            ${a(column((r) => r.requestId), "TEXT")}::text[], ${a(column((r) => r.account), "TEXT")}::text[],
-            ${a(column((r) => r.appId), "TEXT")}::text[], ${a(column((r) => r.appUserId), "TEXT")}::text[],
-            ${a(column((r) => r.grantId), "TEXT")}::text[], ${a(column((r) => r.period), "TEXT")}::text[],
-            ${a(column((r) => r.model), "TEXT")}::text[], ${a(column((r) => r.generationId), "TEXT")}::text[],
-            ${a(text((r) => r.promptTokens), "TEXT")}::bigint[], ${a(text((r) => r.completionTokens), "TEXT")}::bigint[],
-            ${a(text((r) => r.costNano), "TEXT")}::bigint[], ${a(column((r) => r.source), "TEXT")}::text[],
-            ${a(column((r) => r.status), "TEXT")}::text[], ${a(column((r) => r.streamed), "BOOL")}::boolean[],
-            ${a(text((r) => r.startedAt), "TEXT")}::bigint[], ${a(text((r) => r.finishedAt), "TEXT")}::bigint[],
-            ${a(text((r) => r.reservedNano ?? null), "TEXT")}::bigint[], ${a(text((r) => r.overrunNano ?? 0), "TEXT")}::bigint[]
+            ${a(
+              column((r) => r.requestId),
+              "TEXT",
+            )}::text[], ${a(
+              column((r) => r.account),
+              "TEXT",
+            )}::text[],
+            ${a(
+              column((r) => r.appId),
+              "TEXT",
+            )}::text[], ${a(
+              column((r) => r.appUserId),
+              "TEXT",
+            )}::text[],
+            ${a(
+              column((r) => r.grantId),
+              "TEXT",
+            )}::text[], ${a(
+              column((r) => r.period),
+              "TEXT",
+            )}::text[],
+            ${a(
+              column((r) => r.model),
+              "TEXT",
+            )}::text[], ${a(
+              column((r) => r.generationId),
+              "TEXT",
+            )}::text[],
+            ${a(
+              text((r) => r.promptTokens),
+              "TEXT",
+            )}::bigint[], ${a(
+              text((r) => r.completionTokens),
+              "TEXT",
+            )}::bigint[],
+            ${a(
+              text((r) => r.costNano),
+              "TEXT",
+            )}::bigint[], ${a(
+              column((r) => r.source),
+              "TEXT",
+            )}::text[],
+            ${a(
+              column((r) => r.status),
+              "TEXT",
+            )}::text[], ${a(
+              column((r) => r.streamed),
+              "BOOL",
+            )}::boolean[],
+            ${a(
+              text((r) => r.startedAt),
+              "TEXT",
+            )}::bigint[], ${a(
+              text((r) => r.finishedAt),
+              "TEXT",
+            )}::bigint[],
+            ${a(
+              text((r) => r.reservedNano ?? null),
+              "TEXT",
+            )}::bigint[], ${a(
+              text((r) => r.overrunNano ?? 0),
+              "TEXT",
+            )}::bigint[]
           ) AS s(request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
                  completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano)
         ), frozen AS (
-          SELECT * FROM unnest(${a(frozen.map((r) => r.requestId), "TEXT")}::text[], ${a(frozen.map((r) => String(r.frozenCapNano)), "TEXT")}::bigint[]) AS f(request_id, cap)
+          SELECT * FROM unnest(${a(
+            frozen.map((r) => r.requestId),
+            "TEXT",
+          )}::text[], ${a(
+            frozen.map((r) => String(r.frozenCapNano)),
+            "TEXT",
+          )}::bigint[]) AS f(request_id, cap)
         ), inserted AS (
           INSERT INTO usage_ledger (request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
                                     completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano)

@@ -111,7 +111,15 @@ export class PostgresWebhookRepository implements WebhookRepository {
     );
   }
 
-  async markAttemptFailed(eventId: string, endpointId: string, attempts: number, nextAttemptAt: number | null, status: number | null, error: string, now: number): Promise<void> {
+  async markAttemptFailed(
+    eventId: string,
+    endpointId: string,
+    attempts: number,
+    nextAttemptAt: number | null,
+    status: number | null,
+    error: string,
+    now: number,
+  ): Promise<void> {
     const state = nextAttemptAt === null ? "failed" : "pending";
     const finishedAt = nextAttemptAt === null ? now : null;
     await this.db.run(

@@ -109,16 +109,12 @@ export class SqliteAppRepository implements AppRepository {
   private insertKey(appId: string, now: number): IssuedKey {
     const keyId = newKeyId();
     const secret = generateSecret();
-    this.db
-      .query("INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (?, ?, ?, ?)")
-      .run(keyId, appId, hashSecret(secret), now);
+    this.db.query("INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (?, ?, ?, ?)").run(keyId, appId, hashSecret(secret), now);
     return { keyId, secretKey: formatSecretKey(appId, secret) };
   }
 
   async revokeKey(appId: string, keyId: string, now: number): Promise<boolean> {
-    const result = this.db
-      .query("UPDATE app_keys SET revoked_at = ? WHERE id = ? AND app_id = ? AND revoked_at IS NULL")
-      .run(now, keyId, appId);
+    const result = this.db.query("UPDATE app_keys SET revoked_at = ? WHERE id = ? AND app_id = ? AND revoked_at IS NULL").run(now, keyId, appId);
     return result.changes === 1;
   }
 
@@ -127,9 +123,6 @@ export class SqliteAppRepository implements AppRepository {
   }
 
   async keysOf(appId: string): Promise<AppKey[]> {
-    return this.db
-      .query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? ORDER BY created_at, id")
-      .all(appId)
-      .map(toKey);
+    return this.db.query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? ORDER BY created_at, id").all(appId).map(toKey);
   }
 }

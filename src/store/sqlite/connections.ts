@@ -27,9 +27,7 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   private readonly findStmt;
 
   constructor(private readonly db: Database) {
-    this.findStmt = db.query<ConnectionRow, [string, string]>(
-      "SELECT * FROM connections WHERE app_id = ? AND app_user_id = ?",
-    );
+    this.findStmt = db.query<ConnectionRow, [string, string]>("SELECT * FROM connections WHERE app_id = ? AND app_user_id = ?");
   }
 
   async find(appId: string, appUserId: string): Promise<Connection | null> {
@@ -83,7 +81,9 @@ export class SqliteConnectionRepository implements ConnectionRepository {
   async markFundingInvalid(appId: string, appUserId: string, now: number): Promise<void> {
     this.db.transaction(() => {
       const marked = this.db
-        .query("UPDATE connections SET funding_status = 'invalid', updated_at = ? WHERE app_id = ? AND app_user_id = ? AND funding_status = 'ok' AND revoked_at IS NULL")
+        .query(
+          "UPDATE connections SET funding_status = 'invalid', updated_at = ? WHERE app_id = ? AND app_user_id = ? AND funding_status = 'ok' AND revoked_at IS NULL",
+        )
         .run(now, appId, appUserId);
       if (marked.changes > 0) recordWebhookEvent(this.db, fundingInvalidEvent(appId, appUserId), now);
     })();

@@ -117,8 +117,7 @@ export class SqliteGrantRepository implements GrantRepository {
 
   async consentAppId(consentToken: string): Promise<string | null> {
     return (
-      this.db.query<{ app_id: string }, [Uint8Array]>("SELECT app_id FROM consent_requests WHERE token_hash = ?").get(hashToken(consentToken))?.app_id ??
-      null
+      this.db.query<{ app_id: string }, [Uint8Array]>("SELECT app_id FROM consent_requests WHERE token_hash = ?").get(hashToken(consentToken))?.app_id ?? null
     );
   }
 

@@ -70,8 +70,7 @@ export class SqliteIdempotencyKeyRepository implements IdempotencyKeyRepository 
   }
 
   async purgeExpired(now: number, limit: number): Promise<number> {
-    return this.db
-      .query(`DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`)
-      .run(now, limit).changes;
+    return this.db.query(`DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`).run(now, limit)
+      .changes;
   }
 }

@@ -210,17 +210,16 @@ export function migrate(db: Database): void {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
   const applied = new Set(
-    db.query<{ version: number }, []>("SELECT version FROM schema_migrations").all().map((r) => r.version),
+    db
+      .query<{ version: number }, []>("SELECT version FROM schema_migrations")
+      .all()
+      .map((r) => r.version),
   );
   for (const m of MIGRATIONS) {
     if (applied.has(m.version)) continue;
     db.transaction(() => {
       db.exec(m.sql);
-      db.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
-        m.version,
-        m.name,
-        Date.now(),
-      );
+      db.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, Date.now());
     }).immediate();
   }
 }

@@ -66,9 +66,24 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
       let inserted = 0;
       for (const r of rows) {
         const result = this.insertRow.run(
-          r.requestId, r.account, r.appId, r.appUserId, r.grantId, r.period, r.model, r.generationId,
-          r.promptTokens, r.completionTokens, r.costNano, r.source, r.status, r.streamed ? 1 : 0, r.startedAt, r.finishedAt,
-          r.reservedNano ?? null, r.overrunNano ?? 0,
+          r.requestId,
+          r.account,
+          r.appId,
+          r.appUserId,
+          r.grantId,
+          r.period,
+          r.model,
+          r.generationId,
+          r.promptTokens,
+          r.completionTokens,
+          r.costNano,
+          r.source,
+          r.status,
+          r.streamed ? 1 : 0,
+          r.startedAt,
+          r.finishedAt,
+          r.reservedNano ?? null,
+          r.overrunNano ?? 0,
         );
         if (result.changes === 1) {
           inserted++;

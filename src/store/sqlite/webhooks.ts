@@ -18,7 +18,10 @@ import { subscribed, toEndpoint, toDelivery, type EndpointRow } from "../webhook
  * connection repository calls it in the transaction that makes the change it reports.
  */
 export function recordWebhookEvent(db: Database, draft: WebhookEventDraft, now: number): string | null {
-  const endpoints = db.query<EndpointRow, [string]>("SELECT * FROM webhook_endpoints WHERE app_id = ? AND disabled_at IS NULL").all(draft.appId).map(toEndpoint);
+  const endpoints = db
+    .query<EndpointRow, [string]>("SELECT * FROM webhook_endpoints WHERE app_id = ? AND disabled_at IS NULL")
+    .all(draft.appId)
+    .map(toEndpoint);
   const targets = subscribed(endpoints, draft.type);
   if (targets.length === 0) return null;
   const id = newEventId();
@@ -96,11 +99,21 @@ export class SqliteWebhookRepository implements WebhookRepository {
 
   async markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void> {
     this.db
-      .query("UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = ?, last_error = NULL, finished_at = ? WHERE event_id = ? AND endpoint_id = ? AND state = 'pending'")
+      .query(
+        "UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = ?, last_error = NULL, finished_at = ? WHERE event_id = ? AND endpoint_id = ? AND state = 'pending'",
+      )
       .run(status, now, eventId, endpointId);
   }
 
-  async markAttemptFailed(eventId: string, endpointId: string, attempts: number, nextAttemptAt: number | null, status: number | null, error: string, now: number): Promise<void> {
+  async markAttemptFailed(
+    eventId: string,
+    endpointId: string,
+    attempts: number,
+    nextAttemptAt: number | null,
+    status: number | null,
+    error: string,
+    now: number,
+  ): Promise<void> {
     this.db
       .query(
         `UPDATE webhook_deliveries SET attempts = ?, last_status = ?, last_error = ?,

@@ -60,9 +60,7 @@ export function billFor(model: MockModel, multiplier: number, work: BilledWork):
     price(pricing.request) +
     work.images * price(pricing.image) +
     work.webResults * price(pricing.web_search);
-  const completionSide =
-    work.contentTokens * price(pricing.completion) +
-    work.reasoningTokens * price(pricing.internal_reasoning ?? pricing.completion);
+  const completionSide = work.contentTokens * price(pricing.completion) + work.reasoningTokens * price(pricing.internal_reasoning ?? pricing.completion);
   return {
     promptTokens: work.promptTokens,
     completionTokens: work.contentTokens + work.reasoningTokens,

@@ -114,7 +114,13 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
   entry.provider = provider;
 
   const webResults = webResultsFor(billable, online);
-  const promptTokens = totalPromptTokens(scenario.promptTokens ?? estimatePromptTokens(messages), billable.images, scenario.imageTokens, webResults, scenario.resultTokens);
+  const promptTokens = totalPromptTokens(
+    scenario.promptTokens ?? estimatePromptTokens(messages),
+    billable.images,
+    scenario.imageTokens,
+    webResults,
+    scenario.resultTokens,
+  );
   entry.promptTokens = promptTokens;
   if (promptTokens + (maxTokens ?? 0) > model.contextLength) {
     return fail(

@@ -12,8 +12,24 @@ import type { Scenario } from "./scenario";
  * that even short streams exercise decoding across chunk boundaries.
  */
 const VOCABULARY = [
-  "Mock", "café", "reply", "日本語", "from", "🙂", "the", "naïve", "upstream,", "one",
-  "word", "per", "token", "über", "and", "façade", "nothing", "more.",
+  "Mock",
+  "café",
+  "reply",
+  "日本語",
+  "from",
+  "🙂",
+  "the",
+  "naïve",
+  "upstream,",
+  "one",
+  "word",
+  "per",
+  "token",
+  "über",
+  "and",
+  "façade",
+  "nothing",
+  "more.",
 ];
 
 /** ceil(characters / 4) + 4 per message; characters of string content and text parts only. */

@@ -43,11 +43,7 @@ export function errorBody(status: number, message?: string, metadata?: Record<st
 }
 
 /** An error response; `status` is the HTTP status unless given separately (`error_200`). */
-export function errorResponse(
-  status: number,
-  headers: Headers,
-  options: { message?: string; httpStatus?: number } = {},
-): Response {
+export function errorResponse(status: number, headers: Headers, options: { message?: string; httpStatus?: number } = {}): Response {
   headers.set("content-type", "application/json");
   return new Response(errorBody(status, options.message), { status: options.httpStatus ?? status, headers });
 }

@@ -112,9 +112,7 @@ export interface RunningMockUpstream {
 }
 
 /** Serves a mock upstream on 127.0.0.1 (port 0 picks a free one). */
-export async function startMockUpstream(
-  options: MockUpstreamOptions & { port?: number } = {},
-): Promise<RunningMockUpstream> {
+export async function startMockUpstream(options: MockUpstreamOptions & { port?: number } = {}): Promise<RunningMockUpstream> {
   const mock = buildMock(options, true);
   const server = Bun.serve({
     hostname: "127.0.0.1",

@@ -53,7 +53,9 @@ export function partialJsonBody(json: string, mode: "reset" | "stall", signal: A
       if (ended) return;
       ended = true;
       signal.removeEventListener("abort", onAbort);
-      c.error(hooks.overSocket ? undefined : Object.assign(new TypeError("mock upstream: connection reset mid-body (reset_mid_stream)"), { code: "ECONNRESET" }));
+      c.error(
+        hooks.overSocket ? undefined : Object.assign(new TypeError("mock upstream: connection reset mid-body (reset_mid_stream)"), { code: "ECONNRESET" }),
+      );
     },
     cancel() {
       abort();

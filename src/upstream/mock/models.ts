@@ -98,8 +98,16 @@ export const DEFAULT_MODELS: readonly MockModel[] = Object.freeze([
 const CREATED = 1721260800;
 
 export const DEFAULT_SUPPORTED_PARAMETERS: readonly string[] = [
-  "max_tokens", "temperature", "top_p", "stop", "frequency_penalty", "presence_penalty", "seed",
-  "response_format", "tools", "tool_choice",
+  "max_tokens",
+  "temperature",
+  "top_p",
+  "stop",
+  "frequency_penalty",
+  "presence_penalty",
+  "seed",
+  "response_format",
+  "tools",
+  "tool_choice",
 ];
 
 /** PublicPricing as published: the four extra prices default to "0"; cache prices only when set. */

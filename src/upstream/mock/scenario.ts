@@ -103,8 +103,17 @@ const MAX_BIG_LINE_BYTES = 64 * 1024 * 1024;
 type Setter = (value: string | undefined, into: ScenarioInput) => string | null;
 
 type CountField =
-  | "tokens" | "chunks" | "pauseMs" | "keepaliveMs" | "retryAfter" | "after"
-  | "reasoning" | "imageTokens" | "resultTokens" | "failOver" | "promptTokens";
+  | "tokens"
+  | "chunks"
+  | "pauseMs"
+  | "keepaliveMs"
+  | "retryAfter"
+  | "after"
+  | "reasoning"
+  | "imageTokens"
+  | "resultTokens"
+  | "failOver"
+  | "promptTokens";
 
 function count(field: CountField): Setter {
   return (value, into) => {
@@ -126,8 +135,19 @@ function lineBytes(field: "bigLine" | "padLines"): Setter {
 }
 
 type FlagField =
-  | "noCost" | "noUsage" | "noDone" | "error200" | "midStreamError" | "stallBeforeHeaders"
-  | "stallMidStream" | "resetMidStream" | "splitFrames" | "crlf" | "comments" | "multilineData" | "badJson";
+  | "noCost"
+  | "noUsage"
+  | "noDone"
+  | "error200"
+  | "midStreamError"
+  | "stallBeforeHeaders"
+  | "stallMidStream"
+  | "resetMidStream"
+  | "splitFrames"
+  | "crlf"
+  | "comments"
+  | "multilineData"
+  | "badJson";
 
 function flag(field: FlagField): Setter {
   return (value, into) => {

@@ -10,7 +10,7 @@
  * Comments a reader must skip. Not OpenRouter's keep-alive text, and one of them has no
  * space after the colon, one is a bare colon and one looks like a data line.
  */
-const COMMENTS = [": mock comment", ":no-space comment", ":", ": data: {\"not\":\"an event\"}"];
+const COMMENTS = [": mock comment", ":no-space comment", ":", ': data: {"not":"an event"}'];
 
 /** The comment line written before the `n`th data event (without its line end). */
 export function commentLine(n: number): string {

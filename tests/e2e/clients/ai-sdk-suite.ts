@@ -51,8 +51,7 @@ export function aiSdkSuite(provider: ProviderUnderTest): void {
   setDefaultTimeout(60_000);
   let stack: ProxyStack;
   let recorder: RecordingFetch;
-  const modelFor = (user: string, modelId = MODEL) =>
-    provider.model({ baseURL: stack.baseURL, apiKey: stack.secretKey, user, fetch: recorder.fetch }, modelId);
+  const modelFor = (user: string, modelId = MODEL) => provider.model({ baseURL: stack.baseURL, apiKey: stack.secretKey, user, fetch: recorder.fetch }, modelId);
 
   /** streamText never throws: its errors go to onError (and the stream's error part). */
   async function streamErrors(model: LanguageModel, prompt: string): Promise<{ errors: unknown[]; text: string }> {
