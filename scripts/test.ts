@@ -4,7 +4,7 @@
  * Extra arguments go to `bun test` (e.g. `npm test -- tests/auth`).
  *
  * A whole run (no arguments) first typechecks the repository (`tsc --noEmit`, strict, the
- * tests and scripts included) and runs Biome's lint and format check (biome.json); each
+ * tests and scripts included) and runs Biome's lint and format check (biome.jsonc); each
  * counts as one test in the summary line.
  */
 import { ensureTestPrerequisites } from "./test-prerequisites";
@@ -16,7 +16,7 @@ const wholeRun = process.argv.length <= 2;
 /** The static checks of a whole run; each counts as one test in the summary line. */
 const STATIC_CHECKS: Array<{ name: string; command: string[] }> = [
   { name: "typecheck: tsc --noEmit", command: ["x", "tsc", "--noEmit", "-p", "."] },
-  // Lint rules and formatting, from biome.json (the formatter's verdict, not a rewrite).
+  // Lint rules and formatting, from biome.jsonc (the formatter's verdict, not a rewrite).
   { name: "lint and format: biome check", command: ["x", "biome", "check"] },
 ];
 let staticFailures = 0;
