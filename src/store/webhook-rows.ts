@@ -1,4 +1,4 @@
-import type { DeliveryRecord, WebhookEndpoint, WebhookEventType } from "./webhooks";
+import type { DeliveryRecord, DueDelivery, WebhookEndpoint, WebhookEventType } from "./webhooks";
 
 /** Row mappers shared by both engines: the webhook tables have the same columns on each. */
 export interface EndpointRow {
@@ -39,3 +39,14 @@ export const toDelivery = (r: Record<string, unknown>): DeliveryRecord => ({
 /** The endpoints of an app that want this type of event. */
 export const subscribed = (endpoints: WebhookEndpoint[], type: WebhookEventType) =>
   endpoints.filter((e) => e.disabledAt === null && (e.eventTypes === null || e.eventTypes.includes(type)));
+
+/** A claimed delivery, from the claim's row (delivery, event payload, endpoint url and secret). */
+export const toDueDelivery = (d: Record<string, unknown>): DueDelivery => ({
+  eventId: String(d.event_id),
+  endpointId: String(d.endpoint_id),
+  url: String(d.url),
+  secret: String(d.secret),
+  payload: String(d.payload),
+  attempts: Number(d.attempts),
+  createdAt: Number(d.created_at),
+});

@@ -11,7 +11,7 @@ import {
   type WebhookEventType,
   type WebhookRepository,
 } from "../webhooks";
-import { subscribed, toDelivery, toEndpoint, type EndpointRow } from "../webhook-rows";
+import { subscribed, toDelivery, toDueDelivery, toEndpoint, type EndpointRow } from "../webhook-rows";
 import type { PostgresDatabase } from "./database";
 
 type Rows = Array<Record<string, unknown>>;
@@ -93,15 +93,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
         WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id AND e.id = d.event_id AND p.id = d.endpoint_id
         RETURNING d.event_id, d.endpoint_id, d.attempts, d.created_at, e.payload, p.url, p.secret`,
     );
-    return rows.map((d) => ({
-      eventId: String(d.event_id),
-      endpointId: String(d.endpoint_id),
-      url: String(d.url),
-      secret: String(d.secret),
-      payload: String(d.payload),
-      attempts: Number(d.attempts),
-      createdAt: Number(d.created_at),
-    }));
+    return rows.map(toDueDelivery);
   }
 
   async markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void> {

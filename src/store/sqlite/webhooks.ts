@@ -11,7 +11,7 @@ import {
   type WebhookEventType,
   type WebhookRepository,
 } from "../webhooks";
-import { subscribed, toEndpoint, toDelivery, type EndpointRow } from "../webhook-rows";
+import { subscribed, toEndpoint, toDelivery, toDueDelivery, type EndpointRow } from "../webhook-rows";
 
 /**
  * Records an event and its deliveries on `db`, inside the caller's transaction: the
@@ -85,15 +85,7 @@ export class SqliteWebhookRepository implements WebhookRepository {
         .all(now, limit);
       const lease = this.db.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE event_id = ? AND endpoint_id = ?");
       for (const d of due) lease.run(now + leaseMs, String(d.event_id), String(d.endpoint_id));
-      return due.map((d) => ({
-        eventId: String(d.event_id),
-        endpointId: String(d.endpoint_id),
-        url: String(d.url),
-        secret: String(d.secret),
-        payload: String(d.payload),
-        attempts: Number(d.attempts),
-        createdAt: Number(d.created_at),
-      }));
+      return due.map(toDueDelivery);
     })();
   }
 
