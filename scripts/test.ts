@@ -4,7 +4,7 @@
  * Extra arguments go to `bun test` (e.g. `npm test -- tests/auth`).
  *
  * A whole run (no arguments) first typechecks the repository (`tsc --noEmit`, strict, the
- * tests and scripts included) and runs Biome's lint and format check (biome.jsonc); each
+ * tests and scripts included), lints (ESLint) and checks the formatting (Prettier); each
  * counts as one test in the summary line.
  */
 import { ensureTestPrerequisites } from "./test-prerequisites";
@@ -16,8 +16,10 @@ const wholeRun = process.argv.length <= 2;
 /** The static checks of a whole run; each counts as one test in the summary line. */
 const STATIC_CHECKS: Array<{ name: string; command: string[] }> = [
   { name: "typecheck: tsc --noEmit", command: ["x", "tsc", "--noEmit", "-p", "."] },
-  // Lint rules and formatting, from biome.jsonc (the formatter's verdict, not a rewrite).
-  { name: "lint and format: biome check", command: ["x", "biome", "check"] },
+  // Lint rules from eslint.config.js; a warning fails it too.
+  { name: "lint: eslint", command: ["x", "eslint", "--max-warnings", "0", "."] },
+  // Formatting from .prettierrc.json: the formatter's verdict, not a rewrite.
+  { name: "format: prettier --check", command: ["x", "prettier", "--check", "."] },
 ];
 let staticFailures = 0;
 if (wholeRun) {

@@ -150,6 +150,7 @@ export async function connectDependencies(deps: Deps, timeoutMs = 5000): Promise
 function createRedis(config: Config, logger: Logger): Redis {
   // Loaded only when REDIS_URL is set: importing ioredis costs about 17 MB of resident
   // memory (measured, BENCHMARKS.md), which the embedded mode has no use for.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous, lazy load (see above)
   const { default: RedisClient } = require("ioredis") as { default: typeof Redis };
   const redis = new RedisClient(config.redisUrl!, {
     commandTimeout: config.redisCommandTimeoutMs,

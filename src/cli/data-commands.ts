@@ -8,7 +8,7 @@ const USER = { ...APP, user: { type: "string" } } as const;
 
 /** Prints every item of a paged list, one JSON line each, following its cursors. */
 async function printAll<T>(readPage: (request: { limit: number; cursor?: string }) => Promise<Page<T>>): Promise<void> {
-  for (let cursor: string | undefined; ; ) {
+  for (let cursor: string | undefined; ;) {
     const page = await readPage({ limit: PAGE, cursor });
     for (const item of page.data) print(item);
     if (page.nextCursor === null) return;

@@ -35,7 +35,7 @@ export interface DocumentSources {
   extraContent: DocumentedContent[];
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: the generated document is walked and patched field by field
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the generated document is walked and patched field by field
 type Json = Record<string, any>;
 
 const OPENAPI_VERSION = "3.1.2";

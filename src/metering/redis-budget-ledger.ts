@@ -194,7 +194,9 @@ export class RedisBudgetLedger implements BudgetLedger {
 
   async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
     const read = () => this.guard(() => this.redis.hmget(accountKeyOf(account), "spent", "reserved", "stale"));
-    let [spent, reserved, stale] = await read();
+    const first = await read();
+    let [spent, reserved] = first;
+    const stale = first[2];
     if (spent === null || stale !== null) {
       await this.load(account);
       [spent, reserved] = await read();

@@ -143,7 +143,6 @@ describe("the consent popup in Chromium", () => {
     // Who pays and what for, in words, where the user sees it.
     const whoPays = popup.locator("#who-pays");
     expect(await whoPays.isVisible()).toBe(true);
-    // biome-ignore lint/performance/useDomNodeTextContent: a Playwright locator, not a DOM node: innerText is the text as rendered
     expect((await whoPays.innerText()).replace(/\s+/g, " ")).toBe(
       `${APP_NAME} pays for the AI model requests this grant allows: up to $0.50 over at most 3 requests, until ${localExpiry}. ` +
         `You are not charged. Approving only lets ${APP_NAME} spend up to this amount on AI requests made for you.`,

@@ -29,7 +29,7 @@ export function postApproval(t: Pick<ChatTestApp, "app">, consentToken: string):
 }
 
 /** Opens the consent page and approves it; asserts both succeed. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies are checked field by field
+
 export async function obtainGrant(t: Pick<ChatTestApp, "app" | "appId">, params: Record<string, string> = {}): Promise<any> {
   const page = await openConsentPage(t, params);
   expect(page.status).toBe(200);

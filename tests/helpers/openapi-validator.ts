@@ -7,7 +7,6 @@
 import { expect } from "bun:test";
 import Ajv2020, { type ValidateFunction } from "ajv/dist/2020";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the document is read field by field
 export type Json = Record<string, any>;
 
 const METHODS = ["get", "post", "put", "patch", "delete", "head", "options", "trace"];

@@ -14,7 +14,6 @@ import { describe, expect, test } from "bun:test";
 import { BILLING_MODELS } from "../../src/upstream/mock";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 const json = async (r: Response): Promise<any> => r.json();
 
 /** The mock bills every completion token max_tokens allows: completions fill the reservation. */

@@ -3,7 +3,6 @@ import Redis from "ioredis";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import { startRedis, type TestRedis } from "../helpers/redis";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies are checked field by field
 const json = async (r: Response): Promise<any> => r.json();
 const ask = { model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 };
 

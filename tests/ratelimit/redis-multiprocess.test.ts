@@ -8,7 +8,6 @@ import { userAccount } from "../../src/metering/accounts";
 import { periodAt } from "../../src/money";
 import { pollUntil, startCluster, type Cluster } from "../helpers/cluster";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies are checked field by field
 type Json = any;
 
 function tally(statuses: number[]): Record<number, number> {

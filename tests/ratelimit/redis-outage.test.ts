@@ -10,7 +10,6 @@ import { userAccount } from "../../src/metering/accounts";
 import { periodAt } from "../../src/money";
 import { pollUntil, startCluster, type Cluster } from "../helpers/cluster";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies are checked field by field
 type Json = any;
 
 /** A cheap request: the budget of `loader` never binds. */

@@ -15,7 +15,7 @@ import { approveConsentOrThrow } from "../helpers/grants";
 const MODEL = "openai/gpt-4o-mini";
 const ask = (text = "hi", extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: "user", content: text }], max_tokens: 20, ...extra });
 const keyed = (key: string, extra: Record<string, string> = {}) => ({ "idempotency-key": key, ...extra });
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- error bodies are checked field by field
+
 const json = async (r: Response): Promise<any> => r.json();
 
 /** Ledger rows and charged nano-dollars, after every stream settled and the writer flushed. */

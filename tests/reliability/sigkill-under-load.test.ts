@@ -101,10 +101,12 @@ for (const mode of ["embedded", "redis"] as const) {
       for (const user of USERS) await stack.connect(user, CAP_USD);
       await stack.connect("fresh", CAP_USD);
 
-      const slow = Array.from(
-        { length: SLOW_STREAMS },
-        (_, n): Call => ({ user: USERS[n % USERS.length]!, streamed: true, requestId: null, finishedAt: null }),
-      );
+      const slow = Array.from({ length: SLOW_STREAMS }, (_, n): Call => ({
+        user: USERS[n % USERS.length]!,
+        streamed: true,
+        requestId: null,
+        finishedAt: null,
+      }));
       let killed = false;
       const slowDone = Promise.all(slow.map((call) => runCall(stack, call, "[[mock tokens=40 pause_ms=500]]", () => killed)));
       const load = driveLoad(stack, calls, () => killed);

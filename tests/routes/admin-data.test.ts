@@ -16,7 +16,7 @@ import { approveConsentOrThrow } from "../helpers/grants";
 async function readAll(t: AdminTestApp, path: string, limit: number): Promise<{ items: any[]; pages: number[] }> {
   const items: any[] = [];
   const pages: number[] = [];
-  for (let cursor: string | null = null; ; ) {
+  for (let cursor: string | null = null; ;) {
     const page: { data: any[]; nextCursor: string | null } = await expectOk(await t.admin(`${path}?limit=${limit}${cursor ? `&cursor=${cursor}` : ""}`));
     items.push(...page.data);
     pages.push(page.data.length);

@@ -4,16 +4,16 @@
  * refusals, and an overrun when the upstream bills above its own catalogue.
  */
 import { describe, expect, test } from "bun:test";
+import { tmpdir } from "node:os";
 import { BILLING_MODELS, DEFAULT_MODELS } from "../../src/upstream/mock";
 import { chatTestApp } from "../helpers/chat-app";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 const json = async (r: Response): Promise<any> => r.json();
 const models = () => [...DEFAULT_MODELS, ...BILLING_MODELS].map((m) => ({ ...m, pricing: { ...m.pricing } }));
 const app = (env: Record<string, string> = {}) => chatTestApp({ mock: { models: models() }, env });
 const hi = (extra: Record<string, unknown> = {}) => ({ model: "openai/gpt-4o-mini", max_tokens: 16, messages: [{ role: "user", content: "hi" }], ...extra });
 const searching = () => hi({ model: "bill/search", plugins: [{ id: "web" }] });
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the served body is the proxy's JSON
+
 const sentBody = (t: Awaited<ReturnType<typeof app>>): any => t.mock.served.at(-1)!.body;
 
 describe("refused before anything is reserved", () => {
@@ -155,7 +155,7 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
   });
 
   test("the freeze survives a restart on the same store, and a new period starts unfrozen", async () => {
-    const path = `${require("node:os").tmpdir()}/overrun-${crypto.randomUUID()}.sqlite`;
+    const path = `${tmpdir()}/overrun-${crypto.randomUUID()}.sqlite`;
     const first = await chatTestApp({ mock: { models: models() }, storePath: path });
     await first.connect("alice", 5);
     first.mock.models.find((m) => m.id === "bill/search")!.pricing.web_search = "0.04";

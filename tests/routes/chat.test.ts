@@ -3,7 +3,7 @@ import { chatTestApp, UPSTREAM_KEY } from "../helpers/chat-app";
 import { validateChatChunk, validateChatCompletion, parseSseEvents } from "../helpers/openrouter-spec";
 
 const MODEL = "openai/gpt-4o-mini";
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
+
 const json = async (r: Response): Promise<any> => r.json();
 const ask = (text: string, extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: "user", content: text }], ...extra });
 

@@ -2,7 +2,6 @@ import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import { CONSENT_ORIGIN as ORIGIN, consentTokenIn, obtainGrant, openConsentPage as consentPage } from "../helpers/consent";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- bodies are checked field by field
 const json = async (r: Response): Promise<any> => r.json();
 const ask = (extra: Record<string, unknown> = {}) => ({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 20, ...extra });
 

@@ -319,34 +319,32 @@ const ADMIN_ROUTES: Array<[string, string]> = [
 ];
 
 ROUTES.push(
-  ...ADMIN_ROUTES.map(
-    ([method, path]): RouteEntry => ({
-      method,
-      path: `${API}/admin${path}`,
-      credential: "admin",
-      async attack() {
-        // The operator's routes take ADMIN_TOKEN only: none of B's credentials reaches A's app through them.
-        const keyOfA = (await t.deps.store.apps.keysOf(A.appId))[0]!.id;
-        const query = path.endsWith("/usage") ? "?from=2026-01-01&to=2026-01-31" : "";
-        const concrete = `${API}/admin${path.replace(":appId", A.appId).replace(":keyId", keyOfA).replace(":appUserId", "alice").replace(":grantId", A.grantId).replace(":endpointId", "whenope")}${query}`;
-        const json =
-          method === "POST" && path === "/apps"
-            ? { name: "B's app" }
-            : method === "POST" && path.endsWith("/webhooks")
-              ? { url: "https://b.example/hooks" }
-              : method === "PATCH"
-                ? { name: "renamed by B" }
-                : undefined;
-        const responses: Response[] = [];
-        for (const bearer of [B.key, B.aliceToken, B.grantToken]) {
-          const res = await call(concrete, { method, bearer, json, headers: { origin: ORIGIN_B } });
-          await expectError(copy(res), 401, "auth");
-          responses.push(res);
-        }
-        return responses;
-      },
-    }),
-  ),
+  ...ADMIN_ROUTES.map(([method, path]): RouteEntry => ({
+    method,
+    path: `${API}/admin${path}`,
+    credential: "admin",
+    async attack() {
+      // The operator's routes take ADMIN_TOKEN only: none of B's credentials reaches A's app through them.
+      const keyOfA = (await t.deps.store.apps.keysOf(A.appId))[0]!.id;
+      const query = path.endsWith("/usage") ? "?from=2026-01-01&to=2026-01-31" : "";
+      const concrete = `${API}/admin${path.replace(":appId", A.appId).replace(":keyId", keyOfA).replace(":appUserId", "alice").replace(":grantId", A.grantId).replace(":endpointId", "whenope")}${query}`;
+      const json =
+        method === "POST" && path === "/apps"
+          ? { name: "B's app" }
+          : method === "POST" && path.endsWith("/webhooks")
+            ? { url: "https://b.example/hooks" }
+            : method === "PATCH"
+              ? { name: "renamed by B" }
+              : undefined;
+      const responses: Response[] = [];
+      for (const bearer of [B.key, B.aliceToken, B.grantToken]) {
+        const res = await call(concrete, { method, bearer, json, headers: { origin: ORIGIN_B } });
+        await expectError(copy(res), 401, "auth");
+        responses.push(res);
+      }
+      return responses;
+    },
+  })),
 );
 
 /** A second readable copy of a response (typed as Bun's Response, which `clone` is not). */

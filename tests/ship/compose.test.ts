@@ -107,7 +107,7 @@ describe("deploy/compose.yaml", () => {
     expect(a!.NODE_ENV).toBe("production");
     expect(a!.JWT_SECRET).toMatch(/^\$\{JWT_SECRET(:\?[^}]*)?\}$/);
     expect(a!.UPSTREAM_API_KEY).toMatch(/^\$\{UPSTREAM_API_KEY(:\?[^}]*)?\}$/);
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own ${VAR} interpolation, as written in the file
+    // compose's own ${VAR} interpolation, as written in the file
     const db = new URL(a!.DATABASE_URL!.replace("${POSTGRES_PASSWORD}", "pw"));
     expect(a!.DATABASE_URL).toStartWith("postgres://");
     expect(db.hostname).toBe("postgres");

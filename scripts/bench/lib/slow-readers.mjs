@@ -1,3 +1,4 @@
+/* global process, Buffer, console, setInterval, clearInterval -- a plain Node script (run by node, not bun) */
 // Slow HTTP clients that really stop reading, run with Node (`node slow-readers.mjs CONFIG_JSON`).
 //
 // Why Node: a paused net.Socket stops reading from the kernel once its internal buffer is

@@ -65,7 +65,7 @@ export class UsageExportOperations {
 
   private async *lines(appId: string, fromMs: number, toMs: number, format: ExportFormat): AsyncGenerator<string[]> {
     if (format === "csv") yield [EXPORT_COLUMNS.join(",")];
-    for (let after: UsageCursor | undefined; ; ) {
+    for (let after: UsageCursor | undefined; ;) {
       const page = await this.context.store.usageLedger.listForApp(appId, fromMs, toMs, EXPORT_PAGE, after);
       yield page.map((row) => {
         const r = exported(row);

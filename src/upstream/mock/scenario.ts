@@ -103,17 +103,7 @@ const MAX_BIG_LINE_BYTES = 64 * 1024 * 1024;
 type Setter = (value: string | undefined, into: ScenarioInput) => string | null;
 
 type CountField =
-  | "tokens"
-  | "chunks"
-  | "pauseMs"
-  | "keepaliveMs"
-  | "retryAfter"
-  | "after"
-  | "reasoning"
-  | "imageTokens"
-  | "resultTokens"
-  | "failOver"
-  | "promptTokens";
+  "tokens" | "chunks" | "pauseMs" | "keepaliveMs" | "retryAfter" | "after" | "reasoning" | "imageTokens" | "resultTokens" | "failOver" | "promptTokens";
 
 function count(field: CountField): Setter {
   return (value, into) => {

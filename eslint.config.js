@@ -1,0 +1,23 @@
+// Lint rules, checked by `npm test` (ARCHITECTURE.md §5); formatting is Prettier's (.prettierrc.json).
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+export default tseslint.config(
+  { ignores: ["**/node_modules/**", "dist/**", "tmp/**", "test-artifacts/**", "data/**"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      // `!` marks a value the code has just established (a map entry it set, a match it
+      // tested); tsc is strict, and spelling each out as a runtime check would hide them.
+      "@typescript-eslint/no-non-null-assertion": "off",
+      // A leading underscore names what is deliberately left unused (a destructured field dropped).
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", destructuredArrayIgnorePattern: "^_" }],
+    },
+  },
+  {
+    // Tests and scripts read untyped JSON (API answers, bench output) field by field.
+    files: ["tests/**", "scripts/**"],
+    rules: { "@typescript-eslint/no-explicit-any": "off" },
+  },
+);
