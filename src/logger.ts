@@ -3,6 +3,8 @@
  * Callers pass fields, never secrets: keys, tokens and upstream credentials are not
  * logged anywhere in this code base (a security test scans the output).
  */
+import { writeSync } from "node:fs";
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -13,7 +15,32 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
-export function createLogger(level: LogLevel, sink: (line: string) => void = (l) => process.stdout.write(l + "\n")): Logger {
+/**
+ * Lines written to stdout in batches: every line of one event-loop turn in one write. At
+ * one access-log line per request, a write per line was a system call per request
+ * (BENCHMARKS.md, issue 14). A line is never held past the turn that logged it, and what
+ * is pending when the process exits is written synchronously first.
+ */
+function batchedStdout(): (line: string) => void {
+  let pending: string[] = [];
+  const take = () => {
+    const text = pending.join("\n") + "\n";
+    pending = [];
+    return text;
+  };
+  process.on("exit", () => {
+    if (pending.length > 0) writeSync(1, take());
+  });
+  return (line) => {
+    if (pending.push(line) === 1) setImmediate(() => pending.length > 0 && process.stdout.write(take()));
+  };
+}
+
+let stdoutSink: ((line: string) => void) | undefined;
+/** The one batched stdout sink of this process. */
+const toStdout = (line: string) => (stdoutSink ??= batchedStdout())(line);
+
+export function createLogger(level: LogLevel, sink: (line: string) => void = toStdout): Logger {
   const min = ORDER[level];
   const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
     if (ORDER[lvl] < min) return;

@@ -52,8 +52,19 @@ export function withPricePin(provider: unknown, pin: PricePin): Record<string, u
   return { ...base, max_price: maxPrice };
 }
 
-/** A plain decimal string (no exponent): catalogue prices have at most about 10 decimals. */
+/**
+ * A plain decimal string (no exponent): catalogue prices have at most about 10 decimals.
+ * Memoised: a process sees a few dozen distinct prices, and every chat call pins several
+ * (toFixed and two regular expressions were 2 % of the service's CPU, BENCHMARKS.md issue 14).
+ */
 function decimal(usd: number): string {
-  const fixed = usd.toFixed(12);
-  return fixed.includes(".") ? fixed.replace(/0+$/, "").replace(/\.$/, "") : fixed;
+  let text = DECIMALS.get(usd);
+  if (text === undefined) {
+    const fixed = usd.toFixed(12);
+    text = fixed.includes(".") ? fixed.replace(/0+$/, "").replace(/\.$/, "") : fixed;
+    if (DECIMALS.size >= 10_000) DECIMALS.clear();
+    DECIMALS.set(usd, text);
+  }
+  return text;
 }
+const DECIMALS = new Map<number, string>();
