@@ -19,7 +19,6 @@ import { Elysia } from "elysia";
 import { createApp } from "../../src/app";
 import { openDeps, type DepsOverrides } from "../../src/deps";
 import { loadConfig } from "../../src/config";
-import { openStore, type Store } from "../../src/store";
 import { memoryLogger } from "../../src/logger";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { createMockUpstream } from "../../src/upstream/mock";
@@ -27,7 +26,6 @@ import { ChatCompletionRequest } from "../../src/routes/chat";
 import type { UsageLedgerRepository } from "../../src/store/usage-ledger";
 import type { RateLimiter } from "../../src/ratelimit/rate-limiter";
 import { BODIES } from "./workload";
-import { withCachedReads } from "./lib/cached-reads";
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => {
@@ -97,7 +95,7 @@ async function measure(handle: Handle, headers: Record<string, string>): Promise
 const dir = mkdtempSync(join(tmpdir(), "bench-in-process-"));
 const rows: Array<{ label: string; usPerRequest: number; cpuUsPerRequest: number }> = [];
 
-async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boolean; cachedReads?: boolean; noRateLimit?: boolean }) {
+async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boolean; noRateLimit?: boolean }) {
   if (!wanted(label)) return;
   const config = loadConfig({
     UPSTREAM_API_KEY: "sk-or-bench",
@@ -107,11 +105,7 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
     DATABASE_URL: opts.memoryDb ? "sqlite::memory:" : `sqlite:${join(dir, `${rows.length}.sqlite`)}`,
   });
   const logger = memoryLogger();
-  let store: Store = await openStore(config.database);
-  const { app: created, key } = await store.apps.create("bench", [], Date.now());
-  await store.connections.approve(created.id, "bench-user", 1e15, Date.now());
-  if (opts.cachedReads) store = withCachedReads(store);
-  const overrides: DepsOverrides = { store, logger, fetchUpstream: (url) => cannedUpstream(url) };
+  const overrides: DepsOverrides = { logger, fetchUpstream: (url) => cannedUpstream(url) };
   if (opts.noWriter)
     overrides.usageWriter = new UsageWriter({ insertBatch: async (r: unknown[]) => r.length } as unknown as UsageLedgerRepository, logger, 100);
   if (opts.noRateLimit)
@@ -119,14 +113,17 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
       kind: "none",
       check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: 1 }),
     } satisfies RateLimiter;
-  // openDeps reads (or creates) the stored session secret, as the server does.
+  // openDeps opens the store as the server does (with its read cache) and reads (or
+  // creates) the stored session secret.
   const deps = await openDeps(config, overrides);
+  const { app: created, key } = await deps.store.apps.create("bench", [], Date.now());
+  await deps.store.connections.approve(created.id, "bench-user", 1e15, Date.now());
   await deps.catalogue.refresh();
   const app = createApp(deps);
   const r = await measure((req) => app.handle(req), { authorization: `Bearer ${key.secretKey}`, "x-service-user": "bench-user" });
   await deps.usageWriter.close();
   rows.push({ label, ...r });
-  await store.close();
+  await deps.store.close();
 }
 
 const VARIANTS: Array<{ label: string; service?: Parameters<typeof service>[1] }> = [
@@ -135,9 +132,8 @@ const VARIANTS: Array<{ label: string; service?: Parameters<typeof service>[1] }
   { label: "this service, SQLite file (as deployed)", service: {} },
   { label: "this service, SQLite in memory (no file locks, no WAL writes)", service: { memoryDb: true } },
   { label: "this service, ledger rows discarded", service: { noWriter: true } },
-  { label: "this service, app/key/connection reads cached", service: { cachedReads: true } },
   { label: "this service, allow-all rate limiter", service: { noRateLimit: true } },
-  { label: "this service, all three taken out", service: { noWriter: true, cachedReads: true, noRateLimit: true } },
+  { label: "this service, both taken out", service: { noWriter: true, noRateLimit: true } },
 ];
 
 // Floors: the same forwarding with nothing else, as a plain function and as an Elysia route.
