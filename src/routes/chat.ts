@@ -1,4 +1,5 @@
 import { Elysia, t } from "elysia";
+import { Type } from "@sinclair/typebox";
 import type { Deps } from "../deps";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
@@ -38,8 +39,11 @@ export const ChatCompletionRequest = t.Object(
       { minItems: 1 },
     ),
     stream: t.Optional(t.Boolean()),
-    max_tokens: t.Optional(t.Integer({ minimum: 1 })),
-    max_completion_tokens: t.Optional(t.Integer({ minimum: 1 })),
+    // TypeBox's own Integer, not Elysia's: Elysia's is a transform (it coerces strings, for
+    // query strings), and one transform anywhere makes Elysia decode the whole body on every
+    // call (3 % of the service's CPU, BENCHMARKS.md issue 14). A JSON body's number is a number.
+    max_tokens: t.Optional(Type.Integer({ minimum: 1 })),
+    max_completion_tokens: t.Optional(Type.Integer({ minimum: 1 })),
   },
   { additionalProperties: true },
 );
