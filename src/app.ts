@@ -18,6 +18,7 @@ import { GrantService } from "./services/grants";
 import { IdempotencyService } from "./services/idempotency";
 import { grantRoutes } from "./routes/grants";
 import { ApproveConsentRequest, consentRoutes } from "./routes/grant-consent";
+import { connectRoutes } from "./routes/connect";
 import { ConsentService } from "./services/grant-consent";
 import { Meter } from "./metering/meter";
 import { OverrunMonitor } from "./metering/overrun-monitor";
@@ -75,6 +76,7 @@ export function createApp(deps: Deps) {
   const api = new Elysia({ prefix: API_PREFIX })
     .use(sessionRoutes(deps, auth))
     .use(connectionRoutes(connections, auth))
+    .use(connectRoutes(deps))
     .use(statusRoutes(connections, auth))
     .use(chatRoutes(deps, chat, grants, idempotency, auth))
     .use(consentRoutes(deps, new ConsentService(deps)))

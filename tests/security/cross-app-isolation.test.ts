@@ -220,6 +220,18 @@ const ROUTES: RouteEntry[] = [
     },
   },
   {
+    method: "GET",
+    path: `${API}/connect`,
+    credential: "none",
+    async attack() {
+      // B's page opens the connect page for A's app: B's origin is not one of A's.
+      const res = await call(`${API}/connect?appId=${A.appId}&origin=${encodeURIComponent(ORIGIN_B)}`);
+      expect(res.status).toBe(400);
+      expect(await res.clone().text()).toContain("registered origins");
+      return [withoutText(res, A.appId)];
+    },
+  },
+  {
     method: "POST",
     path: `${API}/grants/consent`,
     credential: "none",

@@ -1,0 +1,73 @@
+import { Elysia, t } from "elysia";
+import type { Deps } from "../deps";
+import { consentHeaders } from "../grants/consent-page";
+import { renderConnectError, renderConnectPage, type ConnectOffer } from "../connect/connect-page";
+import { randomString } from "../random";
+
+const ConnectQuery = t.Object(
+  {
+    appId: t.Optional(t.String({ maxLength: 64 })),
+    origin: t.Optional(t.String({ maxLength: 512 })),
+    monthlyUsd: t.Optional(t.String({ maxLength: 32 })),
+  },
+  { additionalProperties: true },
+);
+
+const htmlPage = (description: string) => ({ description, content: { "text/html": { schema: { type: "string" as const } } } });
+
+/** A connect request that cannot be shown: rendered as an error page, never as the page. */
+class ConnectRefusal extends Error {}
+
+/** Checks what the page is opened with: a live app, one of its registered origins, a sane cap. */
+async function offerFor(deps: Deps, query: { appId?: string; origin?: string; monthlyUsd?: string }): Promise<ConnectOffer> {
+  const app = query.appId ? await deps.store.apps.find(query.appId) : null;
+  if (!app || app.disabledAt !== null) throw new ConnectRefusal("This app is unknown or no longer active.");
+  if (!query.origin || !app.origins.includes(query.origin)) {
+    throw new ConnectRefusal("The page asking for this connection is not one of the app's registered origins.");
+  }
+  const maxUsd = deps.config.maxMonthlyUsd;
+  let requestedUsd: number | null = null;
+  if (query.monthlyUsd !== undefined && query.monthlyUsd !== "") {
+    requestedUsd = Number(query.monthlyUsd);
+    if (!(Number.isFinite(requestedUsd) && requestedUsd > 0)) throw new ConnectRefusal("The monthly amount must be a number of dollars greater than 0.");
+    if (requestedUsd > maxUsd) throw new ConnectRefusal(`The monthly amount may be at most $${maxUsd}.`);
+  }
+  return { app, origin: query.origin, requestedUsd, maxUsd };
+}
+
+/**
+ * GET /connect: the hosted page where a user approves, lowers or revokes an app's monthly
+ * cap (src/connect/connect-page.ts says how it gets the session token and why that is safe).
+ * It writes nothing, so it needs no rate limit of its own; the calls it makes are the
+ * /connections ones, with their own auth.
+ */
+export function connectRoutes(deps: Deps) {
+  return new Elysia().get(
+    "/connect",
+    async ({ query, set }) => {
+      const nonce = randomString(24);
+      Object.assign(set.headers, consentHeaders(nonce));
+      try {
+        return renderConnectPage(await offerFor(deps, query), nonce);
+      } catch (err) {
+        if (!(err instanceof ConnectRefusal)) throw err;
+        set.status = 400;
+        return renderConnectError(err.message, nonce);
+      }
+    },
+    {
+      query: ConnectQuery,
+      detail: {
+        tags: ["connections"],
+        summary: "The hosted connect page (HTML)",
+        security: [],
+        description:
+          "Opened by the app's browser code with `appId`, `origin` (the opener's, registered for the app) and optionally " +
+          "`monthlyUsd` (the cap asked for). The opener hands it the user's session token by postMessage once the page " +
+          'posts `{type: "connect_ready"}`; the page answers `{type: "connected", monthlyUsd, resetsAt}`, `{type: "revoked"}` ' +
+          'or `{type: "connect_cancelled"}`. Bad parameters render an error page.',
+        responses: { 200: htmlPage("The connect page."), 400: htmlPage("An error page.") },
+      },
+    },
+  );
+}
