@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/node_modules/**", "dist/**", "tmp/**", "test-artifacts/**", "data/**"] },
+  { ignores: ["**/node_modules/**", "dist/**", "packages/*/dist/**", "tmp/**", "test-artifacts/**", "data/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

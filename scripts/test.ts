@@ -4,8 +4,8 @@
  * Extra arguments go to `bun test` (e.g. `npm test -- tests/auth`).
  *
  * A whole run (no arguments) first typechecks the repository (`tsc --noEmit`, strict, the
- * tests and scripts included), lints (ESLint) and checks the formatting (Prettier); each
- * counts as one test in the summary line.
+ * tests and scripts included), lints (ESLint), checks the formatting (Prettier) and builds
+ * the client library (packages/client); each counts as one test in the summary line.
  */
 import { ensureTestPrerequisites } from "./test-prerequisites";
 
@@ -20,6 +20,8 @@ const STATIC_CHECKS: Array<{ name: string; command: string[] }> = [
   { name: "lint: eslint", command: ["x", "eslint", "--max-warnings", "0", "."] },
   // Formatting from .prettierrc.json: the formatter's verdict, not a rewrite.
   { name: "format: prettier --check", command: ["x", "prettier", "--check", "."] },
+  // The client library's dist/ (JavaScript and declarations), as `npm pack` ships it.
+  { name: "build: tsc -p packages/client", command: ["x", "tsc", "-p", "packages/client"] },
 ];
 let staticFailures = 0;
 if (wholeRun) {

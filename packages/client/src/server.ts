@@ -1,0 +1,107 @@
+/**
+ * `@metered-proxy/client/server`: the library for an app's backend, which holds the secret key
+ * (README "Client library (server side)"). It mints session tokens for the app's browser code,
+ * reads a user's budget and ledger, presets an `openai` client for metered chat calls, and
+ * verifies webhook deliveries. Every failure the service answers is thrown as a ProxyError.
+ */
+import type OpenAI from "openai";
+import { presetChatClient, type ChatClientOptions, type ChatPayer } from "./chat.js";
+import { apiBaseOf, requestJson, type ApiTarget, type FetchLike } from "./http.js";
+import { assertNotInBrowser } from "./runtime.js";
+import type { SessionToken, UsagePage, UserStatus } from "./types.js";
+
+export interface ServerClientOptions {
+  /** The service's address, e.g. `http://localhost:8787` (the API is under its `/api/v1`). */
+  baseUrl: string;
+  /** The app's secret key, `sk_live_…` (printed once by `app create` or `key rotate`). */
+  secretKey: string;
+  /** A `fetch` to use instead of the global one (also given to the `openai` client of `chat()`). */
+  fetch?: FetchLike;
+}
+
+export interface CreateSessionInput {
+  /** The user as the app knows them (1 to 256 characters; opaque to the service). */
+  appUserId: string;
+  /** The monthly cap to ask the user to approve, USD; without it the browser code names one. */
+  requestLimitUsd?: number;
+}
+
+export interface ListUsageOptions {
+  /** YYYY-MM (UTC); default the current period. */
+  period?: string;
+  /** The previous page's `nextCursor`. */
+  cursor?: string;
+  /** Rows per page, 1 to 500; default 50. */
+  limit?: number;
+}
+
+export interface ServerClient {
+  /** POST /sessions: a 10-minute session token for the user's browser code (approve, read, revoke their connection). */
+  createSession(input: CreateSessionInput): Promise<SessionToken>;
+  /** GET /status: the user's connection, cap, spend and what is left. */
+  getStatus(appUserId: string): Promise<UserStatus>;
+  /** GET /usage: one page of the user's metered calls, newest first. */
+  listUsage(appUserId: string, options?: ListUsageOptions): Promise<UsagePage>;
+  /**
+   * An `openai` client whose calls are metered against the user's budget (or the grant's).
+   * Its errors are the SDK's; `toProxyError(err)` gives ours.
+   */
+  chat(payer: ChatPayer, options?: ChatClientOptions): OpenAI;
+}
+
+export function createServerClient(options: ServerClientOptions): ServerClient {
+  assertNotInBrowser("@metered-proxy/client/server");
+  if (typeof options.secretKey !== "string" || options.secretKey.length === 0) throw new TypeError("createServerClient: secretKey is required");
+  const target: ApiTarget = {
+    apiBase: apiBaseOf(options.baseUrl),
+    bearer: options.secretKey,
+    fetch: options.fetch ?? ((input, init) => fetch(input, init)),
+  };
+  return {
+    createSession: ({ appUserId, requestLimitUsd }) =>
+      requestJson<SessionToken>(target, "POST", "/sessions", {
+        body: { appUserId, ...(requestLimitUsd === undefined ? {} : { requestLimit: { monthlyUsd: requestLimitUsd } }) },
+      }),
+    getStatus: (appUserId) => requestJson<UserStatus>(target, "GET", "/status", { query: { appUserId } }),
+    listUsage: (appUserId, { period, cursor, limit } = {}) => requestJson<UsagePage>(target, "GET", "/usage", { query: { appUserId, period, cursor, limit } }),
+    chat: (payer, chatOptions) => presetChatClient(target.apiBase, target.bearer, target.fetch, payer, chatOptions),
+  };
+}
+
+export type { ChatClientOptions, ChatPayer } from "./chat.js";
+export type { FetchLike } from "./http.js";
+export type { Period, SessionToken, UsagePage, UsageRow, UserStatus } from "./types.js";
+export { toProxyError } from "./envelope.js";
+export {
+  AuthError,
+  BudgetExceededError,
+  ERROR_CODES,
+  FundingInvalidError,
+  GrantInvalidError,
+  IdempotencyConflictError,
+  IdempotencyMismatchError,
+  InternalError,
+  InvalidRequestError,
+  NotConnectedError,
+  NotFoundError,
+  PayloadTooLargeError,
+  ProxyError,
+  RateLimitedError,
+  UnavailableError,
+  UnexpectedResponseError,
+  UpstreamError,
+  type BudgetDetails,
+  type ErrorCode,
+} from "./errors.js";
+export { verifyWebhook, WebhookVerificationError, type WebhookHeaders } from "./webhooks.js";
+export {
+  WEBHOOK_EVENT_TYPES,
+  type BudgetThresholdData,
+  type ConnectionApprovedData,
+  type ConnectionRevokedData,
+  type ConnectionUpdatedData,
+  type FundingInvalidData,
+  type GrantExhaustedData,
+  type WebhookEvent,
+  type WebhookEventType,
+} from "./webhook-events.js";
