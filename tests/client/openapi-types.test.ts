@@ -15,6 +15,7 @@ import {
   type UsageRow,
   type UserStatus,
 } from "../../packages/client/src/server";
+import type { ConnectionStatus } from "../../packages/client/src/types";
 import { WEBHOOK_EVENT_TYPES as SERVICE_EVENT_TYPES } from "../../src/store/webhooks";
 import { makeTestApp } from "../helpers/test-app";
 import { schemaShape, shapeOf } from "./shape";
@@ -43,6 +44,22 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
   test("SessionToken is POST /sessions' answer", () => {
     const shape = shapeOf<SessionToken>()({ token: "string", expiresAt: "number" });
     expect(shape).toEqual(schemaShape(answerSchema("post", "/api/v1/sessions")));
+  });
+
+  test("ConnectionStatus (browser entry) is GET /connections' answer", () => {
+    const shape = shapeOf<ConnectionStatus>()({
+      connected: "boolean",
+      limits: "object",
+      usage: "object",
+      remainingUsd: "number",
+      period: "object",
+      resetsAt: "string",
+      appUserId: "string",
+      fundingStatus: "string",
+      connectedAt: "string|null",
+      updatedAt: "string|null",
+    });
+    expect(shape).toEqual(schemaShape(answerSchema("get", "/api/v1/connections")));
   });
 
   test("UserStatus is GET /status' answer, nested objects included", () => {

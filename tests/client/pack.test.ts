@@ -71,6 +71,24 @@ export function onError(err: unknown): number | null {
   if (err instanceof ProxyError) return err.status;
   return null;
 }
+
+// The browser entry, as an app's page uses it.
+import { createBrowserClient, GrantDeniedError, PopupClosedError, type ConnectionStatus, type ConnectOutcome } from "@metered-proxy/client/browser";
+const browserClient = createBrowserClient({ baseUrl: "http://localhost:8787", appId: "app1", getSessionToken: async () => "token" });
+export async function browserChecks(): Promise<void> {
+  const connection: ConnectionStatus = await browserClient.getConnection();
+  const funding: "ok" | "invalid" = connection.fundingStatus;
+  const outcome: ConnectOutcome = await browserClient.connect({ monthlyUsd: 5 });
+  if (outcome.type === "connected") console.log(outcome.monthlyUsd.toFixed(2));
+  const grant = await browserClient.requestGrant({ usd: 1, maxUses: 3 });
+  const token: string = grant.grantToken;
+  console.log(funding, token, GrantDeniedError.name, PopupClosedError.name);
+  // @ts-expect-error an outcome's type is one of three
+  const wrong: ConnectOutcome["type"] = "approved";
+  // @ts-expect-error the session token comes from a function
+  createBrowserClient({ baseUrl: "x", appId: "a", getSessionToken: "token" });
+  console.log(wrong);
+}
 export function onEvent(event: WebhookEvent): string {
   if (event.type === "grant.exhausted") return event.data.reason;
   // @ts-expect-error connection.revoked has no monthlyUsd
@@ -100,7 +118,9 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe("npm pack of @metered-proxy/client", () => {
   test("the tarball holds the built entry and its declarations, not the sources", () => {
-    expect(packedFiles).toEqual(expect.arrayContaining(["package.json", "dist/server.js", "dist/server.d.ts", "dist/webhooks.js"]));
+    expect(packedFiles).toEqual(
+      expect.arrayContaining(["package.json", "dist/server.js", "dist/server.d.ts", "dist/webhooks.js", "dist/browser.js", "dist/browser.d.ts"]),
+    );
     expect(packedFiles.filter((p) => !p.startsWith("dist/") && p !== "package.json")).toEqual([]);
   });
 

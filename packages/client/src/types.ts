@@ -65,3 +65,13 @@ export interface UsagePage {
   /** Pass as `cursor` for the next (older) page; null on the last one. */
   nextCursor: string | null;
 }
+
+/** GET/POST /api/v1/connections: the user's connection as their own browser code sees it. */
+export interface ConnectionStatus extends UserStatus {
+  appUserId: string;
+  /** `invalid` after the upstream refused payment: the user must approve again. */
+  fundingStatus: "ok" | "invalid";
+  /** ISO 8601, null when never connected. */
+  connectedAt: string | null;
+  updatedAt: string | null;
+}
