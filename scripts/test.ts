@@ -15,13 +15,14 @@ const wholeRun = process.argv.length <= 2;
 
 /** The static checks of a whole run; each counts as one test in the summary line. */
 const STATIC_CHECKS: Array<{ name: string; command: string[] }> = [
+  // First: the client library's dist/ (JavaScript and declarations, as `npm pack` ships it),
+  // which the example app imports, so the typecheck below needs it.
+  { name: "build: tsc -p packages/client", command: ["x", "tsc", "-p", "packages/client"] },
   { name: "typecheck: tsc --noEmit", command: ["x", "tsc", "--noEmit", "-p", "."] },
   // Lint rules from eslint.config.js; a warning fails it too.
   { name: "lint: eslint", command: ["x", "eslint", "--max-warnings", "0", "."] },
   // Formatting from .prettierrc.json: the formatter's verdict, not a rewrite.
   { name: "format: prettier --check", command: ["x", "prettier", "--check", "."] },
-  // The client library's dist/ (JavaScript and declarations), as `npm pack` ships it.
-  { name: "build: tsc -p packages/client", command: ["x", "tsc", "-p", "packages/client"] },
 ];
 let staticFailures = 0;
 if (wholeRun) {
