@@ -74,7 +74,8 @@ describe("the example app in Chromium", () => {
     // The user sets a tiny budget, so that a few calls use it up.
     await popup.fill("#cap", "0.0001");
     await popup.click("#approve");
-    await page.locator("#connection").filter({ hasText: "Connected" }).waitFor(WAIT);
+    // (Not by its text: Playwright's hasText is a case-insensitive substring, and "Not connected" holds "connected".)
+    await page.waitForFunction(() => document.getElementById("connection")?.dataset.connected === "true", undefined, WAIT);
     expect(await dataOf(page, "connect", "outcome")).toBe("connected");
 
     await page.click("#ask");
@@ -99,7 +100,7 @@ describe("the example app in Chromium", () => {
     expect(await page.locator("#error").textContent()).toContain("resets");
 
     await page.click("#revoke");
-    await page.locator("#connection").filter({ hasText: "Not connected" }).waitFor(WAIT);
+    await page.waitForFunction(() => document.getElementById("connection")?.dataset.connected === "false", undefined, WAIT);
     const status = await proxy.fetch("/api/v1/status?appUserId=demo-user", { headers: { authorization: `Bearer ${secretKey}` } });
     expect(status.status).toBe(200);
     expect(((await status.json()) as { connected: boolean }).connected).toBe(false);
