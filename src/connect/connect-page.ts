@@ -1,4 +1,4 @@
-import { escapeHtml, scriptJson } from "../http/html";
+import { escapeHtml, popupErrorPage, scriptJson } from "../http/html";
 import { formatUsd } from "../money";
 import type { App } from "../store/apps";
 
@@ -158,20 +158,11 @@ function pageScript(config: Record<string, unknown>): string {
 }
 
 export function renderConnectError(message: string, nonce: string): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>This connection request cannot be shown</title>
-<style nonce="${nonce}">${STYLE}</style>
-</head>
-<body>
-<main>
-  <h1>This connection request cannot be shown</h1>
-  <p role="alert">${escapeHtml(message)}</p>
-  <p>Nothing was changed. Close this window and try again from the app.</p>
-</main>
-</body>
-</html>`;
+  return popupErrorPage({
+    title: "This connection request cannot be shown",
+    message,
+    outcome: "Nothing was changed. Close this window and try again from the app.",
+    style: STYLE,
+    nonce,
+  });
 }

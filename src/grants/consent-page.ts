@@ -1,6 +1,6 @@
 import { formatUsd } from "../money";
 import type { ConsentOffer } from "../services/grant-consent";
-import { escapeHtml, scriptJson } from "../http/html";
+import { escapeHtml, popupErrorPage, scriptJson } from "../http/html";
 
 /**
  * The consent popup: plain HTML, no framework, no external assets. Its one script and one
@@ -140,20 +140,11 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
 }
 
 export function renderConsentError(message: string, nonce: string): string {
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>This grant request cannot be shown</title>
-<style nonce="${nonce}">${STYLE}</style>
-</head>
-<body>
-<main>
-  <h1>This grant request cannot be shown</h1>
-  <p role="alert">${escapeHtml(message)}</p>
-  <p>No budget was granted. Close this window and try again from the app.</p>
-</main>
-</body>
-</html>`;
+  return popupErrorPage({
+    title: "This grant request cannot be shown",
+    message,
+    outcome: "No budget was granted. Close this window and try again from the app.",
+    style: STYLE,
+    nonce,
+  });
 }
