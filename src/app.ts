@@ -24,7 +24,7 @@ import { Meter } from "./metering/meter";
 import { OverrunMonitor } from "./metering/overrun-monitor";
 import { modelCatalogueRoutes } from "./routes/model-catalogue";
 import { accessLog } from "./http/access-log";
-import { metricsRoute, ProxyMetrics } from "./http/metrics";
+import { createMetrics, metricsRoute } from "./http/metrics";
 import { OperatorService } from "./services/operator";
 import { AppUpdateRequest, adminRoutes, NewAppRequest, NewWebhookEndpointRequest } from "./routes/admin";
 
@@ -85,9 +85,9 @@ export function createApp(deps: Deps) {
     .use(modelCatalogueRoutes(deps, auth))
     .use(adminRoutes(deps, operator, auth));
 
-  const metrics = new ProxyMetrics(deps, chat);
+  const metrics = createMetrics(deps, chat);
   return new Elysia()
-    .use(accessLog(deps.logger, metrics))
+    .use(accessLog(deps.logger, metrics ?? undefined))
     .use(requestContext(deps.config.maxBodyBytes))
     .use(errorHandler(deps.logger))
     .use(connectionsCors(deps.store))

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { Logger } from "../logger";
-import type { ProxyMetrics } from "./metrics";
+import type { MetricsRecorder } from "./metrics";
 
 /**
  * One structured line per request (`msg: "request"`), written once the response is done:
@@ -49,7 +49,7 @@ export function clientRequestId(headers: Headers): string | undefined {
   return value !== null && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : undefined;
 }
 
-export function accessLog(logger: Logger, metrics?: ProxyMetrics) {
+export function accessLog(logger: Logger, metrics?: MetricsRecorder) {
   return new Elysia()
     .onRequest(({ request, set }) => {
       const entry = accessEntry(request);

@@ -1,0 +1,95 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Deps } from "../deps";
+import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
+import type { ChatService } from "../services/chat";
+import type { FinishedRequest, MetricsRecorder } from "./metrics";
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const BUDGET_REFUSALS = new Set(["budget_exceeded", "grant_invalid", "not_connected", "funding_invalid"]);
+
+/**
+ * Prometheus metrics (prom-client), one registry per app so tests can build many. Request
+ * counters come from each finished request; queue and stream gauges are read when scraped.
+ */
+export class ProxyMetrics implements MetricsRecorder {
+  readonly registry = new Registry();
+  readonly contentType = this.registry.contentType;
+  private readonly requests = new Counter({
+    name: "proxy_requests_total",
+    help: "Requests by route, method and status.",
+    labelNames: ["route", "method", "status"],
+    registers: [this.registry],
+  });
+  private readonly chatSeconds = new Histogram({
+    name: "proxy_chat_duration_seconds",
+    help: "Chat calls, arrival to last byte (streams included), by stream or not.",
+    labelNames: ["stream"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly chatHeadersSeconds = new Histogram({
+    name: "proxy_chat_time_to_first_byte_seconds",
+    help: "Chat calls, arrival to response headers (time to first byte).",
+    labelNames: ["stream"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly upstreamErrors = new Counter({
+    name: "proxy_upstream_errors_total",
+    help: "Chat calls that failed upstream, by error code.",
+    labelNames: ["code"],
+    registers: [this.registry],
+  });
+  private readonly refusals = new Counter({
+    name: "proxy_budget_refusals_total",
+    help: "Chat calls refused before going upstream for want of budget, by error code.",
+    labelNames: ["code"],
+    registers: [this.registry],
+  });
+  private readonly spend = new Counter({
+    name: "proxy_spend_usd_total",
+    help: "USD charged to budgets, by app.",
+    labelNames: ["app"],
+    registers: [this.registry],
+  });
+
+  constructor(deps: Deps, chat: ChatService) {
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read());
+        },
+      });
+    gauge("proxy_usage_writer_pending_rows", "Ledger rows queued in this process, not yet written.", () => deps.usageWriter.stats.pending);
+    gauge("proxy_usage_writer_failed_flushes", "Writer flushes that failed since start (their rows were kept).", () => deps.usageWriter.stats.failedFlushes);
+    gauge("proxy_usage_writer_written_rows", "Ledger rows written by this process's writer since start.", () => deps.usageWriter.stats.written);
+    gauge("proxy_rate_limit_fallback_checks", "Rate-limit checks answered in-process because the shared limiter was down.", () =>
+      deps.rateLimiter instanceof FallbackRateLimiter ? deps.rateLimiter.fallbackChecks : 0,
+    );
+    const webhooks = deps.webhooks.stats;
+    gauge("proxy_webhook_delivered", "Webhook deliveries accepted (2xx) by receivers, since start.", () => webhooks.delivered);
+    gauge("proxy_webhook_failed_attempts", "Webhook attempts that failed (to be retried, or given up), since start.", () => webhooks.failedAttempts);
+    gauge("proxy_webhook_given_up", "Webhook deliveries that failed for good after the last retry, since start.", () => webhooks.gaveUp);
+    gauge("proxy_webhook_endpoints_disabled", "Webhook endpoints disabled because they answered 410 Gone, since start.", () => webhooks.endpointsDisabled);
+    gauge("proxy_open_streams", "Chat streams open (relaying, or draining for their usage).", () => chat.activeStreams);
+  }
+
+  observe(r: FinishedRequest): void {
+    this.requests.inc({ route: r.route, method: r.method, status: String(r.status) });
+    if (r.costNano !== undefined && r.appId) this.spend.inc({ app: r.appId }, r.costNano / 1e9);
+    if (r.errorCode && BUDGET_REFUSALS.has(r.errorCode)) this.refusals.inc({ code: r.errorCode });
+    if (r.errorCode === "upstream" || (r.errorCode === "funding_invalid" && r.costNano !== undefined)) this.upstreamErrors.inc({ code: r.errorCode });
+    if (r.streamed !== undefined) {
+      const stream = String(r.streamed);
+      this.chatSeconds.observe({ stream }, r.seconds);
+      if (r.headersSeconds !== undefined) this.chatHeadersSeconds.observe({ stream }, r.headersSeconds);
+    }
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+}
