@@ -1,6 +1,7 @@
 import type { Clock } from "../clock";
 import type { Logger } from "../logger";
 import type { GrantRepository } from "../store/grants";
+import { PeriodicTask } from "../periodic-task";
 
 export interface SweepSchedule {
   everyMs: number;
@@ -16,13 +17,12 @@ export const CONSENT_SWEEP: SweepSchedule = { everyMs: 60_000, batchSize: 500, m
 /**
  * Deletes consent requests that can no longer approve anything (used, or past their
  * 10-minute lifetime): every opened consent page leaves a row, and nothing else removes
- * them. Runs in the server process on an unref'd timer, so it never keeps a process
- * alive; stop() waits for a run in progress, so the store can be closed after it.
+ * them. Runs in the server process (PeriodicTask: an unref'd timer; stop() waits for a run
+ * in progress, so the store can be closed after it).
  * On PostgreSQL every instance sweeps; their deletes skip each other's rows.
  */
 export class ConsentRequestSweeper {
-  private timer: ReturnType<typeof setInterval> | null = null;
-  private running: Promise<number> | null = null;
+  private readonly task = new PeriodicTask(() => this.deleteBatches());
 
   constructor(
     private readonly grants: Pick<GrantRepository, "purgeConsentRequests">,
@@ -33,23 +33,18 @@ export class ConsentRequestSweeper {
 
   /** Sweeps now, then every `everyMs`. */
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.sweep(), this.schedule.everyMs);
-    this.timer.unref?.();
+    this.task.start(this.schedule.everyMs);
     void this.sweep();
   }
 
-  /** One run (skipped while another is under way): returns how many rows it deleted. Never throws; failures are logged. */
+  /** One run (joined while another is under way): returns how many rows it deleted. Never throws; failures are logged. */
   sweep(): Promise<number> {
-    this.running ??= this.deleteBatches().finally(() => (this.running = null));
-    return this.running;
+    return this.task.run();
   }
 
   /** Stops the timer and waits for a run in progress. */
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  stop(): Promise<void> {
+    return this.task.stop();
   }
 
   private async deleteBatches(): Promise<number> {

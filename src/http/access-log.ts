@@ -74,17 +74,19 @@ export function accessLog(logger: Logger, metrics?: MetricsRecorder) {
         seconds: (finishedAt - entry.startedAt) / 1000,
         headersSeconds: entry.headersAt === undefined ? undefined : (entry.headersAt - entry.startedAt) / 1000,
       });
+      // Absent fields are undefined, which the JSON line leaves out (no object per field).
       logger.info("request", {
         requestId,
-        ...(entry.clientRequestId ? { clientRequestId: entry.clientRequestId } : {}),
+        clientRequestId: entry.clientRequestId || undefined,
         method: request.method,
         route: route || new URL(request.url).pathname,
         status,
-        ...(entry.errorCode ? { errorCode: entry.errorCode } : {}),
-        ...(entry.appId ? { appId: entry.appId } : {}),
-        ...(entry.appUserId ? { appUserId: entry.appUserId } : {}),
-        ...(entry.grantId ? { grantId: entry.grantId } : {}),
-        ...(entry.model ? { model: entry.model, costUsd: (entry.costNano ?? 0) / 1e9 } : {}),
+        errorCode: entry.errorCode || undefined,
+        appId: entry.appId || undefined,
+        appUserId: entry.appUserId || undefined,
+        grantId: entry.grantId || undefined,
+        model: entry.model || undefined,
+        costUsd: entry.model ? (entry.costNano ?? 0) / 1e9 : undefined,
         latencyMs: Math.round((finishedAt - entry.startedAt) * 10) / 10,
       });
     });

@@ -62,6 +62,21 @@ const PRICE_KEYS = {
 
 type PriceField = (typeof PRICE_KEYS)[keyof typeof PRICE_KEYS];
 
+/** Every billed dimension at zero: what a model costs where its sheet names no price. */
+const NO_PRICES: Readonly<Record<PriceField, number>> = {
+  prompt: 0,
+  completion: 0,
+  request: 0,
+  image: 0,
+  webSearch: 0,
+  internalReasoning: 0,
+  cacheWrite: 0,
+  audio: 0,
+  audioOutput: 0,
+  imageToken: 0,
+  imageOutput: 0,
+};
+
 export interface CatalogueEntry {
   id?: unknown;
   context_length?: unknown;
@@ -78,19 +93,7 @@ export interface CatalogueEntry {
  */
 export function parseModelPrice(entry: CatalogueEntry): ModelPrice | null {
   if (typeof entry.id !== "string" || !entry.pricing) return null;
-  const prices: Record<PriceField, number> = {
-    prompt: 0,
-    completion: 0,
-    request: 0,
-    image: 0,
-    webSearch: 0,
-    internalReasoning: 0,
-    cacheWrite: 0,
-    audio: 0,
-    audioOutput: 0,
-    imageToken: 0,
-    imageOutput: 0,
-  };
+  const prices: Record<PriceField, number> = { ...NO_PRICES };
   const variableKeys = new Set<string>();
   const sheets = [entry.pricing, ...(Array.isArray(entry.pricing.overrides) ? entry.pricing.overrides : [])];
   for (const sheet of sheets) {
@@ -127,17 +130,9 @@ export function parseModelPrice(entry: CatalogueEntry): ModelPrice | null {
 export function fallbackPrice(id: string, promptUsdPerToken: number, completionUsdPerToken: number, contextTokens: number): ModelPrice {
   return {
     id,
+    ...NO_PRICES,
     prompt: promptUsdPerToken * 1e9,
     completion: completionUsdPerToken * 1e9,
-    request: 0,
-    image: 0,
-    webSearch: 0,
-    internalReasoning: 0,
-    cacheWrite: 0,
-    audio: 0,
-    audioOutput: 0,
-    imageToken: 0,
-    imageOutput: 0,
     variable: false,
     variableKeys: [],
     contextLength: contextTokens,

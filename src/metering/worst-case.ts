@@ -72,29 +72,17 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
   }
   const webResults = shape.webResults + (online ? DEFAULT_WEB_RESULTS : 0);
   refuseUnbounded(shape, models, webResults);
-  const highest = (of: (m: ModelPrice) => number) => models.reduce((max, m) => Math.max(max, of(m)), 0);
+  // The pin is the lower of the client's own and the priciest model that may serve the call.
+  const pinned = (dimension: keyof PricePin) =>
+    Math.min(
+      clientPin[dimension],
+      models.reduce((max, m) => Math.max(max, m[dimension]), 0),
+    );
   return {
     models: models.map((m) => modelBound(m, shape, webResults, input)),
     choices: shape.choices,
     predictionTokens: shape.predictionBytes,
-    pin: {
-      prompt: Math.min(
-        clientPin.prompt,
-        highest((m) => m.prompt),
-      ),
-      completion: Math.min(
-        clientPin.completion,
-        highest((m) => m.completion),
-      ),
-      request: Math.min(
-        clientPin.request,
-        highest((m) => m.request),
-      ),
-      image: Math.min(
-        clientPin.image,
-        highest((m) => m.image),
-      ),
-    },
+    pin: { prompt: pinned("prompt"), completion: pinned("completion"), request: pinned("request"), image: pinned("image") },
   };
 }
 

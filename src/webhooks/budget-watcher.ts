@@ -6,6 +6,7 @@ import { nanoToUsd } from "../money";
 import type { Store } from "../store";
 import type { WebhookEventType } from "../store/webhooks";
 import { subscribed } from "../store/webhook-rows";
+import { PeriodicTask } from "../periodic-task";
 import type { BudgetTarget } from "../services/budget-target";
 
 interface Watched {
@@ -32,8 +33,9 @@ export class BudgetWatcher {
   private touched = new Map<BudgetAccount, Watched>();
   /** Dedup keys already recorded (or already found present): skips the store on repeats. */
   private readonly known = new Set<string>();
-  private timer: ReturnType<typeof setInterval> | null = null;
-  private checking: Promise<void> | null = null;
+  private readonly checks = new PeriodicTask(() =>
+    this.checkTouched().catch((err) => this.logger.warn("budget threshold check failed", { error: (err as Error).message })),
+  );
 
   constructor(
     private readonly store: Store,
@@ -42,28 +44,28 @@ export class BudgetWatcher {
     private readonly logger: Logger,
   ) {}
 
-  /** Called on the request path after a settle, and on a refusal: no I/O here. */
+  /** Called on the request path after a settle, and on a refusal: no I/O, and no allocation when the account is already marked. */
   note(target: BudgetTarget, refused = false): void {
     const seen = this.touched.get(target.account);
-    this.touched.set(target.account, { target, refused: refused || seen?.refused === true });
+    if (seen) {
+      seen.target = target;
+      seen.refused ||= refused;
+    } else {
+      this.touched.set(target.account, { target, refused });
+    }
   }
 
   start(pollMs: number): void {
-    this.timer ??= setInterval(() => void this.check(), pollMs);
+    this.checks.start(pollMs);
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.checking;
+  stop(): Promise<void> {
+    return this.checks.stop();
   }
 
   /** Checks every account touched since the last check; a check already running is joined. */
   check(): Promise<void> {
-    this.checking ??= this.checkTouched()
-      .catch((err) => this.logger.warn("budget threshold check failed", { error: (err as Error).message }))
-      .finally(() => (this.checking = null));
-    return this.checking;
+    return this.checks.run();
   }
 
   private async checkTouched(): Promise<void> {

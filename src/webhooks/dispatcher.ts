@@ -2,6 +2,7 @@ import { Webhook } from "standardwebhooks";
 import type { Clock } from "../clock";
 import type { Logger } from "../logger";
 import type { DueDelivery, WebhookRepository } from "../store/webhooks";
+import { PeriodicTask } from "../periodic-task";
 
 export interface DispatcherOptions {
   /** How often the outbox is polled for due deliveries. */
@@ -30,8 +31,9 @@ const PURGE_EVERY_MS = 60 * 60 * 1000;
  */
 export class WebhookDispatcher {
   readonly stats = { delivered: 0, failedAttempts: 0, gaveUp: 0, endpointsDisabled: 0 };
-  private timer: ReturnType<typeof setInterval> | null = null;
-  private round: Promise<void> | null = null;
+  private readonly rounds = new PeriodicTask(() =>
+    this.deliverDue().catch((err) => this.logger.warn("webhook round failed; retrying at the next poll", { error: (err as Error).message })),
+  );
   private lastPurge = 0;
   private readonly batchSize: number;
   private readonly leaseMs: number;
@@ -48,23 +50,17 @@ export class WebhookDispatcher {
   }
 
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.runRound(), this.options.pollMs);
+    this.rounds.start(this.options.pollMs);
   }
 
   /** One round now (tests, and the timer); a round already running is joined, not doubled. */
   runRound(): Promise<void> {
-    this.round ??= this.deliverDue()
-      .catch((err) => this.logger.warn("webhook round failed; retrying at the next poll", { error: (err as Error).message }))
-      .finally(() => (this.round = null));
-    return this.round;
+    return this.rounds.run();
   }
 
   /** Stops polling and waits for the round in flight (each send is bounded by its timeout). */
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.round;
+  stop(): Promise<void> {
+    return this.rounds.stop();
   }
 
   private async deliverDue(): Promise<void> {
