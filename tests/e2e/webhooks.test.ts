@@ -76,6 +76,12 @@ describe("webhooks end to end", () => {
     await accepted("alice's connection.revoked", about("connection.revoked", "alice"));
   });
 
+  test("the signing secret never reaches the server's log", () => {
+    // The server held it for every signature above; ARCHITECTURE.md §3: no secret in logs.
+    expect(server.stdout.length + server.stderr.length).toBeGreaterThan(0);
+    expect([...server.stdout, ...server.stderr].filter((line) => line.includes(secret.slice("whsec_".length)))).toEqual([]);
+  });
+
   test("an event recorded before a SIGKILL, with its receiver down, is delivered after both come back", async () => {
     const port = receiver.port;
     await receiver.stop();

@@ -88,6 +88,18 @@ describe("POST /api/v1/chat/completions, errors", () => {
     }
   });
 
+  test("a max_tokens that is not a JSON integer is 400, never coerced, and nothing goes upstream", async () => {
+    // The reservation is sized from max_tokens (the hard cap): only a real integer may size it.
+    const t = await chatTestApp();
+    await t.connect("alice", 5);
+    for (const max_tokens of ["100", 1.5, "1e3"]) {
+      const res = await t.chat(ask("hi", { max_tokens }));
+      expect({ max_tokens, status: res.status }).toEqual({ max_tokens, status: 400 });
+      expect((await json(res)).error).toMatchObject({ code: "invalid_request", message: expect.stringContaining("max_tokens") });
+    }
+    expect(t.mock.served).toHaveLength(0);
+  });
+
   test("upstream 402 and 403 'Key limit exceeded' are 402 funding_invalid until the user re-approves", async () => {
     for (const status of [402, 403]) {
       const t = await chatTestApp();
