@@ -151,7 +151,18 @@ function pageScript(config: Record<string, unknown>): string {
     approve.disabled = false;
     tell({ type: "revoked" });
   }));
-  $("cancel").addEventListener("click", () => { tell({ type: "connect_cancelled" }); window.close(); });
+  // Cancel closes the window only once the opener says the answer arrived: closed right
+  // after postMessage, the window can look closed to the opener before the message lands,
+  // and the opener would report "closed without an answer". Without an answer, a few seconds.
+  $("cancel").addEventListener("click", () => {
+    if (!window.opener) { window.close(); return; }
+    window.addEventListener("message", (event) => {
+      const data = event.data;
+      if (event.source === window.opener && event.origin === config.origin && data && data.type === "received") window.close();
+    });
+    tell({ type: "connect_cancelled" });
+    setTimeout(() => window.close(), 3000);
+  });
   if (window.opener) tell({ type: "connect_ready" });
   else status.textContent = "Open this page from the app that asked for it.";
 })();`;

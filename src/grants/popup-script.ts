@@ -36,8 +36,11 @@ export const POPUP_SCRIPT = `(() => {
         if (event.origin !== serviceOrigin || event.source !== popup) return;
         const data = event.data;
         if (!data || data.state !== state) return;
+        if (data.type !== "grant" && data.type !== "grant_denied") return;
+        // The consent page closes once told its answer arrived (see its closeOnceReceived).
+        popup.postMessage({ type: "received", state }, serviceOrigin);
         if (data.type === "grant") done(resolve, data);
-        else if (data.type === "grant_denied") done(reject, Object.assign(new Error("the user denied the grant"), { code: "grant_denied" }));
+        else done(reject, Object.assign(new Error("the user denied the grant"), { code: "grant_denied" }));
       }
       window.addEventListener("message", onMessage);
       const closedPoll = setInterval(() => {

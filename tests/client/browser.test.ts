@@ -147,6 +147,16 @@ describe("@metered-proxy/client/browser in Chromium", () => {
     expect(await denied.result).toMatchObject({ error: "GrantDeniedError", isDenied: true });
   });
 
+  test("Cancel on the connect page resolves connect() with connect_cancelled, and the page closes once the library has the answer", async () => {
+    const page = await appPage();
+    const { popup, result } = await withPopup(page, "connect", {});
+    await popup.locator("#current").filter({ hasText: "Not connected" }).waitFor(WAIT);
+    const popupClosed = popup.waitForEvent("close", WAIT);
+    await popup.click("#cancel");
+    expect(await result).toMatchObject({ value: { type: "connect_cancelled" } });
+    await popupClosed;
+  });
+
   test("a popup closed before it answers rejects with PopupClosedError", async () => {
     const page = await appPage();
     const { popup, result } = await withPopup(page, "connect", {});

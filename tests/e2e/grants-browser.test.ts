@@ -27,8 +27,8 @@ declare const document: {
   createElement(tag: "script"): PageElement;
 };
 declare const window: {
-  receivedMessages: Array<{ origin: string; data: unknown }>;
-  consentPopup: { closed: boolean };
+  receivedMessages: Array<{ origin: string; data: unknown; popupClosed?: boolean }>;
+  consentPopup: { closed: boolean; postMessage(message: unknown, targetOrigin: string): void };
   injectedRan?: boolean;
 };
 
@@ -54,15 +54,17 @@ let context: BrowserContext;
 let problems: PageProblems;
 
 /**
- * A page on an unregistered origin that claims the app's registered origin in the consent
- * URL (popup.js would send its true origin). Keeps every message it receives.
+ * A page that opens the consent URL itself, without popup.js, so it never acknowledges an
+ * answer. Keeps every message it receives, with whether the popup already looked closed
+ * when the message arrived. On an unregistered origin it is a liar: the URL claims the
+ * app's registered origin (popup.js would send its true origin).
  */
-const liarPageHtml = (consentUrl: string) => `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Not the app</title></head>
+const openerPageHtml = (consentUrl: string) => `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Opens the consent page by hand</title></head>
 <body><button type="button" id="ask">Open</button>
 <script>
   window.receivedMessages = [];
-  window.addEventListener("message", (event) => window.receivedMessages.push({ origin: event.origin, data: event.data }));
+  window.addEventListener("message", (event) => window.receivedMessages.push({ origin: event.origin, data: event.data, popupClosed: window.consentPopup.closed }));
   document.getElementById("ask").addEventListener("click", () => { window.consentPopup = window.open(${JSON.stringify(consentUrl)}, "consent", "popup"); });
 </script></body></html>`;
 
@@ -70,10 +72,14 @@ beforeAll(async () => {
   upstream = await startMockUpstream();
   server = await startServer({ databaseUrl: db.databaseUrl, env: { UPSTREAM_BASE_URL: upstream.url, UPSTREAM_API_KEY: "sk-or-browser-test" } });
   proxyOrigin = `http://localhost:${server.port}`;
-  appSite = serveHtml({ "/": appPageHtml(proxyOrigin) });
+  // Pages are looked up per request, so a page that needs the app id can be added below.
+  const appPages: Record<string, string> = { "/": appPageHtml(proxyOrigin) };
+  appSite = serveHtml(appPages);
   app = await cliCreateApp(db.databaseUrl, APP_NAME, [appSite.origin]);
-  const lie = new URLSearchParams({ appId: app.appId, usd: "0.25", origin: appSite.origin, state: "liar-state" });
-  strangerSite = serveHtml({ "/": appPageHtml(proxyOrigin), "/liar": liarPageHtml(`${proxyOrigin}/api/v1/grants/consent?${lie}`) });
+  const consentUrl = (state: string) =>
+    `${proxyOrigin}/api/v1/grants/consent?${new URLSearchParams({ appId: app.appId, usd: "0.25", origin: appSite.origin, state })}`;
+  appPages["/by-hand"] = openerPageHtml(consentUrl("by-hand-state"));
+  strangerSite = serveHtml({ "/": appPageHtml(proxyOrigin), "/liar": openerPageHtml(consentUrl("liar-state")) });
   browser = await launchChromium();
 });
 
@@ -228,15 +234,32 @@ describe("the consent popup in Chromium", () => {
     await popup.waitForLoadState("load", WAIT);
     // The lie gets a normal consent page (the origin parameter alone cannot be checked)…
     expect(await popup.locator("#origin").textContent()).toBe(appSite.origin);
-    // Approving works (the page closes itself only once the grant exists and its message is sent)…
+    // Approving works (the page closes itself once the grant exists and its message is sent;
+    // with no acknowledgement from this page, after its few seconds of grace)…
     const popupClosed = closed(popup);
     await popup.getByRole("button", { name: "Approve", exact: true }).click();
     await popupClosed;
     // …but postMessage's targetOrigin (the registered origin) keeps the token from this page.
-    // Once this page sees the popup closed, a message sent before the close has arrived: the
-    // same ordering popup.js relies on to tell a denial from a closed popup.
     await page.waitForFunction(() => window.consentPopup.closed, undefined, WAIT);
     expect(await receivedMessages(page)).toEqual([]);
+  });
+
+  test("the popup closes only once its opener acknowledges the answer, so an answer is never taken for a closed popup", async () => {
+    // CI once saw a denial reported as popup_closed: the popup closed right after postMessage,
+    // and the opener saw it closed before the message landed. Now the popup waits for
+    // {type: "received"} from its opener before it closes.
+    const page = await context.newPage();
+    await page.goto(`${appSite.origin}/by-hand`);
+    const [popup] = await Promise.all([page.waitForEvent("popup", WAIT), page.click("#ask")]);
+    await popup.waitForLoadState("load", WAIT);
+    await popup.getByRole("button", { name: "Deny", exact: true }).click();
+    await page.waitForFunction(() => window.receivedMessages.length > 0, undefined, WAIT);
+    expect(await receivedMessages(page)).toEqual([{ origin: proxyOrigin, data: { type: "grant_denied", state: "by-hand-state" }, popupClosed: false }]);
+    // Still open with the answer delivered: it is waiting for this page (for at most its grace).
+    expect(popup.isClosed()).toBe(false);
+    const popupClosed = closed(popup);
+    await page.evaluate((target) => window.consentPopup.postMessage({ type: "received" }, target), proxyOrigin);
+    await popupClosed;
   });
 
   test("accessibility basics; focus starts on the heading, not Approve, and Enter there approves nothing; keyboard approve; the CSP blocks injected script", async () => {

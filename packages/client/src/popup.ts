@@ -40,6 +40,11 @@ export function popupFlow<T>(
       clearInterval(closedCheck);
       finish();
     };
+    // The service's pages close themselves once told their answer arrived: a window closed
+    // right after postMessage can look closed here before its message lands.
+    const acknowledge = () => {
+      if (!popup.closed) popup.postMessage({ type: "received" }, serviceOrigin);
+    };
     const listener = (event: MessageEvent) => {
       if (event.source !== popup || event.origin !== serviceOrigin) return;
       if (typeof event.data !== "object" || event.data === null) return;
@@ -47,9 +52,14 @@ export function popupFlow<T>(
         .then(() => onMessage(event.data as Record<string, unknown>, popup))
         .then(
           (value) => {
-            if (value !== undefined) settle(() => resolve(value));
+            if (value === undefined) return;
+            acknowledge();
+            settle(() => resolve(value));
           },
-          (err: unknown) => settle(() => reject(err)),
+          (err: unknown) => {
+            acknowledge();
+            settle(() => reject(err));
+          },
         );
     };
     window.addEventListener("message", listener);
