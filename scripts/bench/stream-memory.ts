@@ -4,7 +4,9 @@
  * JavaScript (the floor for any relay that looks at the bytes), with tee(), and the service.
  * Same pinning and long-stream client as `npm run bench`.
  *
- *   bun scripts/bench/stream-memory.ts [--streams 2000]
+ *   bun scripts/bench/stream-memory.ts [--streams 2000] [--only TEXT]
+ *
+ * --only runs just the arms whose label contains TEXT (e.g. "(c)").
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +17,8 @@ import { LONG_BODY } from "./workload";
 
 const i = process.argv.indexOf("--streams");
 const streams = i === -1 ? 2000 : Number(process.argv[i + 1]);
+const onlyAt = process.argv.indexOf("--only");
+const only = onlyAt === -1 ? "" : process.argv[onlyAt + 1]!;
 const work = mkdtempSync(join(tmpdir(), "bench-stream-memory-"));
 const bodyFile = join(work, "long.json");
 writeFileSync(bodyFile, LONG_BODY);
@@ -26,12 +30,30 @@ try {
   const arms: Array<[string, () => Promise<RunningArm>]> = [
     ["(b) bare forwarder, body passed through", () => startBare(upstream, 1)],
     ["(b) + body read chunk by chunk in JS and re-enqueued", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay" })],
+    [
+      "(b) + body read in JS and written to a direct stream",
+      () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-direct" }),
+    ],
     ["(b) + body split with tee(), one branch drained", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-tee" })],
     ["(c) this service", () => startService("c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, null)],
+    // Not in the default table (--only "memory-log"): the service logging its heap every second.
+    ...(only.includes("memory-log")
+      ? ([
+          [
+            "(c) memory-log",
+            () =>
+              startService("c", { dir: work, databasePath: join(work, "proxy-log.sqlite") }, upstream, 1, null, {
+                entry: "scripts/bench/variants/service.ts",
+                env: { BENCH_VARIANT: "memory-log", BENCH_MEMORY_LOG: join(process.cwd(), "tmp/bench/memory-log.jsonl") },
+              }),
+          ],
+        ] as Array<[string, () => Promise<RunningArm>]>)
+      : []),
   ];
   console.log(`| ${streams.toLocaleString("en-US")} concurrent long streams, fresh process | idle RSS (MB) | peak RSS (MB) | per stream (KB) | completed |`);
   console.log("| --- | ---: | ---: | ---: | ---: |");
   for (const [label, start] of arms) {
+    if (!label.includes(only)) continue;
     const arm = await start();
     await Bun.sleep(500);
     const idle = memoryMb(arm.pid).rss;

@@ -110,6 +110,58 @@ describe("SseUsageScanner", () => {
     expect(s.usage?.promptTokens).toBe(11);
   });
 
+  test("a UTF-8 BOM before the first line is dropped, also when split across chunks", () => {
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf]);
+    const first = enc.encode(chunk(usageChunk));
+    expect(scan([bom, first]).usage?.promptTokens).toBe(11);
+    expect(scan([bom.subarray(0, 1), bom.subarray(1), first]).generationId).toBe("gen-1");
+    // Only the first: a BOM later on is part of its line (not a data line, so ignored).
+    const later = scan([chunk(contentChunk("a")), bom, first]);
+    expect(later.events).toBe(1);
+    expect(later.usage).toBeNull();
+  });
+
+  test("holds no view into a chunk after feed returns: the relay hands the chunk on to the client", () => {
+    const text = chunk(contentChunk("a")) + chunk(usageChunk) + "data: [DONE]\n\n";
+    // Split inside the usage event (once inside a data line, once between its lines), then
+    // scribble over each chunk once fed, as a reused or transferred buffer would look.
+    for (const cut of [text.indexOf("usage") + 3, text.lastIndexOf("\n\ndata: [DONE]") + 1]) {
+      const scanner = new SseUsageScanner();
+      for (const piece of [text.slice(0, cut), text.slice(cut)]) {
+        const bytes = enc.encode(piece);
+        scanner.feed(bytes);
+        bytes.fill(0x7a);
+      }
+      scanner.end();
+      expect(scanner.usage?.completionTokens).toBe(7);
+      expect(scanner.sawDone).toBe(true);
+    }
+  });
+
+  test("any split of a stream into chunks reads what the whole stream reads", () => {
+    const mixed =
+      ": OPENROUTER PROCESSING\r\n\r\n" +
+      chunk(contentChunk("héllo ✓ ")) +
+      chunk(contentChunk("wörld")).replaceAll("\n", "\r") +
+      chunk(usageChunk).replaceAll("\n", "\r\n") +
+      "data: [DONE]\n\n";
+    const bytes = enc.encode(mixed);
+    const whole = scan([bytes]);
+    expect(whole.usage?.promptTokens).toBe(11);
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    for (let round = 0; round < 200; round++) {
+      const pieces: Uint8Array[] = [];
+      for (let at = 0; at < bytes.length;) {
+        const size = 1 + Math.floor(random() * 40);
+        pieces.push(bytes.slice(at, at + size));
+        at += size;
+      }
+      const split = scan(pieces);
+      expect([split.usage, split.generationId, split.events, split.sawDone]).toEqual([whole.usage, whole.generationId, whole.events, whole.sawDone]);
+    }
+  });
+
   test("a usage key inside a string of a long line is not mistaken for the usage", () => {
     const fake = JSON.stringify({ prompt_tokens: 1, completion_tokens: 1, cost: 9 });
     const big = contentChunk("q".repeat(MAX_LINE_CHARS) + `"usage":${fake}`);

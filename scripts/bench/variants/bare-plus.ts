@@ -12,6 +12,8 @@
  *     relay      streams read chunk by chunk in JavaScript and re-enqueued (a pull stream,
  *                highWaterMark 0, as src/upstream/stream-relay.ts does, without the scanner)
  *     relay-tee  streams split with ReadableStream.tee() instead (what the design rules out)
+ *     relay-direct  streams read chunk by chunk in JavaScript and written to a Bun "direct"
+ *                ReadableStream (controller.write + flush: no queue, no pull per chunk)
  */
 import { hashSecret, secretMatches } from "../../../src/auth/secret-key";
 
@@ -52,6 +54,7 @@ const server = Bun.serve({
       return new Response(bytes, { status: response.status, headers });
     }
     if (on.has("relay") && response.body) return new Response(relay(response.body), { status: response.status, headers });
+    if (on.has("relay-direct") && response.body) return new Response(relayDirect(response.body), { status: response.status, headers });
     if (on.has("relay-tee") && response.body) {
       const [toClient, toScanner] = response.body.tee();
       void drain(toScanner);
@@ -74,6 +77,23 @@ function relay(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
     },
     { highWaterMark: 0 },
   );
+}
+
+function relayDirect(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    type: "direct",
+    async pull(controller) {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        await controller.write(value);
+        await controller.flush();
+      }
+      controller.close();
+    },
+    cancel: (reason: unknown) => void reader.cancel(reason),
+  } as unknown as UnderlyingDefaultSource<Uint8Array>);
 }
 
 async function drain(body: ReadableStream<Uint8Array>): Promise<void> {
