@@ -83,7 +83,7 @@ function relayDirect(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Arra
   const reader = body.getReader();
   return new ReadableStream<Uint8Array>({
     type: "direct",
-    async pull(controller) {
+    async pull(controller: ReadableStreamDirectController) {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
@@ -93,7 +93,7 @@ function relayDirect(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Arra
       controller.close();
     },
     cancel: (reason: unknown) => void reader.cancel(reason),
-  } as unknown as UnderlyingDefaultSource<Uint8Array>);
+  });
 }
 
 async function drain(body: ReadableStream<Uint8Array>): Promise<void> {
