@@ -2,6 +2,8 @@ import type { Deps } from "../deps";
 import { authPlugin } from "../auth/macro";
 import { AdminTokenGuard, adminTokenPlugin } from "../auth/admin-token";
 import { rateLimitPlugin } from "../ratelimit/macro";
+import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
+import { RedisRateLimiter } from "../ratelimit/redis-rate-limiter";
 
 /**
  * The route-level guards every resource plugin uses: `secretKey` / `session` auth,
@@ -14,11 +16,27 @@ export function guardsPlugin(deps: Deps) {
   return authPlugin(deps)
     .use(adminTokenPlugin(admin))
     .use(
-      rateLimitPlugin(deps.rateLimiter, {
-        sessions: { name: "sessions", ...config.rateLimits.sessions },
-        chat: { name: "chat", ...config.rateLimits.chat },
-      }),
+      rateLimitPlugin(
+        deps.rateLimiter,
+        {
+          sessions: { name: "sessions", ...config.rateLimits.sessions },
+          chat: { name: "chat", ...config.rateLimits.chat },
+        },
+        chatLimitDeferral(deps),
+      ),
     );
 }
 
 export type Guards = ReturnType<typeof guardsPlugin>;
+
+/**
+ * Whether a chat call's rate limit can be checked inside its reservation: only when the
+ * budget ledger and the limiter share one Redis, and while the limiter is not falling back
+ * to its in-process windows (the ledger has no fallback; the limiter's own check is what
+ * notices Redis is back).
+ */
+function chatLimitDeferral(deps: Deps): () => boolean {
+  const limiter = deps.rateLimiter;
+  if (!deps.budget.foldsRateLimits || !(limiter instanceof FallbackRateLimiter) || !(limiter.primary instanceof RedisRateLimiter)) return () => false;
+  return () => !limiter.state.degraded;
+}

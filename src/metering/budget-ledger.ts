@@ -1,5 +1,6 @@
 import type { BudgetAccount } from "./accounts";
 import type { UsageRow } from "../store/usage-ledger";
+import type { RateLimitDecision, RateLimitRule } from "../ratelimit/rate-limiter";
 
 /** What the live counters say about one account, in nano-dollars. */
 export interface BudgetSnapshot {
@@ -7,10 +8,21 @@ export interface BudgetSnapshot {
   reservedNano: number;
 }
 
-export type ReserveOutcome =
+/**
+ * `rateLimit`: the decision of a rate limit checked in the same atomic step (a ledger that
+ * `foldsRateLimits`, when asked to). When it refused, nothing was reserved.
+ */
+export type ReserveOutcome = (
   | { ok: true; grantedNano: number }
   /** `frozen`: an earlier call cost more than its reservation under this cap (see settle). */
-  | { ok: false; spentNano: number; reservedNano: number; frozen?: true };
+  | { ok: false; spentNano: number; reservedNano: number; frozen?: true }
+) & { rateLimit?: RateLimitDecision };
+
+/** A rate-limit check to run inside the reservation (one rule, one caller). */
+export interface FoldedRateLimit {
+  rule: RateLimitRule;
+  key: string;
+}
 
 /** The settled spend of an account, from the durable store. */
 export type SpentLoader = (account: BudgetAccount) => Promise<number>;
@@ -29,7 +41,19 @@ export interface BudgetLedger {
    * Granting a range in one atomic step lets the caller size `max_tokens` to what it got
    * without a read-then-write race.
    */
-  reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome>;
+  reserve(
+    account: BudgetAccount,
+    requestId: string,
+    capNano: number,
+    minNano: number,
+    desiredNano: number,
+    rateLimit?: FoldedRateLimit,
+  ): Promise<ReserveOutcome>;
+  /**
+   * True when `reserve` can run a rate-limit check in the same atomic step (the Redis
+   * ledger, beside the Redis limiter): a chat call then costs one round trip, not two.
+   */
+  readonly foldsRateLimits?: boolean;
   /**
    * Replaces the reservation with the actual cost. Idempotent: settling an unknown or
    * already settled request id changes nothing. Called on the same ledger (process) that

@@ -2,7 +2,8 @@ import type Redis from "ioredis";
 import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
-import type { BudgetLedger, BudgetSnapshot, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
+import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "../ratelimit/redis-rate-limiter";
 import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
 
 /**
@@ -20,16 +21,19 @@ import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-pro
  */
 // KEYS: account, reservation, this process's held hash, the process registry.
 // ARGV: cap, min, desired, reservation TTL, account TTL, process id.
-const RESERVE_LUA = `
+// Returns {status, granted | spent, reserved, epoch}; status -1: not loaded, 0: refused,
+// 1: granted, 2: frozen (see BudgetLedger.settle), 3: rate limited (the folded variant).
+const reserveLua = (rateLimitStep: string, rateLimitResult: string) => `
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'stale') == 1 then return {-1, 0, 0, ''} end
 if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('ERR duplicate reservation') end
+local epoch = redis.call('HGET', KEYS[1], 'epoch') or ''
+${rateLimitStep}
 local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
 local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
-local epoch = redis.call('HGET', KEYS[1], 'epoch') or ''
 local frozen = redis.call('HGET', KEYS[1], 'frozen')
-if frozen and tonumber(ARGV[1]) <= tonumber(frozen) then return {2, spent, reserved, epoch} end
+if frozen and tonumber(ARGV[1]) <= tonumber(frozen) then return {2, spent, reserved, epoch${rateLimitResult}} end
 local available = tonumber(ARGV[1]) - spent - reserved
-if available < tonumber(ARGV[2]) then return {0, spent, reserved, epoch} end
+if available < tonumber(ARGV[2]) then return {0, spent, reserved, epoch${rateLimitResult}} end
 local granted = math.min(tonumber(ARGV[3]), available)
 local grantedText = string.format('%d', granted)
 redis.call('HINCRBY', KEYS[1], 'reserved', grantedText)
@@ -39,8 +43,22 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('HSET', KEYS[3], KEYS[2], grantedText .. ' ' .. epoch .. ' ' .. KEYS[1])
 redis.call('PEXPIRE', KEYS[3], ARGV[5])
 redis.call('SADD', KEYS[4], ARGV[6])
-return {1, granted, 0, epoch}
+return {1, granted, 0, epoch${rateLimitResult}}
 `;
+
+const RESERVE_LUA = reserveLua("", "");
+
+// The same with the chat rate limit folded in, checked once the account is known to be
+// loaded (a "not loaded" answer is retried, and must not count the call twice) and before
+// the budget (a call over its rate limit is refused as such, whatever its budget).
+// KEYS[5]: the limit's window; ARGV 7-9: limit, window (ms), member (the request id).
+// Returns also rlRemaining and rlReset; status 3 is a refusal by the rate limit.
+const RESERVE_WITH_RATE_LIMIT_LUA = reserveLua(
+  `local rlKey, rlLimit, rlWindow, rlMember = KEYS[5], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+${SLIDING_WINDOW_STEP}
+if rlAllowed == 0 then return {3, 0, 0, epoch, rlRemaining, rlReset} end`,
+  ", rlRemaining, rlReset",
+);
 
 // A stale account (see redis-process-lease.ts) takes the store's spend but keeps its
 // epoch and `reserved`: the holds of live processes in it are still counted and settle as usual.
@@ -104,6 +122,9 @@ const RESERVATION_TTL_MS = 6 * 60 * 60 * 1000;
 /** Account counters outlive their period; the store keeps the history. */
 const ACCOUNT_TTL_MS = 40 * 24 * 60 * 60 * 1000;
 
+/** status, granted | spent, reserved, epoch; with a folded rate limit also remaining and reset (ms). */
+type ReserveReply = [number, number, number, string, number?, number?];
+
 interface LedgerCommands {
   budgetReserve(
     account: string,
@@ -116,7 +137,23 @@ interface LedgerCommands {
     resvTtl: number,
     accountTtl: number,
     processId: string,
-  ): Promise<[number, number, number, string]>;
+  ): Promise<ReserveReply>;
+  budgetReserveWithRateLimit(
+    account: string,
+    reservation: string,
+    held: string,
+    registry: string,
+    rateLimitWindow: string,
+    cap: number,
+    min: number,
+    desired: number,
+    resvTtl: number,
+    accountTtl: number,
+    processId: string,
+    limit: number,
+    windowMs: number,
+    member: string,
+  ): Promise<ReserveReply>;
   budgetInit(account: string, spent: number, accountTtl: number, epoch: string, frozenCap: string): Promise<number>;
   budgetSettle(reservation: string, account: string, held: string, settled: string, actual: number, accountTtl: number, epoch: string): Promise<number>;
 }
@@ -138,6 +175,7 @@ export class RedisBudgetLedger implements BudgetLedger {
     private readonly loadFrozenCapNano: FrozenCapLoader = async () => null,
   ) {
     redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
+    redis.defineCommand("budgetReserveWithRateLimit", { numberOfKeys: 5, lua: RESERVE_WITH_RATE_LIMIT_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
     redis.defineCommand("budgetSettle", { numberOfKeys: 4, lua: SETTLE_LUA });
     this.commands = redis as unknown as LedgerCommands;
@@ -145,30 +183,44 @@ export class RedisBudgetLedger implements BudgetLedger {
     this.lease.start();
   }
 
-  async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
+  /** The chat rate limit runs inside the reserve script: one round trip for both (see RESERVE_WITH_RATE_LIMIT_LUA). */
+  readonly foldsRateLimits = true;
+
+  async reserve(
+    account: BudgetAccount,
+    requestId: string,
+    capNano: number,
+    minNano: number,
+    desiredNano: number,
+    rateLimit?: FoldedRateLimit,
+  ): Promise<ReserveOutcome> {
     const accountKey = accountKeyOf(account);
+    const keys = [accountKey, reservationKeyOf(requestId), heldKeyOf(this.lease.id), processesKey] as const;
+    const args = [capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS, this.lease.id] as const;
     for (let attempt = 0; attempt < 3; attempt++) {
-      const [status, a, b, epoch] = await this.guard(() =>
-        this.commands.budgetReserve(
-          accountKey,
-          reservationKeyOf(requestId),
-          heldKeyOf(this.lease.id),
-          processesKey,
-          capNano,
-          minNano,
-          desiredNano,
-          RESERVATION_TTL_MS,
-          ACCOUNT_TTL_MS,
-          this.lease.id,
-        ),
+      const [status, a, b, epoch, remaining, resetMs] = await this.guard(() =>
+        rateLimit
+          ? this.commands.budgetReserveWithRateLimit(
+              ...keys,
+              rateLimitKeyOf(rateLimit.rule, rateLimit.key),
+              ...args,
+              rateLimit.rule.limit,
+              rateLimit.rule.windowMs,
+              requestId,
+            )
+          : this.commands.budgetReserve(...keys, ...args),
       );
+      if (status === -1) {
+        await this.load(account);
+        continue;
+      }
+      const decision = rateLimit && { allowed: status !== 3, limit: rateLimit.rule.limit, remaining: remaining!, resetMs: resetMs! };
+      if (status === 3) return { ok: false, spentNano: 0, reservedNano: 0, rateLimit: decision };
       if (status === 1) {
         this.held.set(requestId, { accountKey, epoch });
-        return { ok: true, grantedNano: a };
+        return { ok: true, grantedNano: a, rateLimit: decision };
       }
-      if (status === 0) return { ok: false, spentNano: a, reservedNano: b };
-      if (status === 2) return { ok: false, spentNano: a, reservedNano: b, frozen: true };
-      await this.load(account);
+      return { ok: false, spentNano: a, reservedNano: b, rateLimit: decision, ...(status === 2 ? { frozen: true as const } : {}) };
     }
     throw new ApiError("unavailable", "the budget store could not load this budget; try again");
   }

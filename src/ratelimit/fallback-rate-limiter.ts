@@ -19,7 +19,7 @@ export class FallbackRateLimiter implements RateLimiter {
   fallbackChecks = 0;
 
   constructor(
-    private readonly primary: RateLimiter,
+    readonly primary: RateLimiter,
     private readonly fallback: RateLimiter,
     private readonly logger: Logger,
     private readonly now: () => number = Date.now,

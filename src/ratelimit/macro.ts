@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { createHash } from "node:crypto";
 import { ApiError } from "../errors";
 import type { App } from "../store/apps";
-import type { RateLimiter, RateLimitRule } from "./rate-limiter";
+import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limiter";
 
 export type RateLimitedRoute = "sessions" | "chat";
 
@@ -17,18 +17,63 @@ const KEY_OF: Record<RateLimitedRoute, (app: App, request: Request) => string> =
 };
 
 /**
+ * A chat call's rate-limit check, left to its budget reservation when the ledger can run
+ * both in one atomic step (Redis beside the Redis limiter): one round trip instead of two.
+ * The reservation reports the decision with `decide`. A call that ends before reserving
+ * (not connected, a model that cannot be priced, an idempotent replay) still counts: it is
+ * checked on its own once answered. Only calls that reach the reservation can be refused
+ * with 429 then, which is the point of the limit: calls that cannot reach the upstream
+ * spend nothing.
+ */
+export class DeferredRateLimit {
+  decided = false;
+
+  constructor(
+    readonly rule: RateLimitRule,
+    readonly key: string,
+    private readonly headers: Record<string, unknown>,
+  ) {}
+
+  /** Applies what the reservation's check said: the RateLimit-* headers, and 429 when refused. */
+  decide(decision: RateLimitDecision): void {
+    this.decided = true;
+    applyRateLimitDecision(decision, this.rule, this.headers);
+  }
+}
+
+const deferredChecks = new WeakMap<Request, DeferredRateLimit>();
+
+/** The chat call's deferred rate-limit check, for its reservation to run; undefined when it was checked already. */
+export function deferredRateLimitOf(request: Request): DeferredRateLimit | undefined {
+  return deferredChecks.get(request);
+}
+
+/**
  * `{ rateLimit: "chat" }` on a route that also declares `secretKey: true`. Runs after auth
  * (it needs the app) and before the handler. Sets the RateLimit-* fields of the IETF
  * draft "RateLimit header fields for HTTP" on every limited response, success and 429
  * alike, plus Retry-After (RFC 9110 §10.2.3) in whole seconds on 429.
+ *
+ * `deferChat()` says whether a chat check can be left to the reservation now (see
+ * DeferredRateLimit); while the shared limiter is down it cannot, and the check runs here.
  */
-export function rateLimitPlugin(limiter: RateLimiter, rules: Record<RateLimitedRoute, RateLimitRule>) {
+export function rateLimitPlugin(limiter: RateLimiter, rules: Record<RateLimitedRoute, RateLimitRule>, deferChat: () => boolean = () => false) {
   return new Elysia().macro({
     rateLimit: (route: RateLimitedRoute) => ({
       async beforeHandle({ request, set, ...context }) {
         const app = (context as unknown as { app?: App }).app;
         if (!app) throw new Error("rateLimit needs an authenticated app: declare secretKey on the route");
-        await enforceRateLimit(limiter, rules[route], KEY_OF[route](app, request), set.headers);
+        const key = KEY_OF[route](app, request);
+        if (route === "chat" && deferChat()) {
+          deferredChecks.set(request, new DeferredRateLimit(rules[route], key, set.headers));
+          return;
+        }
+        await enforceRateLimit(limiter, rules[route], key, set.headers);
+      },
+      afterResponse({ request }) {
+        const deferred = deferredChecks.get(request);
+        // Never reached its reservation (or the reservation failed): count the call now.
+        if (deferred && !deferred.decided) void limiter.check(deferred.rule, deferred.key).catch(() => {});
       },
     }),
   });
@@ -36,7 +81,11 @@ export function rateLimitPlugin(limiter: RateLimiter, rules: Record<RateLimitedR
 
 /** Checks one rule, sets the RateLimit-* headers, and throws 429 when it is exhausted. */
 export async function enforceRateLimit(limiter: RateLimiter, rule: RateLimitRule, key: string, headers: Record<string, unknown>): Promise<void> {
-  const decision = await limiter.check(rule, key);
+  applyRateLimitDecision(await limiter.check(rule, key), rule, headers);
+}
+
+/** Sets the RateLimit-* headers of a decision, and throws 429 when it refused. */
+function applyRateLimitDecision(decision: RateLimitDecision, rule: RateLimitRule, headers: Record<string, unknown>): void {
   const resetSeconds = Math.max(1, Math.ceil(decision.resetMs / 1000));
   headers["ratelimit-limit"] = String(decision.limit);
   headers["ratelimit-remaining"] = String(decision.remaining);

@@ -7,28 +7,40 @@ import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limit
  * the Redis. Time comes from Redis (TIME), not from the callers' clocks; each admitted
  * request is a unique member; rejected requests are not added; keys expire by themselves
  * one window after their last admission.
+ *
+ * The step itself is a fragment: the budget ledger's reserve script runs it too, so that a
+ * chat call's limit and reservation take one round trip (../metering/redis-budget-ledger.ts).
+ * It reads the locals rlKey, rlLimit, rlWindow and rlMember and sets rlAllowed (1 or 0),
+ * rlRemaining and rlReset (ms until the window has room again).
  */
-const SLIDING_WINDOW_LUA = `
-local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local member = ARGV[3]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local count = redis.call('ZCARD', key)
-if count >= limit then
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local reset = window
-  if oldest[2] then reset = tonumber(oldest[2]) + window - now end
-  if reset < 1 then reset = 1 end
-  return {0, 0, reset}
+export const SLIDING_WINDOW_STEP = `
+local rlTime = redis.call('TIME')
+local rlNow = tonumber(rlTime[1]) * 1000 + math.floor(tonumber(rlTime[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', rlKey, '-inf', rlNow - rlWindow)
+local rlCount = redis.call('ZCARD', rlKey)
+local rlAllowed, rlRemaining, rlReset = 1, 0, rlWindow
+if rlCount >= rlLimit then
+  rlAllowed = 0
+  local oldest = redis.call('ZRANGE', rlKey, 0, 0, 'WITHSCORES')
+  if oldest[2] then rlReset = tonumber(oldest[2]) + rlWindow - rlNow end
+  if rlReset < 1 then rlReset = 1 end
+else
+  redis.call('ZADD', rlKey, rlNow, rlMember)
+  redis.call('PEXPIRE', rlKey, rlWindow)
+  local oldest = redis.call('ZRANGE', rlKey, 0, 0, 'WITHSCORES')
+  rlRemaining = rlLimit - rlCount - 1
+  rlReset = tonumber(oldest[2]) + rlWindow - rlNow
 end
-redis.call('ZADD', key, now, member)
-redis.call('PEXPIRE', key, window)
-local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-return {1, limit - count - 1, tonumber(oldest[2]) + window - now}
 `;
+
+const SLIDING_WINDOW_LUA = `
+local rlKey, rlLimit, rlWindow, rlMember = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+${SLIDING_WINDOW_STEP}
+return {rlAllowed, rlRemaining, rlReset}
+`;
+
+/** The Redis key of one rule's window for one caller. */
+export const rateLimitKeyOf = (rule: RateLimitRule, key: string) => `rl:${rule.name}:${key}`;
 
 type SlidingWindowCommand = (key: string, limit: number, windowMs: number, member: string) => Promise<[number, number, number]>;
 
@@ -46,7 +58,7 @@ export class RedisRateLimiter implements RateLimiter {
   async check(rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
     const command = (this.redis as unknown as { slidingWindowCheck: SlidingWindowCommand }).slidingWindowCheck;
     const member = `${this.memberPrefix}:${this.counter++}`;
-    const [allowed, remaining, resetMs] = await command.call(this.redis, `rl:${rule.name}:${key}`, rule.limit, rule.windowMs, member);
+    const [allowed, remaining, resetMs] = await command.call(this.redis, rateLimitKeyOf(rule, key), rule.limit, rule.windowMs, member);
     return { allowed: allowed === 1, limit: rule.limit, remaining, resetMs };
   }
 }

@@ -9,6 +9,7 @@ import { accessEntry } from "../http/access-log";
 import type { GrantService } from "../services/grants";
 import type { IdempotencyService } from "../services/idempotency";
 import { errorResponses } from "./models";
+import { deferredRateLimitOf } from "../ratelimit/macro";
 
 const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });
 
@@ -109,6 +110,7 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
           bodyBytes: declared > 0 ? declared : Buffer.byteLength(JSON.stringify(body)),
           clientHeaders: request.headers,
           recorder,
+          rateLimit: deferredRateLimitOf(request),
         });
       });
       access.headersAt = performance.now();

@@ -8,6 +8,7 @@ import { grantedLimits, planReservation } from "../metering/reservation";
 import { costBounds } from "../metering/worst-case";
 import { budgetExceeded, type BudgetTarget } from "./budget-target";
 import type { ChatBody } from "./chat";
+import type { DeferredRateLimit } from "../ratelimit/macro";
 
 export interface ReservationRequest {
   requestId: string;
@@ -17,6 +18,8 @@ export interface ReservationRequest {
   bodyBytes: number;
   /** The request's access-log entry: told the model and the cost once metered. */
   access?: AccessEntry;
+  /** The call's rate-limit check, to run in the same step as the reservation. */
+  rateLimit?: DeferredRateLimit;
 }
 
 /**
@@ -31,7 +34,10 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   const shape = readRequestShape(body, config.pluginReservationsNano);
   const bounds = costBounds(catalogue, { shape, bodyBytes: request.bodyBytes, clientPin: clientPin(body), imageTokenBound: config.imageTokensBound });
   const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
-  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano);
+  const folded = deps.budget.foldsRateLimits ? request.rateLimit : undefined;
+  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano, folded);
+  // Its limit first: a call over its rate limit is a 429 whatever its budget (nothing was reserved).
+  if (folded && outcome.rateLimit) folded.decide(outcome.rateLimit);
   if (!outcome.ok) {
     deps.budgetWatcher.note(target, true);
     throw budgetExceeded(target, outcome);

@@ -11,6 +11,7 @@ import type { BudgetTarget } from "./budget-target";
 import type { AccessEntry } from "../http/access-log";
 import { reserveChat } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
+import type { DeferredRateLimit } from "../ratelimit/macro";
 import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
 
 /** The parts of a chat request the proxy relies on; everything else passes through. */
@@ -38,6 +39,8 @@ export interface ChatRequest {
   recorder?: AnswerRecorder;
   /** The request's access-log entry (see src/http/access-log.ts). */
   access?: AccessEntry;
+  /** The call's rate-limit check, when it is left to the reservation (src/ratelimit/macro.ts). */
+  rateLimit?: DeferredRateLimit;
 }
 
 /**
