@@ -67,10 +67,10 @@ const DOCUMENTED_CONTENT: DocumentedContent[] = [
 /** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
 export function createApp(deps: Deps) {
   const auth = guardsPlugin(deps);
-  const connections = new ConnectionService(deps);
   const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger), deps.budgetWatcher);
+  const connections = new ConnectionService(deps, meter);
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
-  const grants = new GrantService(deps);
+  const grants = new GrantService(deps, meter);
   const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);
   const operator = new OperatorService(deps.store, deps.clock);
   const api = new Elysia({ prefix: API_PREFIX })
@@ -81,7 +81,7 @@ export function createApp(deps: Deps) {
     .use(chatRoutes(deps, chat, grants, idempotency, auth))
     .use(consentRoutes(deps, new ConsentService(deps)))
     .use(grantRoutes(grants, auth))
-    .use(usageRoutes(deps, auth))
+    .use(usageRoutes(deps, auth, meter))
     .use(modelCatalogueRoutes(deps, auth))
     .use(adminRoutes(deps, operator, auth));
 

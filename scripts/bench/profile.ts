@@ -3,7 +3,7 @@
  *
  *   bun scripts/bench/profile.ts [--arm c|b|d] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
- *     [--profile] [--interval 250] [--perf] [--strace]
+ *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000]
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
@@ -12,6 +12,8 @@
  *   --profile  Bun's sampling profiler (`--cpu-prof --cpu-prof-md`), written at exit
  *   --perf     Linux perf over the load window (native and kernel symbols)
  *   --strace   syscall counts over the load window (slows the process; counts only)
+ *   --sequential N  after the load, N requests one at a time (scripts/bench/sequential.ts,
+ *              pinned beside wrk): the latency added when nothing queues, in the same JSON line
  *   --entry    a variant (scripts/bench/variants/) instead of src/index.ts or the bare
  *              forwarder; --variant says which pieces it takes out or adds
  * Everything lands in tmp/bench/profiles/.
@@ -133,6 +135,23 @@ try {
   }
   const cpu = meter.read();
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
+  const sequentialCount = Number(opt("sequential", "0"));
+  let sequential: unknown;
+  if (sequentialCount > 0) {
+    const client = spawnPinned(
+      "sequential",
+      0,
+      [
+        BUN,
+        "scripts/bench/sequential.ts",
+        ...["--url", arm.url, "--body-file", bodyFile, "--headers", JSON.stringify(arm.headers)],
+        ...["--count", String(sequentialCount), "--warmup", String(Math.ceil(sequentialCount / 10))],
+      ],
+      childEnv(),
+    );
+    children.push(client);
+    sequential = await client.firstJson(120_000);
+  }
   console.log(
     JSON.stringify({
       arm: armId,
@@ -146,6 +165,7 @@ try {
       cpu,
       usPerRequestOnSutCore: Math.round((cpu.sut! * 1e6) / r.rps),
       usPerRequestByThread: threads,
+      ...(sequential ? { sequential } : {}),
     }),
   );
   await arm.stop();

@@ -37,8 +37,16 @@ export interface RequestOutcome {
   producedNothing: boolean;
 }
 
+/** Resolves once this process's settles begun so far are done: what a read waits for to see them. */
+export interface SettleBarrier {
+  settled(): Promise<void>;
+}
+
 /** Settles reservations to actual cost and records the ledger row. */
-export class Meter {
+export class Meter implements SettleBarrier {
+  /** Settles under way: a JSON answer does not wait for its own (see ChatService). */
+  private readonly settling = new Set<Promise<unknown>>();
+
   constructor(
     private readonly budget: BudgetLedger,
     private readonly writer: UsageWriter,
@@ -47,7 +55,25 @@ export class Meter {
     private readonly watcher?: BudgetWatcher,
   ) {}
 
-  async finish(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
+  finish(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
+    const done = this.settle(ticket, outcome);
+    this.settling.add(done);
+    done.then(
+      () => this.settling.delete(done),
+      () => this.settling.delete(done),
+    );
+    return done;
+  }
+
+  /**
+   * Read-your-writes for a caller of this process: a budget or ledger read waits for the
+   * settles already begun (a Redis or PostgreSQL round trip each, or nothing at all).
+   */
+  async settled(): Promise<void> {
+    if (this.settling.size > 0) await Promise.allSettled([...this.settling]);
+  }
+
+  private async settle(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
     const charge: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
       : chargeFor(ticket.bounds, outcome.usage, () => estimateCharge(ticket.bounds, ticket.limits, Math.max(1, outcome.completionEvents), ticket.grantedNano));

@@ -1,3 +1,4 @@
+import type { SettleBarrier } from "../metering/meter";
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
 import type { Guards } from "../http/guards";
@@ -49,7 +50,7 @@ const toApiRow = (r: UsageRow) => ({
 });
 
 /** GET /usage: a user's ledger rows for one period, newest first, so an app can explain a charge. */
-export function usageRoutes(deps: Deps, auth: Guards) {
+export function usageRoutes(deps: Deps, auth: Guards, settles: SettleBarrier) {
   return new Elysia().use(auth).get(
     "/usage",
     async ({ app, query }) => {
@@ -59,6 +60,8 @@ export function usageRoutes(deps: Deps, auth: Guards) {
       const before = query.cursor ? decodeCursor(query.cursor) : undefined;
       // Read-your-writes: rows this process still holds in its writer's queue are written
       // first, so a call's row shows right after the call. (A failing store keeps them queued.)
+      // A JSON call's row is queued once its settle is done, which its answer did not wait for.
+      await settles.settled();
       if (deps.usageWriter.stats.pending > 0) await deps.usageWriter.flush();
       const rows = await deps.store.usageLedger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
       const page = rows.slice(0, limit);

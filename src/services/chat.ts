@@ -118,10 +118,10 @@ export class ChatService {
     return new Response(body, { status: 200, headers });
   }
 
-  /** Resolves when every stream being metered now has settled, or after `timeoutMs`. */
+  /** Resolves when every stream being metered now, and every settle under way, is done, or after `timeoutMs`. */
   async idle(timeoutMs: number): Promise<void> {
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref?.());
-    await Promise.race([Promise.allSettled([...this.inFlight.keys()]), timeout]);
+    await Promise.race([Promise.allSettled([...this.inFlight.keys(), this.meter.settled()]), timeout]);
   }
 
   /**
@@ -170,13 +170,12 @@ export class ChatService {
       throw new ApiError("upstream", `upstream error (HTTP 200${error.code !== null ? `, code ${error.code}` : ""}): ${error.message}`);
     }
     const id = (parsed as { id?: unknown }).id;
-    await this.meter.finish(ticket, {
-      status: "ok",
-      usage: readUsage(parsed),
-      generationId: typeof id === "string" ? id : null,
-      completionEvents: 1,
-      producedNothing: false,
-    });
+    // The answer does not wait for its settle (a Redis or PostgreSQL round trip): the
+    // reservation already bounds what the next call can be admitted for; a status or usage
+    // read waits for it instead (Meter.settled), and shutdown drains it like a stream.
+    void this.meter
+      .finish(ticket, { status: "ok", usage: readUsage(parsed), generationId: typeof id === "string" ? id : null, completionEvents: 1, producedNothing: false })
+      .catch((err) => this.deps.logger.error("settling a JSON answer failed", { requestId: ticket.requestId, error: String(err) }));
     headers["content-type"] = "application/json";
     recorder?.chunk(new Uint8Array(bytes));
     await recorder?.finished({ contentType: "application/json", generationId: typeof id === "string" ? id : null });

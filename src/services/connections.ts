@@ -1,3 +1,4 @@
+import type { SettleBarrier } from "../metering/meter";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt, usdToNanoFloor, type Period } from "../money";
@@ -23,7 +24,11 @@ export interface ConnectionStatusView extends StatusView {
 
 /** A user's connection to an app: approve, update, read, revoke; and the budget view of it. */
 export class ConnectionService {
-  constructor(private readonly deps: Deps) {}
+  constructor(
+    private readonly deps: Deps,
+    /** This process's settles under way: a status read waits for them, so it shows a call just answered. */
+    private readonly settles: SettleBarrier,
+  ) {}
 
   async status(appId: string, appUserId: string): Promise<StatusView> {
     const { view } = await this.describe(appId, appUserId);
@@ -74,6 +79,7 @@ export class ConnectionService {
   private async describe(appId: string, appUserId: string): Promise<{ view: StatusView; connection: Connection | null }> {
     const period = periodAt(this.deps.clock.now());
     const connection = await this.deps.store.connections.findActive(appId, appUserId);
+    await this.settles.settled();
     const { spentNano, reservedNano } = await this.deps.budget.snapshot(userAccount(appId, period.id, appUserId));
     const capNano = connection?.monthlyCapNano ?? 0;
     return { view: budgetView(connection !== null, capNano, spentNano, reservedNano, period), connection };

@@ -1,3 +1,4 @@
+import type { SettleBarrier } from "../metering/meter";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt } from "../money";
@@ -18,7 +19,11 @@ export interface GrantView {
 
 /** One-time grants for apps without a user system: redemption, status, revoke (consent: grant-consent.ts). */
 export class GrantService {
-  constructor(private readonly deps: Deps) {}
+  constructor(
+    private readonly deps: Deps,
+    /** This process's settles under way: a grant's status waits for them, so it shows a call just answered. */
+    private readonly settles: SettleBarrier,
+  ) {}
 
   /** The grant behind a token, or 402 grant_invalid saying why it cannot be used. */
   async usableGrant(appId: string, token: string): Promise<Grant> {
@@ -52,6 +57,7 @@ export class GrantService {
 
   async view(appId: string, token: string): Promise<GrantView> {
     const grant = await this.known(appId, token);
+    await this.settles.settled();
     const { spentNano, reservedNano } = await this.deps.budget.snapshot(grantAccount(grant.id));
     const now = this.deps.clock.now();
     const status =

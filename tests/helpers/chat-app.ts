@@ -30,7 +30,7 @@ export interface ChatTestApp {
   connect(appUserId: string, monthlyUsd: number): Promise<void>;
   chat(body: Record<string, unknown>, headers?: Record<string, string>): Promise<Response>;
   get(path: string): Promise<Response>;
-  /** Writes queued usage rows now. */
+  /** Writes queued usage rows now, once the settles under way (which queue them) are done. */
   flush(): Promise<void>;
 }
 
@@ -93,7 +93,10 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
         }),
       ),
     get: (path) => app.handle(new Request(`http://localhost${path}`, { headers: auth })),
-    flush: () => deps.usageWriter.flush(),
+    flush: async () => {
+      await app.decorator.chat.idle(10_000);
+      await deps.usageWriter.flush();
+    },
   };
 }
 
