@@ -34,15 +34,26 @@ export interface Period {
   end: string;
 }
 
+/** The last period asked for, and its bounds in ms: every call lands in the same month but once a month. */
+let lastPeriod: { startMs: number; endMs: number; period: Period } | null = null;
+
 export function periodAt(ms: number): Period {
+  // Every chat call asks (its budget's account is per period): two ISO strings each time
+  // were 1 % of the service's CPU (BENCHMARKS.md, issue 14). The period is frozen, so
+  // sharing it is safe.
+  if (lastPeriod && ms >= lastPeriod.startMs && ms < lastPeriod.endMs) return lastPeriod.period;
   const d = new Date(ms);
   const year = d.getUTCFullYear();
   const month = d.getUTCMonth();
-  return {
+  const startMs = Date.UTC(year, month, 1);
+  const endMs = Date.UTC(year, month + 1, 1);
+  const period: Period = Object.freeze({
     id: `${year}-${String(month + 1).padStart(2, "0")}`,
-    start: new Date(Date.UTC(year, month, 1)).toISOString(),
-    end: new Date(Date.UTC(year, month + 1, 1)).toISOString(),
-  };
+    start: new Date(startMs).toISOString(),
+    end: new Date(endMs).toISOString(),
+  });
+  lastPeriod = { startMs, endMs, period };
+  return period;
 }
 
 /** Parses `YYYY-MM` into a Period, or returns null when it is not one. */
