@@ -197,6 +197,21 @@ describe("usage export", () => {
     );
   });
 
+  test("CSV: text a spreadsheet would run as a formula is exported as text; JSON lines keep it exactly", async () => {
+    const t = makeAdminTestApp();
+    const a = await t.createClientApp();
+    const users = ['=HYPERLINK("http://x")', "+1", "-2", "@SUM(A1)", "\tx", "plain-id", "a=b"];
+    await t.deps.store.usageLedger.insertBatch(users.map((user, i) => ledgerRow(a.appId, user, i)));
+    const csv = (await (await t.admin(`/apps/${a.appId}/usage?from=2026-01-01&to=2026-01-31&format=csv`)).text()).trimEnd().split("\n");
+    const userColumn = EXPORT_COLUMNS.indexOf("appUserId");
+    const exportedUsers = csv.slice(1).map((line) => line.match(/("([^"]|"")*"|[^,]*)(,|$)/g)![userColumn]!.replace(/,$/, ""));
+    expect(exportedUsers).toEqual(['"\'=HYPERLINK(""http://x"")"', "'+1", "'-2", "'@SUM(A1)", "'\tx", "plain-id", "a=b"]);
+    // Numbers are never touched, and the JSON lines export is exact.
+    expect(csv[1]).toContain(",0,0,0,upstream,");
+    const jsonl = (await (await t.admin(`/apps/${a.appId}/usage?from=2026-01-01&to=2026-01-31`)).text()).trimEnd().split("\n");
+    expect(jsonl.map((line) => JSON.parse(line).appUserId)).toEqual(users);
+  });
+
   test("no rows: an empty body, or only the CSV header; bad days or format are 400", async () => {
     const t = makeAdminTestApp();
     const a = await t.createClientApp();

@@ -97,8 +97,15 @@ function exported(r: UsageRow): UsageExportRowView {
   };
 }
 
-/** RFC 4180 §2: a field with a comma, quote or line break is quoted, its quotes doubled. */
+/**
+ * RFC 4180 §2: a field with a comma, quote or line break is quoted, its quotes doubled.
+ * Text that a spreadsheet would read as a formula (it starts with =, +, -, @, a tab or a
+ * carriage return: OWASP's "CSV injection") gets a leading apostrophe, which spreadsheets
+ * show as text. An app's user ids are the app's users' own strings; the JSON lines
+ * export keeps every value exactly.
+ */
 function csvField(value: unknown): string {
-  const s = value === null || value === undefined ? "" : String(value);
+  let s = value === null || value === undefined ? "" : String(value);
+  if (typeof value === "string" && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
 }
