@@ -61,6 +61,27 @@ describe("consent page", () => {
     expect(again.status).toBe(400);
   });
 
+  test("an app disabled after its consent page was shown gets no grant when the user approves", async () => {
+    const t = await chatTestApp();
+    const consentToken = consentTokenIn(await (await consentPage(t, {})).text());
+    await t.deps.store.apps.setDisabled(t.appId, t.clock.now());
+    const approve = () =>
+      t.app.handle(
+        new Request("http://localhost/api/v1/grants/consent", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ consentToken }),
+        }),
+      );
+    const refused = await approve();
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("no longer active");
+    expect(await t.deps.store.grants.approvedSince(t.appId, 0)).toBe(0);
+    // Enabled again, the same page's token works: nothing was consumed by the refusal.
+    await t.deps.store.apps.setDisabled(t.appId, null);
+    expect((await approve()).status).toBe(200);
+  });
+
   test("a cross-site POST is refused", async () => {
     const t = await chatTestApp();
     const consentToken = consentTokenIn(await (await consentPage(t, {})).text());
