@@ -12,6 +12,8 @@
  *     relay      streams read chunk by chunk in JavaScript and re-enqueued (a pull stream,
  *                highWaterMark 0, as src/upstream/stream-relay.ts does, without the scanner)
  *     relay-tee  streams split with ReadableStream.tee() instead (what the design rules out)
+ *     relay-generator  streams read chunk by chunk in JavaScript and yielded from an async
+ *                generator given to Response as the body
  *     relay-direct  streams read chunk by chunk in JavaScript and written to a Bun "direct"
  *                ReadableStream (controller.write + flush: no queue, no pull per chunk)
  */
@@ -54,6 +56,8 @@ const server = Bun.serve({
       return new Response(bytes, { status: response.status, headers });
     }
     if (on.has("relay") && response.body) return new Response(relay(response.body), { status: response.status, headers });
+    if (on.has("relay-generator") && response.body)
+      return new Response(relayGenerator(response.body) as unknown as ReadableStream<Uint8Array>, { status: response.status, headers });
     if (on.has("relay-direct") && response.body) return new Response(relayDirect(response.body), { status: response.status, headers });
     if (on.has("relay-tee") && response.body) {
       const [toClient, toScanner] = response.body.tee();
@@ -77,6 +81,19 @@ function relay(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
     },
     { highWaterMark: 0 },
   );
+}
+
+async function* relayGenerator(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    reader.releaseLock();
+  }
 }
 
 function relayDirect(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
