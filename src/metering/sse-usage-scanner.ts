@@ -156,7 +156,7 @@ export class SseUsageScanner {
  * The JSON object that follows the last `key` in `text`, parsed; null if there is none or
  * it is cut off. Braces inside strings are skipped, so only the object's own end counts.
  */
-function jsonObjectAfter(text: string, key: string): unknown {
+export function jsonObjectAfter(text: string, key: string): unknown {
   const at = text.lastIndexOf(key);
   if (at === -1) return null;
   const open = text.indexOf("{", at + key.length);

@@ -6,6 +6,7 @@
  * more than decoding the chunk and using string methods (BENCHMARKS.md, issue 14).
  */
 import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from "../../../src/metering/usage";
+import { jsonObjectAfter } from "../../../src/metering/sse-usage-scanner";
 
 /**
  * The longest line (and the most data of one event), in bytes, kept to be parsed whole:
@@ -210,33 +211,4 @@ function lastBytes(held: Buffer, more: Buffer): Buffer {
   if (more.length >= SKIPPED_TAIL_BYTES) return Buffer.from(more.subarray(more.length - SKIPPED_TAIL_BYTES));
   const keep = Math.min(held.length, SKIPPED_TAIL_BYTES - more.length);
   return Buffer.concat([held.subarray(held.length - keep), more]);
-}
-
-/**
- * The JSON object that follows the last `key` in `text`, parsed; null if there is none or
- * it is cut off. Braces inside strings are skipped, so only the object's own end counts.
- */
-function jsonObjectAfter(text: string, key: string): unknown {
-  const at = text.lastIndexOf(key);
-  if (at === -1) return null;
-  const open = text.indexOf("{", at + key.length);
-  if (open === -1 || text.slice(at + key.length, open).trim() !== "") return null;
-  let depth = 0;
-  let inString = false;
-  for (let i = open; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92 /* backslash */) i++;
-      else if (c === 34 /* " */) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 123 /* { */) depth++;
-    else if (c === 125 /* } */ && --depth === 0) {
-      try {
-        return JSON.parse(text.slice(open, i + 1));
-      } catch {
-        return null;
-      }
-    }
-  }
-  return null;
 }
