@@ -83,7 +83,7 @@ export function createApp(deps: Deps) {
     .use(grantRoutes(grants, auth))
     .use(usageRoutes(deps, auth, meter))
     .use(modelCatalogueRoutes(deps, auth))
-    .use(adminRoutes(deps, operator, auth));
+    .use(adminRoutes(deps, operator, auth, meter));
 
   const metrics = createMetrics(deps, chat);
   return new Elysia()

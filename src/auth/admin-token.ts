@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hashSecret, secretMatches } from "./secret-key";
 import { Elysia } from "elysia";
 import type { Clock } from "../clock";
 import { ApiError } from "../errors";
@@ -13,7 +13,7 @@ import { bearerCredential } from "./credentials";
  */
 export class AdminTokenGuard {
   /** SHA-256 of the token: digests have one length, so comparing them leaks neither bytes nor length. */
-  private readonly expected: Buffer | null;
+  private readonly expected: Uint8Array | null;
   /** Addresses refused until a time (ms), learned when the shared limiter says their failures ran out. */
   private readonly lockedUntil = new Map<string, number>();
 
@@ -23,7 +23,7 @@ export class AdminTokenGuard {
     private readonly failures: RateLimitRule,
     private readonly clock: Clock,
   ) {
-    this.expected = token ? digest(token) : null;
+    this.expected = token ? hashSecret(token) : null;
   }
 
   /**
@@ -38,7 +38,7 @@ export class AdminTokenGuard {
     if (until !== undefined && until > now) throw lockedOut(until - now);
     let failure: ApiError;
     try {
-      if (timingSafeEqual(digest(bearerCredential(authorization)), this.expected)) return;
+      if (secretMatches(bearerCredential(authorization), this.expected)) return;
       failure = new ApiError("auth", "invalid admin token");
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
@@ -56,8 +56,6 @@ export class AdminTokenGuard {
     this.lockedUntil.set(address, until);
   }
 }
-
-const digest = (text: string) => createHash("sha256").update(text).digest();
 
 function lockedOut(resetMs: number): ApiError {
   const seconds = Math.max(1, Math.ceil(resetMs / 1000));

@@ -1,4 +1,4 @@
-import { escapeHtml, popupErrorPage, scriptJson } from "../http/html";
+import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "../http/html";
 import { formatUsd } from "../money";
 import type { App } from "../store/apps";
 
@@ -86,7 +86,7 @@ ${pageScript(config)}
 /** The page's one script: the handshake with the opener, then the three actions. */
 function pageScript(config: Record<string, unknown>): string {
   return `(() => {
-  const config = ${scriptJson(config)};
+  const config = ${scriptJson(config)};${POPUP_CLOSING_SCRIPT}
   const $ = (id) => document.getElementById(id);
   const status = $("status"), cap = $("cap"), approve = $("approve"), revoke = $("revoke");
   const usd = (n) => "$" + Number(n).toFixed(2);
@@ -151,17 +151,12 @@ function pageScript(config: Record<string, unknown>): string {
     approve.disabled = false;
     tell({ type: "revoked" });
   }));
-  // Cancel closes the window only once the opener says the answer arrived: closed right
-  // after postMessage, the window can look closed to the opener before the message lands,
-  // and the opener would report "closed without an answer". Without an answer, a few seconds.
   $("cancel").addEventListener("click", () => {
     if (!window.opener) { window.close(); return; }
-    window.addEventListener("message", (event) => {
-      const data = event.data;
-      if (event.source === window.opener && event.origin === config.origin && data && data.type === "received") window.close();
-    });
+    // Answered: nothing more may change while the window waits to close.
+    cap.disabled = approve.disabled = revoke.disabled = $("cancel").disabled = true;
     tell({ type: "connect_cancelled" });
-    setTimeout(() => window.close(), 3000);
+    closeSoon();
   });
   if (window.opener) tell({ type: "connect_ready" });
   else status.textContent = "Open this page from the app that asked for it.";

@@ -1,6 +1,6 @@
 import { formatUsd } from "../money";
 import type { ConsentOffer } from "../services/grant-consent";
-import { escapeHtml, popupErrorPage, scriptJson } from "../http/html";
+import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "../http/html";
 
 /**
  * The consent popup: plain HTML, no framework, no external assets. Its one script and one
@@ -103,18 +103,7 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
     window.opener.postMessage(message, config.origin);
     return true;
   };
-  // Close only once the opener says it has our answer. A window that closes right after
-  // postMessage can look closed to the opener before the message arrives (they travel
-  // between processes), and the opener would report "closed without an answer". An opener
-  // that never acknowledges (an older popup.js, a page on the wrong origin) still sees
-  // this window close after a few seconds.
-  const closeOnceReceived = () => {
-    window.addEventListener("message", (event) => {
-      const data = event.data;
-      if (event.source === window.opener && event.origin === config.origin && data && data.type === "received") window.close();
-    });
-    setTimeout(() => window.close(), 3000);
-  };
+${POPUP_CLOSING_SCRIPT}
   let refusedForGood = false;
   approve.addEventListener("click", async () => {
     // Without an opener the token would have nowhere to go: create no grant at all.
@@ -134,7 +123,7 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
       if (!response.ok) throw new Error(body && body.error ? body.error.message : "The grant could not be created.");
       if (send({ type: "grant", grantToken: body.grantToken, usd: body.usd, maxUses: body.maxUses, expiresAt: body.expiresAt, state: body.state })) {
         status.textContent = "Approved. You can close this window.";
-        closeOnceReceived();
+        closeSoon();
       }
     } catch (error) {
       status.textContent = error.message;
@@ -143,7 +132,10 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
     }
   });
   deny.addEventListener("click", () => {
-    if (send({ type: "grant_denied", state: config.state })) closeOnceReceived();
+    if (!send({ type: "grant_denied", state: config.state })) return;
+    // Answered: nothing more may be approved while the window waits to close.
+    approve.disabled = deny.disabled = true;
+    closeSoon();
   });
 })();
 </script>

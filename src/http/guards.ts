@@ -35,8 +35,8 @@ export type Guards = ReturnType<typeof guardsPlugin>;
  * to its in-process windows (the ledger has no fallback; the limiter's own check is what
  * notices Redis is back).
  */
-function chatLimitDeferral(deps: Deps): () => boolean {
+function chatLimitDeferral(deps: Deps): (() => boolean) | undefined {
   const limiter = deps.rateLimiter;
-  if (!deps.budget.foldsRateLimits || !(limiter instanceof FallbackRateLimiter) || !(limiter.primary instanceof RedisRateLimiter)) return () => false;
-  return () => !limiter.state.degraded;
+  if (!deps.budget.foldsRateLimits || !(limiter instanceof FallbackRateLimiter) || !(limiter.primary instanceof RedisRateLimiter)) return undefined;
+  return () => !limiter.degraded;
 }

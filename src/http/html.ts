@@ -11,6 +11,22 @@ export const scriptJson = (value: unknown) =>
     .replace(/\u2029/g, "\\u2029");
 
 /**
+ * Script for the service's popup pages (consent, connect), run inside their own script
+ * where `config.origin` is the opener's registered origin. The window closes once its
+ * opener says it has the page's answer (`{type: "received"}`, sent by popup.js and the
+ * client library): a window closed right after postMessage can look closed to the opener
+ * before the message lands (they travel between processes), and the opener would report
+ * "closed without an answer". `closeSoon()`, once the page has answered, closes it anyway
+ * after a few seconds, for an opener that never says (an older popup.js, a wrong origin).
+ */
+export const POPUP_CLOSING_SCRIPT = `
+  window.addEventListener("message", (event) => {
+    const data = event.data;
+    if (event.source === window.opener && event.origin === config.origin && data && data.type === "received") window.close();
+  });
+  const closeSoon = () => setTimeout(() => window.close(), 3000);`;
+
+/**
  * The error page of a popup the service renders (consent, connect): a title, the reason,
  * and what happened (nothing). Its one style block carries the page's CSP nonce.
  */

@@ -1,7 +1,7 @@
-import { timingSafeEqual } from "node:crypto";
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
+import { hashSecret, secretMatches } from "../auth/secret-key";
 import { errorResponses } from "../routes/models";
 import type { ChatService } from "../services/chat";
 
@@ -45,13 +45,14 @@ export function createMetrics(deps: Deps, chat: ChatService): MetricsRecorder | 
  * operator's business, not any caller's.
  */
 export function metricsRoute(metrics: MetricsRecorder | null, token: string | undefined) {
-  const expected = token ? Buffer.from(`Bearer ${token}`) : null;
+  // Compared as SHA-256 digests in constant time, like secret keys and the admin token:
+  // equal lengths whatever the token, so not even its length shows in the timing.
+  const expected = token ? hashSecret(`Bearer ${token}`) : null;
   return new Elysia().get(
     "/metrics",
     async ({ request, set }) => {
       if (!expected || !metrics) throw new ApiError("not_found", "metrics are off: set METRICS_TOKEN to serve them");
-      const given = Buffer.from(request.headers.get("authorization") ?? "");
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new ApiError("auth", "GET /metrics needs the metrics token");
+      if (!secretMatches(request.headers.get("authorization") ?? "", expected)) throw new ApiError("auth", "GET /metrics needs the metrics token");
       set.headers["content-type"] = metrics.contentType;
       return metrics.render();
     },

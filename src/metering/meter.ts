@@ -42,6 +42,15 @@ export interface SettleBarrier {
   settled(): Promise<void>;
 }
 
+/**
+ * Read-your-writes for a read of this process's ledger rows: the settles under way (which
+ * queue the rows), then the rows still queued in the writer.
+ */
+export async function ownWritesVisible(settles: SettleBarrier, writer: UsageWriter): Promise<void> {
+  await settles.settled();
+  if (writer.stats.pending > 0) await writer.flush();
+}
+
 /** Settles reservations to actual cost and records the ledger row. */
 export class Meter implements SettleBarrier {
   /** Settles under way: a JSON answer does not wait for its own (see ChatService). */
@@ -52,16 +61,14 @@ export class Meter implements SettleBarrier {
     private readonly writer: UsageWriter,
     private readonly clock: Clock,
     readonly overruns: OverrunMonitor,
-    private readonly watcher?: BudgetWatcher,
+    private readonly watcher: BudgetWatcher,
   ) {}
 
   finish(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
     const done = this.settle(ticket, outcome);
     this.settling.add(done);
-    done.then(
-      () => this.settling.delete(done),
-      () => this.settling.delete(done),
-    );
+    const forget = () => this.settling.delete(done);
+    done.then(forget, forget);
     return done;
   }
 
@@ -116,7 +123,7 @@ export class Meter implements SettleBarrier {
       await this.budget.settle(ticket.requestId, charge.costNano);
       this.writer.enqueue(row);
     }
-    this.watcher?.note(target);
+    this.watcher.note(target);
     return charge;
   }
 }

@@ -195,32 +195,52 @@ export class RedisBudgetLedger implements BudgetLedger {
     rateLimit?: FoldedRateLimit,
   ): Promise<ReserveOutcome> {
     const accountKey = accountKeyOf(account);
-    const keys = [accountKey, reservationKeyOf(requestId), heldKeyOf(this.lease.id), processesKey] as const;
-    const args = [capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS, this.lease.id] as const;
+    const reservationKey = reservationKeyOf(requestId);
+    const heldKey = heldKeyOf(this.lease.id);
+    const send = (): Promise<ReserveReply> =>
+      rateLimit
+        ? this.commands.budgetReserveWithRateLimit(
+            accountKey,
+            reservationKey,
+            heldKey,
+            processesKey,
+            rateLimitKeyOf(rateLimit.rule, rateLimit.key),
+            capNano,
+            minNano,
+            desiredNano,
+            RESERVATION_TTL_MS,
+            ACCOUNT_TTL_MS,
+            this.lease.id,
+            rateLimit.rule.limit,
+            rateLimit.rule.windowMs,
+            requestId,
+          )
+        : this.commands.budgetReserve(
+            accountKey,
+            reservationKey,
+            heldKey,
+            processesKey,
+            capNano,
+            minNano,
+            desiredNano,
+            RESERVATION_TTL_MS,
+            ACCOUNT_TTL_MS,
+            this.lease.id,
+          );
     for (let attempt = 0; attempt < 3; attempt++) {
-      const [status, a, b, epoch, remaining, resetMs] = await this.guard(() =>
-        rateLimit
-          ? this.commands.budgetReserveWithRateLimit(
-              ...keys,
-              rateLimitKeyOf(rateLimit.rule, rateLimit.key),
-              ...args,
-              rateLimit.rule.limit,
-              rateLimit.rule.windowMs,
-              requestId,
-            )
-          : this.commands.budgetReserve(...keys, ...args),
-      );
+      const [status, a, b, epoch, remaining, resetMs] = await this.guard(send);
       if (status === -1) {
         await this.load(account);
         continue;
       }
       const decision = rateLimit && { allowed: status !== 3, limit: rateLimit.rule.limit, remaining: remaining!, resetMs: resetMs! };
-      if (status === 3) return { ok: false, spentNano: 0, reservedNano: 0, rateLimit: decision };
       if (status === 1) {
         this.held.set(requestId, { accountKey, epoch });
         return { ok: true, grantedNano: a, rateLimit: decision };
       }
-      return { ok: false, spentNano: a, reservedNano: b, rateLimit: decision, ...(status === 2 ? { frozen: true as const } : {}) };
+      if (status === 3) return { ok: false, spentNano: 0, reservedNano: 0, rateLimit: decision };
+      if (status === 2) return { ok: false, spentNano: a, reservedNano: b, frozen: true, rateLimit: decision };
+      return { ok: false, spentNano: a, reservedNano: b, rateLimit: decision };
     }
     throw new ApiError("unavailable", "the budget store could not load this budget; try again");
   }

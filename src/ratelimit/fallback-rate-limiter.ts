@@ -44,6 +44,11 @@ export class FallbackRateLimiter implements RateLimiter {
     }
   }
 
+  /** Whether checks are answered in-process now (read on every chat call: no allocation). */
+  get degraded(): boolean {
+    return this.degradedSince !== null;
+  }
+
   get state(): { degraded: boolean; since: string | null; lastError: string | null } {
     return {
       degraded: this.degradedSince !== null,

@@ -54,28 +54,35 @@ export function deferredRateLimitOf(request: Request): DeferredRateLimit | undef
  * draft "RateLimit header fields for HTTP" on every limited response, success and 429
  * alike, plus Retry-After (RFC 9110 §10.2.3) in whole seconds on 429.
  *
- * `deferChat()` says whether a chat check can be left to the reservation now (see
- * DeferredRateLimit); while the shared limiter is down it cannot, and the check runs here.
+ * `deferChat()`, when given, says whether a chat check can be left to the reservation now
+ * (see DeferredRateLimit); while the shared limiter is down it cannot, and the check runs
+ * here. Without it (no ledger that can run the check) the routes get no after-response hook.
  */
-export function rateLimitPlugin(limiter: RateLimiter, rules: Record<RateLimitedRoute, RateLimitRule>, deferChat: () => boolean = () => false) {
+export function rateLimitPlugin(limiter: RateLimiter, rules: Record<RateLimitedRoute, RateLimitRule>, deferChat?: () => boolean) {
   return new Elysia().macro({
-    rateLimit: (route: RateLimitedRoute) => ({
-      async beforeHandle({ request, set, ...context }) {
-        const app = (context as unknown as { app?: App }).app;
-        if (!app) throw new Error("rateLimit needs an authenticated app: declare secretKey on the route");
-        const key = KEY_OF[route](app, request);
-        if (route === "chat" && deferChat()) {
-          deferredChecks.set(request, new DeferredRateLimit(rules[route], key, set.headers));
-          return;
-        }
-        await enforceRateLimit(limiter, rules[route], key, set.headers);
-      },
-      afterResponse({ request }) {
-        const deferred = deferredChecks.get(request);
-        // Never reached its reservation (or the reservation failed): count the call now.
-        if (deferred && !deferred.decided) void limiter.check(deferred.rule, deferred.key).catch(() => {});
-      },
-    }),
+    rateLimit: (route: RateLimitedRoute) => {
+      const deferrable = route === "chat" && deferChat !== undefined;
+      return {
+        async beforeHandle(context) {
+          const { request, set } = context;
+          const app = (context as unknown as { app?: App }).app;
+          if (!app) throw new Error("rateLimit needs an authenticated app: declare secretKey on the route");
+          const key = KEY_OF[route](app, request);
+          if (deferrable && deferChat!()) {
+            deferredChecks.set(request, new DeferredRateLimit(rules[route], key, set.headers));
+            return;
+          }
+          await enforceRateLimit(limiter, rules[route], key, set.headers);
+        },
+        ...(deferrable && {
+          afterResponse({ request }: { request: Request }) {
+            const deferred = deferredChecks.get(request);
+            // Never reached its reservation (or the reservation failed): count the call now.
+            if (deferred && !deferred.decided) void limiter.check(deferred.rule, deferred.key).catch(() => {});
+          },
+        }),
+      };
+    },
   });
 }
 

@@ -1,4 +1,4 @@
-import type { SettleBarrier } from "../metering/meter";
+import { ownWritesVisible, type SettleBarrier } from "../metering/meter";
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
 import type { Guards } from "../http/guards";
@@ -61,8 +61,7 @@ export function usageRoutes(deps: Deps, auth: Guards, settles: SettleBarrier) {
       // Read-your-writes: rows this process still holds in its writer's queue are written
       // first, so a call's row shows right after the call. (A failing store keeps them queued.)
       // A JSON call's row is queued once its settle is done, which its answer did not wait for.
-      await settles.settled();
-      if (deps.usageWriter.stats.pending > 0) await deps.usageWriter.flush();
+      await ownWritesVisible(settles, deps.usageWriter);
       const rows = await deps.store.usageLedger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];

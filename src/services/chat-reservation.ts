@@ -34,10 +34,10 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   const shape = readRequestShape(body, config.pluginReservationsNano);
   const bounds = costBounds(catalogue, { shape, bodyBytes: request.bodyBytes, clientPin: clientPin(body), imageTokenBound: config.imageTokensBound });
   const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
-  const folded = deps.budget.foldsRateLimits ? request.rateLimit : undefined;
-  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano, folded);
+  // A deferred rate-limit check exists only beside a ledger that runs it (src/http/guards.ts).
+  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano, request.rateLimit);
   // Its limit first: a call over its rate limit is a 429 whatever its budget (nothing was reserved).
-  if (folded && outcome.rateLimit) folded.decide(outcome.rateLimit);
+  if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
   if (!outcome.ok) {
     deps.budgetWatcher.note(target, true);
     throw budgetExceeded(target, outcome);

@@ -103,12 +103,10 @@ export class ConsentService {
     const now = this.deps.clock.now();
     const day = utcDayAt(now);
     const ceiling: DailyCeiling = { dayStart: day.start, defaultNano: this.deps.config.grantDailyCeilingNano };
+    const approval = await this.deps.store.grants.approveConsent(consentToken, now, ceiling);
     // The page was shown while the app was active; an operator may have disabled it since.
     // Its grant could not be spent now, but would be the day the app is enabled again.
-    const appId = await this.deps.store.grants.consentAppId(consentToken);
-    const app = appId ? await this.deps.store.apps.find(appId) : null;
-    if (app && app.disabledAt !== null) throw new ApiError("invalid_request", "this app is no longer active; no grant was created");
-    const approval = await this.deps.store.grants.approveConsent(consentToken, now, ceiling);
+    if (approval.kind === "app_disabled") throw new ApiError("invalid_request", "this app is no longer active; no grant was created");
     if (approval.kind === "unusable") throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
     if (approval.kind === "over_ceiling") {
       const appName = (await this.deps.store.apps.find(approval.appId))?.name ?? "This app";

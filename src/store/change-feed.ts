@@ -23,7 +23,7 @@ export interface ChangeFeed {
  * outside change is seen by requests that start a millisecond after it commits. This
  * process's own writes go through the cache, which drops what they touch.
  */
-export function sqliteChangeFeed(db: Database, minIntervalMs = 1): ChangeFeed {
+export function sqliteChangeFeed(db: Database): ChangeFeed {
   const listeners: Array<(key: string | null) => void> = [];
   const version = db.query<{ data_version: number }, []>("PRAGMA data_version");
   let seen = version.get()!.data_version;
@@ -32,7 +32,7 @@ export function sqliteChangeFeed(db: Database, minIntervalMs = 1): ChangeFeed {
     live: true,
     poll() {
       const at = performance.now();
-      if (at - checkedAt < minIntervalMs) return;
+      if (at - checkedAt < 1) return;
       checkedAt = at;
       const now = version.get()!.data_version;
       if (now === seen) return;

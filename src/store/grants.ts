@@ -42,6 +42,8 @@ export type ConsentApproval =
   | { kind: "approved"; grant: Grant; grantToken: string; state: string }
   /** Unknown, expired or already used: nothing changed. */
   | { kind: "unusable" }
+  /** The app was disabled after the page was shown: nothing changed, the token is still usable. */
+  | { kind: "app_disabled" }
   /** The grant would pass the app's ceiling: nothing changed, the token is still usable. */
   | { kind: "over_ceiling"; appId: string; ceilingNano: number; approvedNano: number; requestedNano: number };
 

@@ -48,5 +48,4 @@ export const toDueDelivery = (d: Record<string, unknown>): DueDelivery => ({
   secret: String(d.secret),
   payload: String(d.payload),
   attempts: Number(d.attempts),
-  createdAt: Number(d.created_at),
 });

@@ -47,7 +47,6 @@ export interface DueDelivery {
   payload: string;
   /** Attempts made before this one. */
   attempts: number;
-  createdAt: number;
 }
 
 export interface DeliveryRecord {

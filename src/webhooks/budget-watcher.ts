@@ -4,8 +4,8 @@ import type { Logger } from "../logger";
 import type { Clock } from "../clock";
 import { nanoToUsd } from "../money";
 import type { Store } from "../store";
-import type { WebhookEventType } from "../store/webhooks";
 import { subscribed } from "../store/webhook-rows";
+import type { WebhookEventDraft } from "../store/webhooks";
 import { PeriodicTask } from "../periodic-task";
 import type { BudgetTarget } from "../services/budget-target";
 
@@ -81,18 +81,23 @@ export class BudgetWatcher {
     for (const [appId, list] of byApp) {
       try {
         const endpoints = await this.store.webhooks.listEndpoints(appId);
-        const wants = (type: WebhookEventType) => subscribed(endpoints, type).length > 0;
+        const wantsGrants = subscribed(endpoints, "grant.exhausted").length > 0;
+        const wantsThresholds = subscribed(endpoints, "budget.threshold").length > 0;
         for (const watched of list) {
           if (watched.target.grantId) {
-            if (wants("grant.exhausted")) await this.checkGrant(watched);
-          } else if (wants("budget.threshold")) {
+            if (wantsGrants) await this.checkGrant(watched);
+          } else if (wantsThresholds) {
             await this.checkUser(watched);
           }
         }
       } catch (err) {
-        // Checked again at the next poll (unless touched again meanwhile, which is newer);
-        // the dedup keys keep a repeat from recording anything twice.
-        for (const watched of list) if (!this.touched.has(watched.target.account)) this.touched.set(watched.target.account, watched);
+        // Checked again at the next poll. An account touched again meanwhile keeps its newer
+        // target, and a refusal seen by either (what "100 %" may rest on) is kept.
+        for (const watched of list) {
+          const newer = this.touched.get(watched.target.account);
+          if (newer) newer.refused ||= watched.refused;
+          else this.touched.set(watched.target.account, watched);
+        }
         failure = err;
       }
     }
@@ -107,7 +112,7 @@ export class BudgetWatcher {
       const reached = spentNano * 100 >= target.capNano * pct;
       const usedUp = pct === 100 && refused && spentNano * 100 >= target.capNano * REFUSAL_MEANS_EXHAUSTED_PCT;
       if (!reached && !usedUp) continue;
-      await this.record(key, {
+      await this.record({
         appId: target.appId,
         type: "budget.threshold",
         dedupKey: key,
@@ -132,7 +137,7 @@ export class BudgetWatcher {
     const usesUp = grant.maxUses !== null && grant.uses >= grant.maxUses;
     const budgetUp = spentNano >= grant.usdCapNano || (refused && spentNano * 100 >= grant.usdCapNano * REFUSAL_MEANS_EXHAUSTED_PCT);
     if (!usesUp && !budgetUp) return;
-    await this.record(key, {
+    await this.record({
       appId: target.appId,
       type: "grant.exhausted",
       dedupKey: key,
@@ -148,9 +153,9 @@ export class BudgetWatcher {
     });
   }
 
-  private async record(key: string, draft: Parameters<Store["webhooks"]["record"]>[0]): Promise<void> {
+  private async record(draft: WebhookEventDraft & { dedupKey: string }): Promise<void> {
     await this.store.webhooks.record(draft, this.clock.now());
     if (this.known.size >= KNOWN_KEYS_BOUND) this.known.clear();
-    this.known.add(key);
+    this.known.add(draft.dedupKey);
   }
 }

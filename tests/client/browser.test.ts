@@ -101,6 +101,15 @@ afterEach(async () => {
   await context.close();
 });
 
+/**
+ * Stops the pages' clocks (timers never fire): a popup that closes then closed because its
+ * opener acknowledged the answer, never by the pages' few-second fallback.
+ */
+async function freezePageClocks(): Promise<void> {
+  await context.clock.install();
+  await context.clock.pauseAt(Date.now() + 1000);
+}
+
 async function appPage(): Promise<Page> {
   const page = await context.newPage();
   await page.goto(`${site.origin}/`);
@@ -148,12 +157,24 @@ describe("@metered-proxy/client/browser in Chromium", () => {
   });
 
   test("Cancel on the connect page resolves connect() with connect_cancelled, and the page closes once the library has the answer", async () => {
+    await freezePageClocks();
     const page = await appPage();
     const { popup, result } = await withPopup(page, "connect", {});
     await popup.locator("#current").filter({ hasText: "Not connected" }).waitFor(WAIT);
     const popupClosed = popup.waitForEvent("close", WAIT);
     await popup.click("#cancel");
     expect(await result).toMatchObject({ value: { type: "connect_cancelled" } });
+    await popupClosed;
+  });
+
+  test("after Approve the connect page closes once the library has the answer, so nothing is changed there unheard", async () => {
+    await freezePageClocks();
+    const page = await appPage();
+    const { popup, result } = await withPopup(page, "connect", { monthlyUsd: 3 });
+    await popup.locator("#current").filter({ hasText: "Not connected" }).waitFor(WAIT);
+    const popupClosed = popup.waitForEvent("close", WAIT);
+    await popup.click("#approve");
+    expect(await result).toMatchObject({ value: { type: "connected", monthlyUsd: 3 } });
     await popupClosed;
   });
 

@@ -194,6 +194,9 @@ describe("the consent popup in Chromium", () => {
   });
 
   test("deny: the promise rejects with grant_denied and the popup closes", async () => {
+    // Frozen page clocks: the popup can only close because popup.js acknowledged the answer.
+    await context.clock.install();
+    await context.clock.pauseAt(Date.now() + 1000);
     const { page, popup } = await openConsent(appSite, { usd: 0.5 });
     const popupClosed = closed(popup);
     await popup.getByRole("button", { name: "Deny", exact: true }).click();
@@ -248,6 +251,9 @@ describe("the consent popup in Chromium", () => {
     // CI once saw a denial reported as popup_closed: the popup closed right after postMessage,
     // and the opener saw it closed before the message landed. Now the popup waits for
     // {type: "received"} from its opener before it closes.
+    // Frozen page clocks: the popup's few-second fallback cannot close it during the test.
+    await context.clock.install();
+    await context.clock.pauseAt(Date.now() + 1000);
     const page = await context.newPage();
     await page.goto(`${appSite.origin}/by-hand`);
     const [popup] = await Promise.all([page.waitForEvent("popup", WAIT), page.click("#ask")]);

@@ -63,6 +63,21 @@ describe("the settle of a JSON answer is off its response path", () => {
     expect(rows.map((row) => row.requestId)).toEqual([requestId!]);
   });
 
+  test("the operator's usage export waits for the settle too, so the call is in it", async () => {
+    const adminToken = "an-admin-token-of-at-least-32-characters";
+    const t = await chatTestApp({ env: { ADMIN_TOKEN: adminToken } });
+    await t.connect("alice", 5);
+    const gate = gateSettles(t);
+    const requestId = (await t.chat(ask)).headers.get("x-request-id");
+    const exported = t.app.handle(
+      new Request(`http://localhost/api/v1/admin/apps/${t.appId}/usage?from=2026-01-15&to=2026-01-15`, { headers: { authorization: `Bearer ${adminToken}` } }),
+    );
+    expect(await isSettled(exported)).toBe(false);
+    gate.open();
+    const lines = (await (await exported).text()).trimEnd().split("\n");
+    expect(lines.map((line) => JSON.parse(line).requestId)).toEqual([requestId]);
+  });
+
   test("the shutdown's drain waits for a held settle, then the row is written", async () => {
     const t = await chatTestApp();
     await t.connect("alice", 5);

@@ -212,6 +212,19 @@ describe("usage export", () => {
     expect(jsonl.map((line) => JSON.parse(line).appUserId)).toEqual(users);
   });
 
+  test("a store failing on the first page gets the error envelope, not a 200 cut short (CSV header included)", async () => {
+    const t = makeAdminTestApp();
+    const a = await t.createClientApp();
+    t.deps.store.usageLedger.listForApp = async () => {
+      throw new Error("the store is down");
+    };
+    for (const format of ["jsonl", "csv"]) {
+      const res = await t.admin(`/apps/${a.appId}/usage?from=2026-01-01&to=2026-01-31&format=${format}`);
+      expect(res.status).toBe(500);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("internal");
+    }
+  });
+
   test("no rows: an empty body, or only the CSV header; bad days or format are 400", async () => {
     const t = makeAdminTestApp();
     const a = await t.createClientApp();

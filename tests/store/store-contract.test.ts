@@ -173,6 +173,21 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(rest.map((r) => r.requestId)).toEqual(["r3"]);
     }));
 
+  test("grants: a consent page of an app disabled since approves nothing, and stays usable", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("d", ["https://d.example"], 1);
+      const token = await store.grants.createConsentRequest(
+        { appId: app.id, usdCapNano: 5_000, maxUses: 1, ttlSeconds: 60, origin: "https://d.example", state: "s" },
+        100,
+        10_000,
+      );
+      await store.apps.setDisabled(app.id, 150);
+      expect(await store.grants.approveConsent(token, 200, NO_DAILY_CEILING)).toEqual({ kind: "app_disabled" });
+      expect(await store.grants.approvedSince(app.id, 0)).toBe(0);
+      await store.apps.setDisabled(app.id, null);
+      expect((await store.grants.approveConsent(token, 300, NO_DAILY_CEILING)).kind).toBe("approved");
+    }));
+
   test("grants: a consent token approves one grant, once, before it expires; uses are counted", () =>
     withStore(async (store) => {
       const { app } = await store.apps.create("g", ["https://g.example"], 1);

@@ -2,6 +2,7 @@ import { Elysia, t } from "elysia";
 import type { Deps } from "../../deps";
 import type { Guards } from "../../http/guards";
 import type { OperatorService } from "../../services/operator";
+import { ownWritesVisible, type SettleBarrier } from "../../metering/meter";
 import {
   ConnectionDetailsView,
   ConnectionView,
@@ -21,7 +22,7 @@ const Day = t.String({ description: "A UTC day, YYYY-MM-DD; both ends are includ
 const ExportQuery = t.Object({ from: Day, to: Day, format: t.Optional(t.Union([t.Literal("csv"), t.Literal("jsonl")], { description: "Default jsonl." })) });
 
 /** /admin/apps/{appId}/…: the operator's commands on users, grants and usage (src/cli/data-commands.ts) over HTTP. */
-export function adminAppDataRoutes(deps: Deps, operator: OperatorService, auth: Guards) {
+export function adminAppDataRoutes(deps: Deps, operator: OperatorService, auth: Guards, settles: SettleBarrier) {
   return new Elysia({ prefix: "/apps/:appId" })
     .use(auth)
     .get("/connections", ({ params, query }) => operator.connections.list(params.appId, query), {
@@ -59,10 +60,14 @@ export function adminAppDataRoutes(deps: Deps, operator: OperatorService, auth: 
     .get(
       "/usage",
       async ({ params, query }) => {
-        // Read-your-writes, as GET /usage does: rows this process still queues are written first.
-        if (deps.usageWriter.stats.pending > 0) await deps.usageWriter.flush();
+        // Read-your-writes, as GET /usage does: calls this process answered are in the export.
+        await ownWritesVisible(settles, deps.usageWriter);
         const exported = await operator.usage.export(params.appId, query);
-        return new Response(lineStream(exported.pages, deps), {
+        // The first page is read before answering: a failing store gets the error envelope,
+        // not a 200 cut short.
+        const pages = exported.pages[Symbol.asyncIterator]();
+        const first = await pages.next();
+        return new Response(lineStream(pages, first, deps), {
           headers: {
             "content-type": exported.contentType,
             "content-disposition": `attachment; filename="usage-${params.appId}-${query.from}-${query.to}.${exported.format}"`,
@@ -98,18 +103,20 @@ const documentedErrors = (...statuses: number[]) =>
   );
 
 /**
- * Lines as a byte stream, a page per pull: the store is read only as fast as the client
- * reads. A failure after the first byte can only cut the response short, so it is logged.
+ * Lines as a byte stream, a page per pull, starting with the page already read: the store
+ * is read only as fast as the client reads. A failure after the first byte can only cut
+ * the response short, so it is logged.
  */
-function lineStream(pages: AsyncIterable<string[]>, deps: Pick<Deps, "logger">): ReadableStream<Uint8Array> {
-  const iterator = pages[Symbol.asyncIterator]();
+function lineStream(iterator: AsyncIterator<string[]>, first: IteratorResult<string[]>, deps: Pick<Deps, "logger">): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
+  let pending: IteratorResult<string[]> | null = first;
   return new ReadableStream({
     async pull(controller) {
       try {
         // An empty page enqueues nothing, and a pull that enqueues nothing is not called again: read on.
         for (;;) {
-          const next = await iterator.next();
+          const next = pending ?? (await iterator.next());
+          pending = null;
           if (next.done) return controller.close();
           if (next.value.length === 0) continue;
           return controller.enqueue(encoder.encode(next.value.map((line) => `${line}\n`).join("")));

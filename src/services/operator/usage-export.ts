@@ -1,4 +1,4 @@
-import { nanoToUsd } from "../../money";
+import { nanoToUsd, utcDayAt } from "../../money";
 import type { UsageCursor, UsageRow } from "../../store/usage-ledger";
 import { invalid, isoTime, requireApp, utcDay, type OperatorContext } from "./input";
 import type { UsageExportRowView } from "./views";
@@ -26,7 +26,6 @@ export interface UsageExport {
 
 /** Ledger rows are read this many at a time. */
 const EXPORT_PAGE = 1000;
-const DAY_MS = 24 * 60 * 60 * 1000;
 
 export const EXPORT_COLUMNS = [
   "requestId",
@@ -55,7 +54,7 @@ export class UsageExportOperations {
   async export(appId: string, request: ExportRequest): Promise<UsageExport> {
     const { names } = this.context;
     const from = utcDay(names.from, request.from);
-    const to = utcDay(names.to, request.to) + DAY_MS;
+    const to = utcDayAt(utcDay(names.to, request.to)).end;
     const format = request.format ?? "jsonl";
     if (format !== "csv" && format !== "jsonl") throw invalid(`${names.format} must be csv or jsonl`);
     if (to <= from) throw invalid(`${names.to} must not be before ${names.from}`);
@@ -63,17 +62,22 @@ export class UsageExportOperations {
     return { format, contentType: CONTENT_TYPES[format], pages: this.lines(appId, from, to, format) };
   }
 
+  /**
+   * The first store page is read before the first line is handed out (even the CSV
+   * header), so whoever takes the first page sees a failing store before answering.
+   */
   private async *lines(appId: string, fromMs: number, toMs: number, format: ExportFormat): AsyncGenerator<string[]> {
+    const read = (after?: UsageCursor) => this.context.store.usageLedger.listForApp(appId, fromMs, toMs, EXPORT_PAGE, after);
+    let page = await read();
     if (format === "csv") yield [EXPORT_COLUMNS.join(",")];
-    for (let after: UsageCursor | undefined; ;) {
-      const page = await this.context.store.usageLedger.listForApp(appId, fromMs, toMs, EXPORT_PAGE, after);
+    for (;;) {
       yield page.map((row) => {
         const r = exported(row);
         return format === "csv" ? EXPORT_COLUMNS.map((c) => csvField(r[c])).join(",") : JSON.stringify(r);
       });
       const last = page[page.length - 1];
       if (page.length < EXPORT_PAGE || !last) return;
-      after = { startedAt: last.startedAt, requestId: last.requestId };
+      page = await read({ startedAt: last.startedAt, requestId: last.requestId });
     }
   }
 }

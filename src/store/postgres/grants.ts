@@ -54,8 +54,9 @@ export class PostgresGrantRepository implements GrantRepository {
           WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${now} FOR UPDATE`;
         if (!pending) return { kind: "unusable" };
         const appId = String(pending.app_id);
-        const [app] = await tx`SELECT grant_daily_ceiling_nano FROM apps WHERE id = ${appId} FOR NO KEY UPDATE`;
-        const ceilingNano = numOrNull(app?.grant_daily_ceiling_nano) ?? ceiling.defaultNano;
+        const [app] = await tx`SELECT grant_daily_ceiling_nano, disabled_at FROM apps WHERE id = ${appId} FOR NO KEY UPDATE`;
+        if (!app || app.disabled_at !== null) return { kind: "app_disabled" };
+        const ceilingNano = numOrNull(app.grant_daily_ceiling_nano) ?? ceiling.defaultNano;
         const [sum] = await tx`SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ${appId} AND created_at >= ${ceiling.dayStart}`;
         const approvedNano = num(sum.total);
         const requestedNano = num(pending.usd_cap_nano);

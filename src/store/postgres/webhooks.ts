@@ -91,7 +91,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
         UPDATE webhook_deliveries d SET next_attempt_at = ${now + leaseMs}
         FROM due, webhook_events e, webhook_endpoints p
         WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id AND e.id = d.event_id AND p.id = d.endpoint_id
-        RETURNING d.event_id, d.endpoint_id, d.attempts, d.created_at, e.payload, p.url, p.secret`,
+        RETURNING d.event_id, d.endpoint_id, d.attempts, e.payload, p.url, p.secret`,
     );
     return rows.map(toDueDelivery);
   }

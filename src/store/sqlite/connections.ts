@@ -42,11 +42,14 @@ export class SqliteConnectionRepository implements ConnectionRepository {
 
   async approve(appId: string, appUserId: string, monthlyCapNano: number, now: number): Promise<Connection> {
     // The change and the webhook event it causes commit together (ARCHITECTURE.md §6).
-    return this.db.transaction(() => {
-      const before = this.findStmt.get(appId, appUserId);
-      this.db
-        .query(
-          `INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, connected_at, updated_at)
+    // IMMEDIATE: it reads before it writes, and another process sharing the file (with
+    // REDIS_URL) committing in between would otherwise fail it with SQLITE_BUSY.
+    return this.db
+      .transaction(() => {
+        const before = this.findStmt.get(appId, appUserId);
+        this.db
+          .query(
+            `INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, connected_at, updated_at)
            VALUES (?1, ?2, ?3, 'ok', ?4, ?4)
            ON CONFLICT (app_id, app_user_id) DO UPDATE SET
              monthly_cap_nano = excluded.monthly_cap_nano,
@@ -54,12 +57,13 @@ export class SqliteConnectionRepository implements ConnectionRepository {
              connected_at = CASE WHEN revoked_at IS NULL THEN connected_at ELSE excluded.connected_at END,
              updated_at = excluded.updated_at,
              revoked_at = NULL`,
-        )
-        .run(appId, appUserId, monthlyCapNano, now);
-      const after = toConnection(this.findStmt.get(appId, appUserId)!);
-      recordWebhookEvent(this.db, approvalEvent(before ? toConnection(before) : null, after), now);
-      return after;
-    })();
+          )
+          .run(appId, appUserId, monthlyCapNano, now);
+        const after = toConnection(this.findStmt.get(appId, appUserId)!);
+        recordWebhookEvent(this.db, approvalEvent(before ? toConnection(before) : null, after), now);
+        return after;
+      })
+      .immediate();
   }
 
   async listForApp(appId: string, limit: number, afterUserId = ""): Promise<Connection[]> {

@@ -73,9 +73,11 @@ export class SqliteGrantRepository implements GrantRepository {
           )
           .get(tokenHash, now);
         if (!pending) return { kind: "unusable" };
-        const ceilingNano =
-          this.db.query<{ c: number | null }, [string]>("SELECT grant_daily_ceiling_nano AS c FROM apps WHERE id = ?").get(pending.app_id)?.c ??
-          ceiling.defaultNano;
+        const app = this.db
+          .query<{ c: number | null; disabled_at: number | null }, [string]>("SELECT grant_daily_ceiling_nano AS c, disabled_at FROM apps WHERE id = ?")
+          .get(pending.app_id);
+        if (!app || app.disabled_at !== null) return { kind: "app_disabled" };
+        const ceilingNano = app.c ?? ceiling.defaultNano;
         const approvedNano = this.sumSince(pending.app_id, ceiling.dayStart);
         if (approvedNano + pending.usd_cap_nano > ceilingNano) {
           return { kind: "over_ceiling", appId: pending.app_id, ceilingNano, approvedNano, requestedNano: pending.usd_cap_nano };

@@ -71,22 +71,25 @@ export class SqliteWebhookRepository implements WebhookRepository {
   }
 
   async record(draft: WebhookEventDraft, now: number): Promise<string | null> {
-    return this.db.transaction(() => recordWebhookEvent(this.db, draft, now))();
+    // IMMEDIATE, as every read-then-write here: another process on the file cannot commit in between.
+    return this.db.transaction(() => recordWebhookEvent(this.db, draft, now)).immediate();
   }
 
   async claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]> {
-    return this.db.transaction(() => {
-      const due = this.db
-        .query<Record<string, unknown>, [number, number]>(
-          `SELECT d.event_id, d.endpoint_id, d.attempts, d.created_at, e.payload, p.url, p.secret
+    return this.db
+      .transaction(() => {
+        const due = this.db
+          .query<Record<string, unknown>, [number, number]>(
+            `SELECT d.event_id, d.endpoint_id, d.attempts, e.payload, p.url, p.secret
            FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints p ON p.id = d.endpoint_id
            WHERE d.state = 'pending' AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`,
-        )
-        .all(now, limit);
-      const lease = this.db.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE event_id = ? AND endpoint_id = ?");
-      for (const d of due) lease.run(now + leaseMs, String(d.event_id), String(d.endpoint_id));
-      return due.map(toDueDelivery);
-    })();
+          )
+          .all(now, limit);
+        const lease = this.db.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE event_id = ? AND endpoint_id = ?");
+        for (const d of due) lease.run(now + leaseMs, String(d.event_id), String(d.endpoint_id));
+        return due.map(toDueDelivery);
+      })
+      .immediate();
   }
 
   async markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void> {
