@@ -156,6 +156,26 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.usageLedger.find("missing")).toBeNull();
     }));
 
+  test("usage ledger: a large batch of many accounts with replays and repeats adds each new row to its totals once", () =>
+    withStore(async (store) => {
+      // Longer than one multi-row statement (50 rows on SQLite), with three accounts mixed.
+      const accounts = ["u/app1/2026-01/x", "u/app1/2026-01/y", "g/grt9"];
+      const fresh = Array.from({ length: 130 }, (_, i) => row({ account: accounts[i % 3]!, costNano: i + 1, startedAt: i }));
+      const earlier = fresh.slice(0, 7);
+      expect(await store.usageLedger.insertBatch(earlier)).toBe(7);
+      const frozen = row({ account: accounts[1]!, costNano: 1, frozenCapNano: 900, startedAt: 500 });
+      const batch = [...fresh, fresh[60]!, ...earlier, frozen, fresh[129]!];
+      expect(await store.usageLedger.insertBatch(batch)).toBe(124);
+      for (const [k, account] of accounts.entries()) {
+        const mine = fresh.filter((_, i) => i % 3 === k);
+        const expected = mine.reduce((sum, r) => sum + r.costNano, 0) + (account === frozen.account ? 1 : 0);
+        expect(await store.usageTotals.spentNano(account)).toBe(expected);
+      }
+      expect(await store.usageTotals.frozenCapNano(accounts[1]!)).toBe(900);
+      expect(await store.usageTotals.frozenCapNano(accounts[0]!)).toBeNull();
+      expect(await store.usageLedger.find(fresh[99]!.requestId)).toMatchObject({ costNano: 100, account: accounts[0] });
+    }));
+
   test("usage ledger: a user's rows page newest first by (startedAt, requestId)", () =>
     withStore(async (store) => {
       const rows = [1, 2, 2, 3, 4].map((t, i) => row({ startedAt: t, requestId: `r${i}` }));

@@ -43,55 +43,103 @@ const toUsageRow = (r: LedgerRow): UsageRow => ({
   overrunNano: r.overrun_nano,
 });
 
+const LEDGER_COLUMNS = `request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
+  completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano`;
+const PLACEHOLDERS = `(${Array.from({ length: 18 }, () => "?").join(", ")})`;
+/**
+ * Rows per INSERT statement. One statement for many rows instead of one per row: bun:sqlite's
+ * cost per statement run (bind, step, reset) was most of a row's cost (BENCHMARKS.md, issue
+ * 14). 18 columns × 50 rows stays far below SQLite's 32,766 parameters per statement.
+ */
+const ROWS_PER_INSERT = 50;
+
+type LedgerValue = string | number | null;
+
+/** One row's values, in LEDGER_COLUMNS order. */
+function pushValues(out: LedgerValue[], r: UsageRow): void {
+  out.push(
+    r.requestId,
+    r.account,
+    r.appId,
+    r.appUserId,
+    r.grantId,
+    r.period,
+    r.model,
+    r.generationId,
+    r.promptTokens,
+    r.completionTokens,
+    r.costNano,
+    r.source,
+    r.status,
+    r.streamed ? 1 : 0,
+    r.startedAt,
+    r.finishedAt,
+    r.reservedNano ?? null,
+    r.overrunNano ?? 0,
+  );
+}
+
+/** What a batch adds to one account's totals. */
+interface TotalsDelta {
+  spentNano: number;
+  requests: number;
+  frozenCapNano: number | null;
+}
+
 export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
-  private readonly insertRow;
+  private readonly insertMany;
+  private readonly insertFew = new Map<number, ReturnType<Database["query"]>>();
   private readonly addToTotals;
   private readonly writeBatch;
 
   constructor(private readonly db: Database) {
-    this.insertRow = db.query(
-      `INSERT OR IGNORE INTO usage_ledger (request_id, account, app_id, app_user_id, grant_id, period, model,
-         generation_id, prompt_tokens, completion_tokens, cost_nano, source, status, streamed, started_at, finished_at,
-         reserved_nano, overrun_nano)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
+    this.insertMany = this.insertStatement(ROWS_PER_INSERT);
+    // ?4 requests at once; the frozen cap only ever rises, so a batch's largest stands for all of its rows.
     this.addToTotals = db.query(
-      `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano) VALUES (?1, ?2, 1, ?3)
-       ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + ?2, request_count = request_count + 1,
+      `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano) VALUES (?1, ?2, ?4, ?3)
+       ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + ?2, request_count = request_count + ?4,
          frozen_cap_nano = CASE WHEN ?3 IS NULL THEN frozen_cap_nano ELSE MAX(COALESCE(frozen_cap_nano, 0), ?3) END`,
     );
-    // One transaction per batch; a row already present (a replay) changes nothing, so
-    // the totals are only bumped for rows that were really inserted.
+    // One transaction per batch. A row already present (a replay) is ignored, and RETURNING
+    // names only the rows really inserted, so only those are added to the totals.
     this.writeBatch = db.transaction((rows: UsageRow[]) => {
-      let inserted = 0;
-      for (const r of rows) {
-        const result = this.insertRow.run(
-          r.requestId,
-          r.account,
-          r.appId,
-          r.appUserId,
-          r.grantId,
-          r.period,
-          r.model,
-          r.generationId,
-          r.promptTokens,
-          r.completionTokens,
-          r.costNano,
-          r.source,
-          r.status,
-          r.streamed ? 1 : 0,
-          r.startedAt,
-          r.finishedAt,
-          r.reservedNano ?? null,
-          r.overrunNano ?? 0,
-        );
-        if (result.changes === 1) {
-          inserted++;
-          this.addToTotals.run(r.account, r.costNano, r.frozenCapNano ?? null);
-        }
+      const inserted = new Set<string>();
+      const values: LedgerValue[] = [];
+      for (let at = 0; at < rows.length; at += ROWS_PER_INSERT) {
+        const slice = rows.slice(at, at + ROWS_PER_INSERT);
+        values.length = 0;
+        for (const r of slice) pushValues(values, r);
+        const statement = slice.length === ROWS_PER_INSERT ? this.insertMany : this.insertStatement(slice.length);
+        for (const { request_id } of statement.all(...values) as Array<{ request_id: string }>) inserted.add(request_id);
       }
-      return inserted;
+      const deltas = new Map<string, TotalsDelta>();
+      for (const r of rows) {
+        if (!inserted.delete(r.requestId)) continue;
+        const delta = deltas.get(r.account) ?? { spentNano: 0, requests: 0, frozenCapNano: null };
+        delta.spentNano += r.costNano;
+        delta.requests++;
+        if (r.frozenCapNano != null) delta.frozenCapNano = Math.max(delta.frozenCapNano ?? 0, r.frozenCapNano);
+        deltas.set(r.account, delta);
+      }
+      let count = 0;
+      for (const [account, delta] of deltas) {
+        this.addToTotals.run(account, delta.spentNano, delta.frozenCapNano, delta.requests);
+        count += delta.requests;
+      }
+      return count;
     });
+  }
+
+  /** The INSERT for `rows` rows at once (prepared once per size; sizes are 1 to ROWS_PER_INSERT). */
+  private insertStatement(rows: number) {
+    let statement = this.insertFew.get(rows);
+    if (!statement) {
+      statement = this.db.query(
+        `INSERT OR IGNORE INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${Array.from({ length: rows }, () => PLACEHOLDERS).join(", ")} RETURNING request_id`,
+      );
+      this.insertFew.set(rows, statement);
+    }
+    return statement;
   }
 
   async insertBatch(rows: UsageRow[]): Promise<number> {
