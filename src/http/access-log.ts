@@ -10,6 +10,8 @@ import type { MetricsRecorder } from "./metrics";
  */
 export interface AccessEntry {
   startedAt: number;
+  /** Our `x-request-id`, kept here too: a route may hand its headers to its Response (see handOverHeaders). */
+  requestId?: string;
   /** The client's own `x-request-id`, when it passed validation (see clientRequestId). */
   clientRequestId?: string;
   appId?: string;
@@ -59,7 +61,7 @@ export function accessLog(logger: Logger, metrics?: MetricsRecorder) {
     .onAfterResponse({ as: "global" }, async ({ request, set, route }) => {
       const entry = accessEntry(request);
       const status = typeof set.status === "number" ? set.status : Number(set.status) || 200;
-      const requestId = set.headers["x-request-id"];
+      const requestId = entry.requestId ?? set.headers["x-request-id"];
       if (entry.metered) await entry.metered.catch(() => {});
       const finishedAt = performance.now();
       const routeName = route || "(unmatched)";

@@ -10,6 +10,7 @@ import type { GrantService } from "../services/grants";
 import type { IdempotencyService } from "../services/idempotency";
 import { errorResponses } from "./models";
 import { deferredRateLimitOf } from "../ratelimit/macro";
+import { handOverHeaders } from "../http/hand-over-headers";
 
 const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });
 
@@ -117,7 +118,7 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
       // A quiet stream must outlive Bun's 10 s idle timeout; the relay's own stall
       // timeout bounds it instead.
       if (body.stream === true) server?.timeout(request, 0);
-      return response;
+      return handOverHeaders(response, set.headers);
     },
     {
       secretKey: true,

@@ -14,6 +14,8 @@ import type { AnswerRecorder } from "./idempotency";
 import type { DeferredRateLimit } from "../ratelimit/macro";
 import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
 
+const UTF8 = new TextDecoder();
+
 /** The parts of a chat request the proxy relies on; everything else passes through. */
 export interface ChatBody {
   model?: string;
@@ -155,7 +157,7 @@ export class ChatService {
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(new TextDecoder().decode(bytes));
+      parsed = JSON.parse(UTF8.decode(bytes));
     } catch {
       // Nothing billable can be read from it, and clients retry a 502: charging an estimate
       // here would charge the user once per retry. Refund, and tell the operator.
