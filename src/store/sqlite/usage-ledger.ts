@@ -87,13 +87,12 @@ interface TotalsDelta {
 }
 
 export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
-  private readonly insertMany;
-  private readonly insertFew = new Map<number, ReturnType<Database["query"]>>();
+  /** INSERT statements by their number of rows (1 to ROWS_PER_INSERT), prepared once each. */
+  private readonly inserts = new Map<number, ReturnType<Database["query"]>>();
   private readonly addToTotals;
   private readonly writeBatch;
 
   constructor(private readonly db: Database) {
-    this.insertMany = this.insertStatement(ROWS_PER_INSERT);
     // ?4 requests at once; the frozen cap only ever rises, so a batch's largest stands for all of its rows.
     this.addToTotals = db.query(
       `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano) VALUES (?1, ?2, ?4, ?3)
@@ -109,8 +108,7 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
         const slice = rows.slice(at, at + ROWS_PER_INSERT);
         values.length = 0;
         for (const r of slice) pushValues(values, r);
-        const statement = slice.length === ROWS_PER_INSERT ? this.insertMany : this.insertStatement(slice.length);
-        for (const { request_id } of statement.all(...values) as Array<{ request_id: string }>) inserted.add(request_id);
+        for (const { request_id } of this.insertStatement(slice.length).all(...values) as Array<{ request_id: string }>) inserted.add(request_id);
       }
       const deltas = new Map<string, TotalsDelta>();
       for (const r of rows) {
@@ -130,14 +128,14 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
     });
   }
 
-  /** The INSERT for `rows` rows at once (prepared once per size; sizes are 1 to ROWS_PER_INSERT). */
+  /** The INSERT of `rows` rows at once. */
   private insertStatement(rows: number) {
-    let statement = this.insertFew.get(rows);
+    let statement = this.inserts.get(rows);
     if (!statement) {
       statement = this.db.query(
         `INSERT OR IGNORE INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${Array.from({ length: rows }, () => PLACEHOLDERS).join(", ")} RETURNING request_id`,
       );
-      this.insertFew.set(rows, statement);
+      this.inserts.set(rows, statement);
     }
     return statement;
   }
