@@ -22,6 +22,8 @@ const deadline = performance.now() + Number(flag("seconds", "60")) * 1000;
 const stream = body.includes('"stream":true');
 
 interface Sample {
+  /** When the request was sent, in ms since the first timed one. */
+  at: number;
   headers: number;
   first: number;
   total: number;
@@ -44,7 +46,7 @@ async function once(): Promise<Sample> {
   }
   const tEnd = performance.now();
   if (stream && !tail.endsWith("data: [DONE]\n\n")) throw new Error(`a stream from ${url} did not end with [DONE]: …${tail}`);
-  return { headers: (tHeaders - t0) * 1000, first: ((tFirst || tEnd) - t0) * 1000, total: (tEnd - t0) * 1000 };
+  return { at: t0, headers: (tHeaders - t0) * 1000, first: ((tFirst || tEnd) - t0) * 1000, total: (tEnd - t0) * 1000 };
 }
 
 for (let i = 0; i < warmup && performance.now() < deadline; i++) await once();
@@ -57,6 +59,13 @@ function summary(values: number[]) {
   const mean = sorted.reduce((a, b) => a + b, 0) / sorted.length;
   const round = (x: number) => Math.round(x * 10) / 10;
   return { p50: round(at(0.5)), p90: round(at(0.9)), p99: round(at(0.99)), max: round(sorted[sorted.length - 1]!), mean: round(mean) };
+}
+
+// Every sample, for finding what the slow ones have in common (their spacing, say).
+const samplesOut = flag("samples-out", "");
+if (samplesOut) {
+  const start = samples[0]?.at ?? 0;
+  await Bun.write(samplesOut, samples.map((s) => JSON.stringify({ ...s, at: s.at - start })).join("\n") + "\n");
 }
 
 console.log(

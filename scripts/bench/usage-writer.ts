@@ -3,14 +3,14 @@
  * service's own migrations and pragmas): how many ledger rows per second it writes.
  *
  *   bun scripts/bench/usage-writer.ts [--rows 200000] [--accounts 1] [--seconds 60]
- *     [--prefill 0] [--ids v7|random]
+ *     [--prefill 0] [--ids v7|random] [--batch 100]
  *
  * --ids: request ids as the service makes them (time-ordered UUIDv7,
  * src/http/request-context.ts) or random UUIDv4, as it made them before. --prefill: rows already in the ledger before the timed part (a
  * ledger that has run for a while; its primary-key index is what random ids scatter over).
  *
  * Rows are built before the clock starts; the timed part is enqueue() for every row (the
- * writer flushes a batch of 1,000 in one transaction whenever its queue fills, and the loop
+ * writer flushes a batch (--batch rows) in one transaction whenever its queue fills, and the loop
  * waits for that flush) plus the final close(), which drains the rest. The file is then
  * counted: every row must be there. Prints one JSON line.
  */
@@ -31,8 +31,8 @@ const deadline = performance.now() + Number(flag("seconds", "60")) * 1000;
 const prefill = Number(flag("prefill", "0"));
 const ids = flag("ids", "v7");
 const newId = ids === "v7" ? () => Bun.randomUUIDv7() : () => crypto.randomUUID();
-/** The writer's batch size (its default, as the service runs it). */
-const BATCH = 1000;
+/** Rows per transaction: by default the service's own SQLite batch. */
+const BATCH = Number(flag("batch", "100"));
 
 const dir = mkdtempSync(join(tmpdir(), "bench-usage-writer-"));
 const path = join(dir, "proxy.sqlite");

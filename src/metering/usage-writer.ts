@@ -17,6 +17,8 @@ export interface UsageWriterState {
  * One flush runs at a time; rows queued meanwhile go in its next batch. `close()` drains
  * the queue. A failed flush keeps its rows for the next attempt: rows are never dropped.
  */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export class UsageWriter {
   private readonly queue: UsageRow[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -66,6 +68,11 @@ export class UsageWriter {
 
   private async drain(): Promise<void> {
     while (this.queue.length > 0) {
+      // SQLite writes block the event loop for the whole transaction. Each batch starts in
+      // a later turn, after the I/O that is waiting, so that a request waits for at most
+      // one batch (and never runs one inline from enqueue), not for the whole queue.
+      await nextTurn();
+      if (this.queue.length === 0) break;
       // Taken off the queue while written, so that another drain writes other rows;
       // put back in front if the write fails.
       const batch = this.queue.splice(0, this.maxBatch);

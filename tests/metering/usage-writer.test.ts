@@ -63,6 +63,22 @@ describe("UsageWriter on a real SQLite file", () => {
     expect(await s.usageTotals.spentNano("u/app1/2026-01/alice")).toBe(Array.from({ length: 100 }, (_, i) => 1000 + i).reduce((a, b) => a + b));
   });
 
+  test("batches are written one per turn of the event loop, none inline from enqueue", async () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 100);
+    const rowsInFile = () => (s.db.query("SELECT count(*) AS n FROM usage_ledger").get() as { n: number }).n;
+    for (let i = 0; i < 300; i++) writer.enqueue(row(i));
+    // A full queue starts the write, but the request that filled it does not pay for it.
+    expect(rowsInFile()).toBe(0);
+    let writtenWhenOtherWorkRan = -1;
+    setImmediate(() => (writtenWhenOtherWorkRan = rowsInFile()));
+    await writer.flush();
+    // Work queued meanwhile (a request's I/O) ran between two batches, not after all three.
+    expect(writtenWhenOtherWorkRan).toBeGreaterThan(0);
+    expect(writtenWhenOtherWorkRan).toBeLessThan(300);
+    expect(rowsInFile()).toBe(300);
+  });
+
   test("a partial batch is written when the interval passes", async () => {
     const s = freshStore();
     const writer = new UsageWriter(s.usageLedger, memoryLogger(), 5, 1000);
