@@ -13,6 +13,8 @@ import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from
 export const MAX_LINE_CHARS = 256 * 1024;
 /** How much of a skipped line's end is kept: room for a usage object (~0.5 KB) many times over. */
 const SKIPPED_TAIL_CHARS = 8 * 1024;
+/** The decoder's options for every chunk: one object, not one per chunk. */
+const STREAMING = { stream: true };
 
 /**
  * Finds the usage in an SSE stream while the same byte chunks go to the client: the relay
@@ -38,13 +40,26 @@ export class SseUsageScanner {
   private skippingLongLine = false;
   private skippedTail = "";
   private skipLeadingLf = false;
-  private data: string[] = [];
+  /**
+   * The current event's data while it is one line (every event OpenRouter sends): where it
+   * lies in a decoded chunk, not copied out of it. `dataEnd` is -1 when there is none.
+   */
+  private dataText = "";
+  /** Numbers the texts lines are read from (see KeySearch); `dataTextNo` is `dataText`'s. */
+  private textNo = 0;
+  private dataTextNo = 0;
+  private dataStart = 0;
+  private dataEnd = -1;
+  /** An event of several data lines (rare): its lines, copied, the first one included. */
+  private dataLines: string[] = [];
   private dataChars = 0;
+  private readonly usageKey = new KeySearch('"usage"');
+  private readonly errorKey = new KeySearch('"error"');
   /** The current event's data outgrew MAX_LINE_CHARS: counted, not parsed. */
   private oversizedEvent = false;
 
   feed(chunk: Uint8Array): void {
-    this.feedText(this.decoder.decode(chunk, { stream: true }));
+    this.feedText(this.decoder.decode(chunk, STREAMING));
   }
 
   private feedText(text: string): void {
@@ -57,13 +72,20 @@ export class SseUsageScanner {
     }
     // Only the new text is searched for line ends, and a held partial line is only ever
     // appended to (a rope in JavaScriptCore, flattened once when its line ends), so a long
-    // line costs linear time however finely it is chunked.
+    // line costs linear time however finely it is chunked. A line is passed on as its
+    // bounds in `text`, not as a string of its own: those strings were most of what a
+    // stream's scanning allocated (BENCHMARKS.md, issue 14).
+    this.textNo++;
     let start = 0;
     for (let newline = text.indexOf("\n"); newline !== -1; newline = text.indexOf("\n", start)) {
-      const piece = text.slice(start, newline);
-      if (this.skippingLongLine) this.endSkippedLine(piece);
-      else if (this.partial) this.line(this.partial + piece);
-      else this.line(piece);
+      if (this.skippingLongLine) this.endSkippedLine(text.slice(start, newline));
+      else if (this.partial) {
+        // The chunk's first line, begun in an earlier one: a text of its own.
+        const line = this.partial + text.slice(start, newline);
+        this.textNo++;
+        this.line(line, 0, line.length);
+        this.textNo++;
+      } else this.line(text, start, newline);
       this.partial = "";
       start = newline + 1;
     }
@@ -97,51 +119,79 @@ export class SseUsageScanner {
     const rest = this.decoder.decode();
     if (rest) this.feedText(rest);
     if (this.skippingLongLine) this.endSkippedLine("");
-    else if (this.partial) this.line(this.partial);
+    else if (this.partial) {
+      this.textNo++;
+      this.line(this.partial, 0, this.partial.length);
+    }
     this.partial = "";
     this.dispatch();
   }
 
-  private line(line: string): void {
-    if (line === "") {
+  /** The line `text[start, end)`. */
+  private line(text: string, start: number, end: number): void {
+    if (start === end) {
       this.dispatch();
       return;
     }
-    if (line.charCodeAt(0) === 58 /* ":" comment, e.g. ": OPENROUTER PROCESSING" */) return;
-    if (!line.startsWith("data:") || this.oversizedEvent) return;
-    const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
-    this.dataChars += value.length + 1;
+    if (text.charCodeAt(start) === 58 /* ":" comment, e.g. ": OPENROUTER PROCESSING" */) return;
+    // "data:" holds no line end, so a match cannot run past `end`.
+    if (!text.startsWith("data:", start) || this.oversizedEvent) return;
+    const from = start + 5 < end && text.charCodeAt(start + 5) === 32 ? start + 6 : start + 5;
+    this.dataChars += end - from + 1;
     if (this.dataChars > MAX_LINE_CHARS) {
       // Many short data lines can add up to a huge event too: same bound.
       this.oversizedEvent = true;
-      this.data = [];
+      this.dropData();
       return;
     }
-    this.data.push(value);
+    if (this.dataEnd === -1) {
+      this.dataText = text;
+      this.dataTextNo = this.textNo;
+      this.dataStart = from;
+      this.dataEnd = end;
+      return;
+    }
+    if (this.dataLines.length === 0) this.dataLines.push(this.dataText.slice(this.dataStart, this.dataEnd));
+    this.dataLines.push(text.slice(from, end));
+  }
+
+  private dropData(): void {
+    this.dataText = "";
+    this.dataEnd = -1;
+    if (this.dataLines.length > 0) this.dataLines = [];
   }
 
   /** A blank line (or the end) dispatches the event, if it had data (WHATWG SSE). */
   private dispatch(): void {
     if (this.oversizedEvent) {
       this.oversizedEvent = false;
-      this.data = [];
+      this.dropData();
       this.dataChars = 0;
       this.events++;
       return;
     }
-    if (this.data.length === 0) return;
+    if (this.dataEnd === -1) return;
     this.dataChars = 0;
-    const data = this.data.length === 1 ? this.data[0]! : this.data.join("\n");
-    this.data = [];
-    if (data === "[DONE]") {
+    let text = this.dataText;
+    let textNo = this.dataTextNo;
+    let start = this.dataStart;
+    let end = this.dataEnd;
+    if (this.dataLines.length > 0) {
+      text = this.dataLines.join("\n");
+      textNo = ++this.textNo;
+      start = 0;
+      end = text.length;
+    }
+    this.dropData();
+    if (end - start === 6 && text.startsWith("[DONE]", start)) {
       this.sawDone = true;
       return;
     }
     this.events++;
-    if (this.generationId !== null && !data.includes('"usage"') && !data.includes('"error"')) return;
+    if (this.generationId !== null && !this.usageKey.within(textNo, text, start, end) && !this.errorKey.within(textNo, text, start, end)) return;
     let parsed: unknown;
     try {
-      parsed = JSON.parse(data);
+      parsed = JSON.parse(start === 0 && end === text.length ? text : text.slice(start, end));
     } catch {
       return; // A malformed event is relayed as it is; it just carries nothing we can meter.
     }
@@ -149,6 +199,27 @@ export class SseUsageScanner {
     if (this.generationId === null && typeof id === "string") this.generationId = id;
     this.usage = readUsage(parsed) ?? this.usage;
     this.error = readError(parsed) ?? this.error;
+  }
+}
+
+/**
+ * Whether a range of a text holds `key`, for ranges asked about in order (the events of a
+ * chunk). Where the key next occurs is remembered, so a chunk of many events is searched
+ * once through, not once per event. Texts are told apart by a number the scanner gives
+ * each one (comparing strings would compare their characters).
+ */
+class KeySearch {
+  private textNo = -1;
+  private next = -1;
+
+  constructor(private readonly key: string) {}
+
+  within(textNo: number, text: string, start: number, end: number): boolean {
+    if (textNo !== this.textNo || (this.next !== -1 && this.next < start)) {
+      this.textNo = textNo;
+      this.next = text.indexOf(this.key, start);
+    }
+    return this.next !== -1 && this.next + this.key.length <= end;
   }
 }
 

@@ -162,6 +162,21 @@ describe("SseUsageScanner", () => {
     }
   });
 
+  test("chunks of many events: every event that carries usage or an error is read, wherever it sits", () => {
+    const usage = (completion: number) => ({ ...usageChunk, usage: { ...usageChunk.usage, completion_tokens: completion } });
+    const error = { id: "gen-1", object: "chat.completion.chunk", choices: [], error: { code: 502, message: "provider hiccup" } };
+    // The first chunk's usage is its last event and the second's its first, so a search
+    // remembered from one chunk must not be reused for the next (nor for an equal one).
+    const first = chunk(contentChunk("a")) + chunk(contentChunk("b")) + chunk(usage(3));
+    const second = chunk(usage(5)) + chunk(contentChunk("c")) + chunk(error) + chunk(contentChunk("d"));
+    const s = scan([first, second, second.replace(chunk(error), ""), "data: [DONE]\n\n"]);
+    expect(s.usage?.completionTokens).toBe(5);
+    expect(s.error?.message).toBe("provider hiccup");
+    expect(s.events).toBe(3 + 4 + 3);
+    const equal = scan([first, chunk(usage(9)) + chunk(contentChunk("e")), chunk(usage(9)) + chunk(contentChunk("e"))]);
+    expect(equal.usage?.completionTokens).toBe(9);
+  });
+
   test("a usage key inside a string of a long line is not mistaken for the usage", () => {
     const fake = JSON.stringify({ prompt_tokens: 1, completion_tokens: 1, cost: 9 });
     const big = contentChunk("q".repeat(MAX_LINE_CHARS) + `"usage":${fake}`);
