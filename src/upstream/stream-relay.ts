@@ -80,40 +80,49 @@ export function relayStream(
     }
   };
 
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        try {
-          waitingOnUpstream = true;
-          stallTimer.refresh();
-          let read: Awaited<ReturnType<typeof reader.read>>;
-          try {
-            read = await reader.read();
-          } finally {
-            waitingOnUpstream = false;
-          }
-          const { value, done } = read;
-          if (clientGone) {
-            if (value) {
-              scanner.feed(value);
-              options.onChunk?.(value);
-            }
-            return;
-          }
-          if (stalled) throw new Error("the upstream stalled");
-          if (done) {
-            finish("ok");
-            controller.close();
-            return;
-          }
+  // The read's handlers are made once per stream and `pull` is not an async function: per
+  // chunk that leaves one promise (the read's `then`), where an async `pull` made several
+  // more objects, which 2,000 open streams kept for the collector (BENCHMARKS.md, issue 14).
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const failed = (err: unknown) => {
+    waitingOnUpstream = false;
+    if (clientGone) return;
+    finish(stalled ? "upstream_stalled" : "upstream_reset");
+    controller.error(err);
+  };
+  const relayRead = ({ value, done }: Awaited<ReturnType<typeof reader.read>>) => {
+    waitingOnUpstream = false;
+    try {
+      if (clientGone) {
+        if (value) {
           scanner.feed(value);
           options.onChunk?.(value);
-          controller.enqueue(value);
-        } catch (err) {
-          if (clientGone) return;
-          finish(stalled ? "upstream_stalled" : "upstream_reset");
-          controller.error(err);
         }
+        return;
+      }
+      if (stalled) throw new Error("the upstream stalled");
+      if (done) {
+        finish("ok");
+        controller.close();
+        return;
+      }
+      scanner.feed(value);
+      options.onChunk?.(value);
+      controller.enqueue(value);
+    } catch (err) {
+      failed(err);
+    }
+  };
+
+  return new ReadableStream<Uint8Array>(
+    {
+      start(streamController) {
+        controller = streamController;
+      },
+      pull() {
+        waitingOnUpstream = true;
+        stallTimer.refresh();
+        return reader.read().then(relayRead, failed);
       },
       cancel() {
         clientGone = true;
