@@ -121,11 +121,7 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
       },
       logger,
     );
-  // A SQLite batch blocks the event loop while it is written (about 5-9 µs a row): 100 rows
-  // keep that under a millisecond, for 12-25 % more time per row than 1,000 (BENCHMARKS.md,
-  // issue 14). A PostgreSQL batch is written over the network and blocks nothing.
-  const usageBatch = store.engine === "postgres" ? 1000 : 100;
-  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, usageBatch, store.engine === "postgres" ? 2 : 1);
+  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, store.engine === "postgres" ? 2 : 1);
   const budgetWatcher = overrides.budgetWatcher ?? new BudgetWatcher(store, budget, clock, logger);
   const webhooks = overrides.webhooks ?? new WebhookDispatcher(store.webhooks, clock, logger, config.webhooks);
   return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis, budgetWatcher, webhooks };

@@ -3,7 +3,7 @@
  * service's own migrations and pragmas): how many ledger rows per second it writes.
  *
  *   bun scripts/bench/usage-writer.ts [--rows 200000] [--accounts 1] [--seconds 60]
- *     [--prefill 0] [--ids v7|random] [--batch 100]
+ *     [--prefill 0] [--ids v7|random] [--batch 1000]
  *
  * --ids: request ids as the service makes them (time-ordered UUIDv7,
  * src/http/request-context.ts) or random UUIDv4, as it made them before. --prefill: rows already in the ledger before the timed part (a
@@ -32,7 +32,7 @@ const prefill = Number(flag("prefill", "0"));
 const ids = flag("ids", "v7");
 const newId = ids === "v7" ? () => Bun.randomUUIDv7() : () => crypto.randomUUID();
 /** Rows per transaction: by default the service's own SQLite batch. */
-const BATCH = Number(flag("batch", "100"));
+const BATCH = Number(flag("batch", "1000"));
 
 const dir = mkdtempSync(join(tmpdir(), "bench-usage-writer-"));
 const path = join(dir, "proxy.sqlite");
