@@ -4,9 +4,11 @@
  * JavaScript (the floor for any relay that looks at the bytes), with tee(), and the service.
  * Same pinning and long-stream client as `npm run bench`.
  *
- *   bun scripts/bench/stream-memory.ts [--streams 2000] [--only TEXT]
+ *   bun scripts/bench/stream-memory.ts [--streams 2000] [--only TEXT] [--entry PATH]
  *
- * --only runs just the arms whose label contains TEXT (e.g. "(c)").
+ * --only runs just the arms whose label contains TEXT (e.g. "(c)"). --entry starts the
+ * service arm from another entry point, e.g. a `git worktree` of an earlier commit's
+ * src/index.ts, for an A/B of a change.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,6 +21,8 @@ const i = process.argv.indexOf("--streams");
 const streams = i === -1 ? 2000 : Number(process.argv[i + 1]);
 const onlyAt = process.argv.indexOf("--only");
 const only = onlyAt === -1 ? "" : process.argv[onlyAt + 1]!;
+const entryAt = process.argv.indexOf("--entry");
+const entry = entryAt === -1 ? undefined : process.argv[entryAt + 1]!;
 const work = mkdtempSync(join(tmpdir(), "bench-stream-memory-"));
 const bodyFile = join(work, "long.json");
 writeFileSync(bodyFile, LONG_BODY);
@@ -39,7 +43,10 @@ try {
       () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-direct" }),
     ],
     ["(b) + body split with tee(), one branch drained", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-tee" })],
-    ["(c) this service", () => startService("c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, null)],
+    [
+      `(c) this service${entry ? ` (${entry})` : ""}`,
+      () => startService("c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, null, { entry }),
+    ],
     // Not in the default table (--only "memory-log"): the service logging its heap every second.
     ...(only.includes("memory-log")
       ? ([
