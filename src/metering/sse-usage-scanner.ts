@@ -45,8 +45,13 @@ export class SseUsageScanner {
    * lies in a decoded chunk, not copied out of it. `dataEnd` is -1 when there is none.
    */
   private dataText = "";
-  /** Numbers the texts lines are read from (see KeySearch); `dataTextNo` is `dataText`'s. */
+  /**
+   * Numbers the texts lines are read from (see KeySearch), `dataTextNo` is `dataText`'s.
+   * Chunks and partial lines count up from 1; the joined data of a multi-line event counts
+   * down from -1, so that it never shares a number with the chunk it came from.
+   */
   private textNo = 0;
+  private joinedNo = 0;
   private dataTextNo = 0;
   private dataStart = 0;
   private dataEnd = -1;
@@ -178,7 +183,7 @@ export class SseUsageScanner {
     let end = this.dataEnd;
     if (this.dataLines.length > 0) {
       text = this.dataLines.join("\n");
-      textNo = ++this.textNo;
+      textNo = --this.joinedNo;
       start = 0;
       end = text.length;
     }

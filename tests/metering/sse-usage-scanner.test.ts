@@ -175,6 +175,61 @@ describe("SseUsageScanner", () => {
     expect(s.events).toBe(3 + 4 + 3);
     const equal = scan([first, chunk(usage(9)) + chunk(contentChunk("e")), chunk(usage(9)) + chunk(contentChunk("e"))]);
     expect(equal.usage?.completionTokens).toBe(9);
+    // An event of two data lines is joined into a text of its own; the events after it in
+    // the same chunk are still searched in the chunk.
+    const twoLines = `data: {"id":"gen-1","object":"chat.completion.chunk",\ndata: "choices":[]}\n\n`;
+    const afterJoined = scan([chunk(contentChunk("e")) + twoLines + chunk(contentChunk("f")) + chunk(usage(11))]);
+    expect(afterJoined.usage?.completionTokens).toBe(11);
+    expect(afterJoined.events).toBe(4);
+  });
+
+  test("random streams of content, multi-line, comment, error and usage events, in random chunks, read as generated", () => {
+    let seed = 11;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    for (let round = 0; round < 150; round++) {
+      let text = "";
+      let events = 0;
+      let lastUsage: number | undefined;
+      let lastError: string | undefined;
+      const count = 1 + Math.floor(random() * 12);
+      for (let i = 0; i < count; i++) {
+        const kind = random();
+        if (kind < 0.15) text += ": keep-alive\n\n";
+        else if (kind < 0.3) {
+          // One event's JSON spread over two data lines, joined with a newline when read.
+          text += `data: {"id":"gen-${round}","choices":[],\ndata: "n":${i}}\n\n`;
+          events++;
+        } else if (kind < 0.45) {
+          lastUsage = i + 1;
+          text += chunk({ ...usageChunk, id: `gen-${round}`, usage: { ...usageChunk.usage, completion_tokens: lastUsage } });
+          events++;
+        } else if (kind < 0.55) {
+          lastError = `failure ${i}`;
+          text += chunk({ id: `gen-${round}`, choices: [], error: { code: 502, message: lastError } });
+          events++;
+        } else {
+          text += chunk({ ...contentChunk(`w${i} "usage" said`), id: `gen-${round}` });
+          events++;
+        }
+      }
+      text += "data: [DONE]\n\n";
+      const bytes = enc.encode(text);
+      const pieces: Uint8Array[] = [];
+      for (let at = 0; at < bytes.length;) {
+        const size = 1 + Math.floor(random() * (random() < 0.5 ? 30 : 600));
+        pieces.push(bytes.slice(at, at + size));
+        at += size;
+      }
+      for (const s of [scan([bytes]), scan(pieces)]) {
+        expect([s.events, s.usage?.completionTokens, s.error?.message, s.generationId, s.sawDone]).toEqual([
+          events,
+          lastUsage,
+          lastError,
+          events > 0 ? `gen-${round}` : null,
+          true,
+        ]);
+      }
+    }
   });
 
   test("a usage key inside a string of a long line is not mistaken for the usage", () => {
