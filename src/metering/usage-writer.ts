@@ -10,6 +10,9 @@ export interface UsageWriterState {
   closed: boolean;
 }
 
+/** Resolves in a later turn of the event loop, after the I/O waiting now. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /**
  * Batches ledger rows off the request path: rows queue in memory and are written in one
  * transaction per batch (one multi-row statement on PostgreSQL), when the batch is full or
@@ -17,8 +20,6 @@ export interface UsageWriterState {
  * One flush runs at a time; rows queued meanwhile go in its next batch. `close()` drains
  * the queue. A failed flush keeps its rows for the next attempt: rows are never dropped.
  */
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 export class UsageWriter {
   private readonly queue: UsageRow[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
