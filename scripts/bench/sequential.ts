@@ -22,7 +22,7 @@ const deadline = performance.now() + Number(flag("seconds", "60")) * 1000;
 const stream = body.includes('"stream":true');
 
 interface Sample {
-  /** When the request was sent, in ms since the first timed one. */
+  /** When the request was sent (performance.now(), ms); --samples-out writes it relative to the first timed one. */
   at: number;
   headers: number;
   first: number;

@@ -46,12 +46,10 @@ export class SseUsageScanner {
    */
   private dataText = "";
   /**
-   * Numbers the texts lines are read from (see KeySearch), `dataTextNo` is `dataText`'s.
-   * Chunks and partial lines count up from 1; the joined data of a multi-line event counts
-   * down from -1, so that it never shares a number with the chunk it came from.
+   * Each text lines are read from (a chunk, a line begun in an earlier chunk, a multi-line
+   * event's joined data) gets the next number, for KeySearch; `dataTextNo` is `dataText`'s.
    */
   private textNo = 0;
-  private joinedNo = 0;
   private dataTextNo = 0;
   private dataStart = 0;
   private dataEnd = -1;
@@ -80,17 +78,15 @@ export class SseUsageScanner {
     // line costs linear time however finely it is chunked. A line is passed on as its
     // bounds in `text`, not as a string of its own: those strings were most of what a
     // stream's scanning allocated (BENCHMARKS.md, issue 14).
-    this.textNo++;
+    const textNo = ++this.textNo;
     let start = 0;
     for (let newline = text.indexOf("\n"); newline !== -1; newline = text.indexOf("\n", start)) {
       if (this.skippingLongLine) this.endSkippedLine(text.slice(start, newline));
       else if (this.partial) {
         // The chunk's first line, begun in an earlier one: a text of its own.
         const line = this.partial + text.slice(start, newline);
-        this.textNo++;
-        this.line(line, 0, line.length);
-        this.textNo++;
-      } else this.line(text, start, newline);
+        this.line(line, 0, line.length, ++this.textNo);
+      } else this.line(text, start, newline, textNo);
       this.partial = "";
       start = newline + 1;
     }
@@ -124,16 +120,13 @@ export class SseUsageScanner {
     const rest = this.decoder.decode();
     if (rest) this.feedText(rest);
     if (this.skippingLongLine) this.endSkippedLine("");
-    else if (this.partial) {
-      this.textNo++;
-      this.line(this.partial, 0, this.partial.length);
-    }
+    else if (this.partial) this.line(this.partial, 0, this.partial.length, ++this.textNo);
     this.partial = "";
     this.dispatch();
   }
 
-  /** The line `text[start, end)`. */
-  private line(text: string, start: number, end: number): void {
+  /** The line `text[start, end)`; `textNo` is the text's number. */
+  private line(text: string, start: number, end: number, textNo: number): void {
     if (start === end) {
       this.dispatch();
       return;
@@ -151,7 +144,7 @@ export class SseUsageScanner {
     }
     if (this.dataEnd === -1) {
       this.dataText = text;
-      this.dataTextNo = this.textNo;
+      this.dataTextNo = textNo;
       this.dataStart = from;
       this.dataEnd = end;
       return;
@@ -183,7 +176,7 @@ export class SseUsageScanner {
     let end = this.dataEnd;
     if (this.dataLines.length > 0) {
       text = this.dataLines.join("\n");
-      textNo = --this.joinedNo;
+      textNo = ++this.textNo;
       start = 0;
       end = text.length;
     }
