@@ -1,7 +1,7 @@
 /**
  * Where the time goes: one arm (or a variant of it) under wrk load, measured and profiled.
  *
- *   bun scripts/bench/profile.ts [--arm c|b|d] [--shape json|sse] [--seconds 10]
+ *   bun scripts/bench/profile.ts [--arm c|b|d|f] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
  *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000]
  *
@@ -16,12 +16,15 @@
  *              pinned beside wrk): the latency added when nothing queues, in the same JSON line
  *   --entry    a variant (scripts/bench/variants/) instead of src/index.ts or the bare
  *              forwarder; --variant says which pieces it takes out or adds
+ * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, both on
+ * core 0 beside wrk, as in `npm run bench`; "postgres" in the CPU figures is its whole tree.
  * Everything lands in tmp/bench/profiles/.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
+import { startBenchPostgres } from "./lib/postgres";
 import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, type Child } from "./lib/proc";
 
 /** CPU ticks (user, system) of every thread of `pid`, by thread name. */
@@ -60,7 +63,7 @@ const opt = (name: string, fallback: string) => {
   const i = args.indexOf(`--${name}`);
   return i === -1 ? fallback : args[i + 1]!;
 };
-const armId = opt("arm", "c") as "b" | "c" | "d";
+const armId = opt("arm", "c") as "b" | "c" | "d" | "f";
 const shape = opt("shape", "json") as "json" | "sse";
 const seconds = Number(opt("seconds", "10"));
 const connections = Number(opt("connections", "64"));
@@ -83,11 +86,13 @@ try {
   const { url } = await upChild.firstJson<{ url: string }>();
   const upstream: Upstream = { url, pid: upChild.pid, requestsServed: async () => 0 };
   const redis = armId === "d" ? await startRedis(0) : null;
+  const postgres = armId === "f" ? await startBenchPostgres(0) : null;
   let arm: RunningArm;
   if (armId === "b") arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant } : {});
   else {
     const env = variant ? { BENCH_VARIANT: variant } : undefined;
-    arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, redis?.url ?? null, {
+    const postgresUrl = postgres ? await postgres.createDatabase("bench_profile") : undefined;
+    arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite"), postgresUrl }, upstream, 1, redis?.url ?? null, {
       bunFlags,
       entry: entry || undefined,
       env,
@@ -96,6 +101,8 @@ try {
 
   await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0 });
   const meter = new CpuMeter({ sut: arm.pid, upstream: upstream.pid });
+  const postgresCpuBefore = postgres?.cpuSeconds() ?? 0;
+  const loadStartedAt = performance.now();
   const threadsBefore = threadCpu(arm.pid);
   // Optional: Linux perf over the same window, for the native and kernel side Bun's profiler cannot see.
   const perfFile = join(work, "perf.data");
@@ -133,7 +140,8 @@ try {
     writeFileSync(target, report.stdout.toString());
     console.log(`perf: ${target}`);
   }
-  const cpu = meter.read();
+  const cpu: Record<string, number> = meter.read();
+  if (postgres) cpu.postgres = (postgres.cpuSeconds() - postgresCpuBefore) / ((performance.now() - loadStartedAt) / 1000);
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
   const sequentialCount = Number(opt("sequential", "0"));
   let sequential: unknown;
@@ -170,6 +178,7 @@ try {
   );
   await arm.stop();
   await redis?.stop();
+  await postgres?.stop();
   if (profile) {
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");
     mkdirSync(out, { recursive: true });

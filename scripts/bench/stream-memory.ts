@@ -4,11 +4,13 @@
  * JavaScript (the floor for any relay that looks at the bytes), with tee(), and the service.
  * Same pinning and long-stream client as `npm run bench`.
  *
- *   bun scripts/bench/stream-memory.ts [--streams 2000] [--only TEXT] [--entry PATH]
+ *   bun scripts/bench/stream-memory.ts [--streams 2000] [--only TEXT] [--entry PATH] [--bun-flag FLAG]... [--env NAME=VALUE]...
  *
  * --only runs just the arms whose label contains TEXT (e.g. "(c)"). --entry starts the
  * service arm from another entry point, e.g. a `git worktree` of an earlier commit's
- * src/index.ts, for an A/B of a change.
+ * src/index.ts, for an A/B of a change. Each --bun-flag (e.g. --smol) is passed to Bun
+ * when it starts the service arm, and each --env is set in its environment (e.g. a
+ * runtime or allocator setting).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,6 +25,19 @@ const onlyAt = process.argv.indexOf("--only");
 const only = onlyAt === -1 ? "" : process.argv[onlyAt + 1]!;
 const entryAt = process.argv.indexOf("--entry");
 const entry = entryAt === -1 ? undefined : process.argv[entryAt + 1]!;
+/** Every value given after a repeatable option. */
+const repeated = (name: string) => process.argv.flatMap((arg, at) => (arg === name ? [process.argv[at + 1]!] : []));
+const bunFlags = repeated("--bun-flag");
+const envSettings = repeated("--env");
+const extraEnv = Object.fromEntries(envSettings.map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]));
+const serviceLabel = [
+  "(c) this service",
+  entry && `(${entry})`,
+  bunFlags.length > 0 && `(bun ${bunFlags.join(" ")})`,
+  envSettings.length > 0 && `(${envSettings.join(" ")})`,
+]
+  .filter(Boolean)
+  .join(" ");
 const work = mkdtempSync(join(tmpdir(), "bench-stream-memory-"));
 const bodyFile = join(work, "long.json");
 writeFileSync(bodyFile, LONG_BODY);
@@ -43,10 +58,7 @@ try {
       () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-direct" }),
     ],
     ["(b) + body split with tee(), one branch drained", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-tee" })],
-    [
-      `(c) this service${entry ? ` (${entry})` : ""}`,
-      () => startService("c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, null, { entry }),
-    ],
+    [serviceLabel, () => startService("c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, null, { entry, bunFlags, env: extraEnv })],
     // Not in the default table (--only "memory-log"): the service logging its heap every second.
     ...(only.includes("memory-log")
       ? ([

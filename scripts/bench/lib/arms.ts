@@ -120,7 +120,10 @@ export async function startService(
   upstream: Upstream,
   core: number,
   redisUrl: string | null,
-  /** e.g. --cpu-prof; `entry` replaces src/index.ts (a variant for profiling). */
+  /**
+   * e.g. --cpu-prof; `entry` replaces src/index.ts (a variant for profiling); an `entry`
+   * without a .ts or .js ending is an executable run as it is (the single binary).
+   */
   run: { bunFlags?: string[]; entry?: string; env?: Record<string, string> } = {},
 ): Promise<RunningArm> {
   const databaseUrl = serviceDatabaseUrl(state);
@@ -145,7 +148,9 @@ export async function startService(
     ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
     ...run.env,
   });
-  const child = spawnPinned(`service-${id}`, core, [BUN, ...(run.bunFlags ?? []), run.entry ?? "src/index.ts"], env);
+  const entry = run.entry ?? "src/index.ts";
+  const argv = /\.[cm]?[jt]s$/.test(entry) ? [BUN, ...(run.bunFlags ?? []), entry] : [entry];
+  const child = spawnPinned(`service-${id}`, core, argv, env);
   const base = `http://127.0.0.1:${port}`;
   await waitForHealthy(base, child);
   const auth = { authorization: `Bearer ${state.secretKey}` };
