@@ -1,4 +1,5 @@
 import { num, type PostgresDatabase } from "../store/postgres/database";
+import { CallBatcher } from "../store/postgres/call-batcher";
 import { ledgerRecord } from "../store/postgres/usage-ledger";
 import type { UsageRow } from "../store/usage-ledger";
 import type { Logger } from "../logger";
@@ -9,6 +10,22 @@ import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledg
 const LEASE_MS = 5000;
 const RENEW_MS = 1000;
 const SWEEP_MS = 2500;
+/** Most reserves (or settles) in one transaction: a few hundred rows of JSON at most. */
+const MAX_BATCH = 256;
+
+interface ReserveItem {
+  account: string;
+  request: string;
+  cap: number;
+  min: number;
+  desired: number;
+}
+
+interface SettleItem {
+  request: string;
+  actual: number;
+  row: Record<string, unknown> | null;
+}
 
 /**
  * Budgets kept in PostgreSQL itself, for instances that share only the database (no Redis).
@@ -17,6 +34,12 @@ const SWEEP_MS = 2500;
  * on one account queue there and the cap holds exactly. Settling writes the ledger row in
  * the same transaction, so the durable totals and the live counters are one and the same:
  * nothing to rebuild, nothing counted twice, no row waiting in a queue to be lost.
+ *
+ * Reserves, and settles, that arrive while the previous batch of them is under way go
+ * together in the next (CallBatcher; migration 7's budget_reserve_many and
+ * budget_settle_many): each is still its own step against the counters, but the account
+ * row is written and committed once per batch instead of once per call, which is what
+ * calls on one account queued behind.
  *
  * Each instance renews a lease; every instance sweeps now and then and releases the
  * reservations of instances whose lease ran out (died without settling). A settle that
@@ -29,6 +52,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
   private readonly retrying = new Map<string, { actualNano: number; row: UsageRow | null }>();
   private readonly timers: Array<ReturnType<typeof setInterval>> = [];
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private readonly reserves = new CallBatcher<ReserveItem, ReserveOutcome | Error>((items) => this.reserveMany(items), MAX_BATCH);
+  private readonly settles = new CallBatcher<SettleItem, void>((items) => this.settleMany(items), MAX_BATCH);
 
   constructor(
     private readonly db: PostgresDatabase,
@@ -46,13 +71,9 @@ export class PostgresBudgetLedger implements BudgetLedger {
   }
 
   async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
-    const [r] = await this.db.run(
-      (sql) => sql`SELECT * FROM budget_reserve(${account}, ${requestId}, ${capNano}, ${minNano}, ${desiredNano}, ${this.instanceId})`,
-    );
-    const status = num(r.status);
-    if (status === 1) return { ok: true, grantedNano: num(r.a) };
-    if (status === 2) return { ok: false, spentNano: num(r.a), reservedNano: num(r.b), frozen: true };
-    return { ok: false, spentNano: num(r.a), reservedNano: num(r.b) };
+    const outcome = await this.reserves.call({ account, request: requestId, cap: capNano, min: minNano, desired: desiredNano });
+    if (outcome instanceof Error) throw outcome;
+    return outcome;
   }
 
   async settle(requestId: string, actualNano: number, row?: UsageRow): Promise<void> {
@@ -107,20 +128,41 @@ export class PostgresBudgetLedger implements BudgetLedger {
     );
   }
 
-  private async settleNow(requestId: string, actualNano: number, row: UsageRow | null): Promise<void> {
+  private settleNow(requestId: string, actualNano: number, row: UsageRow | null): Promise<void> {
     const record = row ? { ...ledgerRecord(row), frozen_cap_nano: row.frozenCapNano ?? null } : null;
-    await this.db.run((sql) => sql`SELECT budget_settle(${requestId}, ${actualNano}, ${record}::jsonb)`);
+    return this.settles.call({ request: requestId, actual: actualNano, row: record });
   }
 
+  /** One transaction for the batch; a request id already reserved fails alone (an Error in its place). */
+  private async reserveMany(items: ReserveItem[]): Promise<Array<ReserveOutcome | Error>> {
+    const rows = await this.db.run((sql) => sql`SELECT item, status, a, b FROM budget_reserve_many(${JSON.stringify(items)}::text::jsonb, ${this.instanceId})`);
+    const outcomes = new Array<ReserveOutcome | Error>(items.length);
+    for (const r of rows) {
+      const at = num(r.item);
+      const status = num(r.status);
+      if (status === 1) outcomes[at] = { ok: true, grantedNano: num(r.a) };
+      else if (status === 2) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), frozen: true };
+      else if (status === 0) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b) };
+      else outcomes[at] = new Error(`request ${items[at]!.request} already holds a reservation`);
+    }
+    if (rows.length !== items.length) throw new Error(`budget_reserve_many answered ${rows.length} of ${items.length} reserves`);
+    return outcomes;
+  }
+
+  /** One durable transaction for the batch. */
+  private async settleMany(items: SettleItem[]): Promise<void[]> {
+    await this.db.run((sql) => sql`SELECT budget_settle_many(${JSON.stringify(items)}::text::jsonb)`);
+    return new Array<void>(items.length).fill(undefined);
+  }
+
+  /** Every pending settle, batched; those whose batch fails stay for the next round. */
   private async retryAll(): Promise<void> {
-    for (const [requestId, { actualNano, row }] of [...this.retrying]) {
-      try {
+    await Promise.allSettled(
+      [...this.retrying].map(async ([requestId, { actualNano, row }]) => {
         await this.settleNow(requestId, actualNano, row);
         this.retrying.delete(requestId);
-      } catch {
-        return; // still down: the next round tries again
-      }
-    }
+      }),
+    );
   }
 
   private scheduleRetry(): void {

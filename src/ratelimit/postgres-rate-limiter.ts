@@ -1,17 +1,32 @@
 import type { PostgresDatabase } from "../store/postgres/database";
 import { num } from "../store/postgres/database";
+import { CallBatcher } from "../store/postgres/call-batcher";
 import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limiter";
+
+/** Most checks in one transaction. */
+const MAX_BATCH = 256;
+
+interface CheckItem {
+  key: string;
+  limit: number;
+  window: number;
+  now: number;
+}
 
 /**
  * The sliding-window log in PostgreSQL, for instances that share only the database: one
- * function call per check (rate_limit_take, ../store/postgres/rate-limits-sql.ts), serialized
- * per key by its count row's lock, so the limit holds exactly across instances. Wrapped in FallbackRateLimiter: while
- * the database is down, limits fall back to each process (budgets, meanwhile, fail closed).
+ * rate_limit_take per check (../store/postgres/rate-limits-sql.ts), serialized per key by
+ * its count row's lock, so the limit holds exactly across instances. Checks that arrive
+ * while the previous batch is under way go together in the next (rate_limit_take_many):
+ * a key's row is then locked and committed once per batch, not once per call. Wrapped in
+ * FallbackRateLimiter: while the database is down, limits fall back to each process
+ * (budgets, meanwhile, fail closed).
  */
 export class PostgresRateLimiter implements RateLimiter {
   readonly kind = "postgres";
   /** Per rule: when its idle keys are next forgotten. */
   private readonly sweepAt = new Map<string, number>();
+  private readonly checks = new CallBatcher<CheckItem, { allowed: boolean; remaining: number; resetMs: number }>((items) => this.checkMany(items), MAX_BATCH);
 
   constructor(
     private readonly db: PostgresDatabase,
@@ -20,9 +35,17 @@ export class PostgresRateLimiter implements RateLimiter {
 
   async check(rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
     const now = this.now();
-    const [r] = await this.db.run((sql) => sql`SELECT * FROM rate_limit_take(${`${rule.name}:${key}`}, ${rule.limit}, ${rule.windowMs}, ${now})`);
+    const taken = await this.checks.call({ key: `${rule.name}:${key}`, limit: rule.limit, window: rule.windowMs, now });
     if (now >= (this.sweepAt.get(rule.name) ?? 0)) this.sweepIdleKeys(rule, now);
-    return { allowed: r.allowed === true, limit: rule.limit, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
+    return { limit: rule.limit, ...taken };
+  }
+
+  private async checkMany(items: CheckItem[]) {
+    const rows = await this.db.run((sql) => sql`SELECT item, allowed, remaining, reset_ms FROM rate_limit_take_many(${JSON.stringify(items)}::text::jsonb)`);
+    if (rows.length !== items.length) throw new Error(`rate_limit_take_many answered ${rows.length} of ${items.length} checks`);
+    const taken = new Array<{ allowed: boolean; remaining: number; resetMs: number }>(items.length);
+    for (const r of rows) taken[num(r.item)] = { allowed: r.allowed === true, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
+    return taken;
   }
 
   /** Keys that went quiet keep their last window's rows; forget those once a window, in the background. */

@@ -29,11 +29,22 @@ afterAll(async () => {
 
 /** One instance: its own store (pool) and ledger, with a live lease. */
 async function instance(): Promise<PostgresBudgetLedger> {
+  return (await countedInstance()).ledger;
+}
+
+/** An instance whose round trips to the database are counted (each `run` is one transaction). */
+async function countedInstance(): Promise<{ ledger: PostgresBudgetLedger; trips: () => number }> {
   const store = await openPostgresStore(url, { poolSize: 8 });
   stores.push(store);
+  let trips = 0;
+  const run = store.database.run.bind(store.database);
+  store.database.run = (work) => {
+    trips++;
+    return run(work);
+  };
   const ledger = new PostgresBudgetLedger(store.database, memoryLogger());
   await ledger.start();
-  return ledger;
+  return { ledger, trips: () => trips };
 }
 
 let seq = 0;
@@ -113,6 +124,66 @@ describe("PostgresBudgetLedger", () => {
     expect(granted).toBeLessThanOrEqual(100_000);
     expect(granted).toBeGreaterThan(100_000 - 150);
     expect(await ledgers[0]!.snapshot(account)).toEqual({ spentNano: 0, reservedNano: granted });
+  });
+
+  test("reserves and settles that arrive together share a transaction; the cap, the rows and the totals stay exact", async () => {
+    const { ledger, trips } = await countedInstance();
+    const account = fresh("acct");
+    const ids = Array.from({ length: 200 }, () => fresh("r"));
+    const before = trips();
+    const outcomes = await Promise.all(ids.map((id) => ledger.reserve(account, id, 50_000, 150, 400)));
+    // One trip per call would be 200: the first goes alone, the rest wait for it together.
+    expect(trips() - before).toBeLessThan(10);
+    const granted = outcomes.map((o) => (o.ok ? o.grantedNano : 0));
+    const total = granted.reduce((sum, g) => sum + g, 0);
+    expect(total).toBeLessThanOrEqual(50_000);
+    expect(total).toBeGreaterThan(50_000 - 150);
+    const admitted = ids.filter((_, i) => granted[i]! > 0);
+    const settledAt = trips();
+    // Each costs a little less than it reserved: 100 each.
+    await Promise.all(admitted.map((id) => ledger.settle(id, 100, rowFor(id, account, 100))));
+    expect(trips() - settledAt).toBeLessThan(10);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 100 * admitted.length, reservedNano: 0 });
+    const [rows] = await sql`SELECT count(*)::int AS n, sum(cost_nano)::bigint AS cost FROM usage_ledger WHERE account = ${account}`;
+    expect([rows.n, Number(rows.cost)]).toEqual([admitted.length, 100 * admitted.length]);
+    const [totals] = await sql`SELECT request_count::int AS n FROM usage_totals WHERE account = ${account}`;
+    expect(totals.n).toBe(admitted.length);
+  });
+
+  test("in one batch, a request that already holds a reservation fails alone, and a repeated settle counts once", async () => {
+    const ledger = await instance();
+    const account = fresh("acct");
+    const [held, other] = [fresh("r"), fresh("r")];
+    await ledger.reserve(account, held, 10_000, 1, 1_000);
+    const [again, fine] = await Promise.allSettled([ledger.reserve(account, held, 10_000, 1, 1_000), ledger.reserve(account, other, 10_000, 1, 2_000)]);
+    expect(again.status === "rejected" && String(again.reason)).toContain("already holds a reservation");
+    expect(fine).toEqual({ status: "fulfilled", value: { ok: true, grantedNano: 2_000 } });
+    const row = rowFor(held, account, 600);
+    await Promise.all([ledger.settle(held, 600, row), ledger.settle(held, 600, row), ledger.settle(other, 0)]);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 600, reservedNano: 0 });
+  });
+
+  test("batches over several accounts from three instances, with sweeps running, end with every account exact", async () => {
+    const ledgers = await Promise.all([instance(), instance(), instance()]);
+    const accounts = Array.from({ length: 5 }, () => fresh("acct"));
+    // Calls on all five accounts at once, in a different account order on each instance,
+    // each reserving and then settling (with its row), while sweeps take the accounts too.
+    const calls = Array.from({ length: 300 }, async (_, i) => {
+      const ledger = ledgers[i % 3]!;
+      const account = accounts[(i * (1 + (i % 3)) + Math.floor(i / 7)) % 5]!;
+      const id = fresh("r");
+      const outcome = await ledger.reserve(account, id, 1_000_000, 1, 500);
+      if (!outcome.ok) throw new Error("refused under a cap it cannot reach");
+      await ledger.settle(id, 10 + (i % 4), rowFor(id, account, 10 + (i % 4)));
+      return { account, cost: 10 + (i % 4) };
+    });
+    const sweeps = Array.from({ length: 5 }, (_, i) => ledgers[i % 3]!.sweep());
+    const done = await Promise.all(calls);
+    expect(await Promise.all(sweeps)).toEqual([0, 0, 0, 0, 0]);
+    for (const account of accounts) {
+      const spent = done.filter((d) => d.account === account).reduce((sum, d) => sum + d.cost, 0);
+      expect(await ledgers[0]!.snapshot(account)).toEqual({ spentNano: spent, reservedNano: 0 });
+    }
   });
 
   test("a dead instance's reservations are released by a survivor; a late settle from it adds only its row", async () => {

@@ -35,6 +35,25 @@ test("31 simultaneous checks from three instances: exactly 30 allowed", async ()
   expect(refused.resetMs).toBeGreaterThan(0);
 });
 
+test("checks that arrive together share a transaction and stay exact: 100 at once on a limit of 40", async () => {
+  const store = stores[2]!;
+  let trips = 0;
+  const counted = {
+    run: ((work) => {
+      trips++;
+      return store.database.run(work);
+    }) as typeof store.database.run,
+  } as typeof store.database;
+  const limiter = new PostgresRateLimiter(counted, clock);
+  const wide = { name: "batch", limit: 40, windowMs: 60_000 };
+  const decisions = await Promise.all(Array.from({ length: 100 }, () => limiter.check(wide, "app/u2")));
+  expect(decisions.filter((d) => d.allowed)).toHaveLength(40);
+  // The checks went in a few transactions, not 100 (the background sweep is one more).
+  expect(trips).toBeLessThan(10);
+  // In order: the first 40 allowed, counting down.
+  expect(decisions.slice(0, 40).map((d) => d.remaining)).toEqual(Array.from({ length: 40 }, (_, i) => 39 - i));
+});
+
 test("decides like the in-process limiter as the window slides", async () => {
   const db = new PostgresRateLimiter(stores[0]!.database, clock);
   const memory = new InMemoryRateLimiter(clock);

@@ -1,5 +1,6 @@
 import type { SQL } from "bun";
 import { BUDGETS_SQL } from "./budgets-sql";
+import { BUDGETS_BATCH_SQL } from "./budgets-batch-sql";
 import { RATE_LIMITS_SQL } from "./rate-limits-sql";
 
 /**
@@ -198,6 +199,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
       CREATE INDEX webhook_deliveries_by_app ON webhook_deliveries(app_id, created_at);
       CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries(endpoint_id);
     `,
+  },
+  {
+    version: 7,
+    name: "budget reserves and settles several at a time",
+    sql: BUDGETS_BATCH_SQL,
   },
 ];
 
