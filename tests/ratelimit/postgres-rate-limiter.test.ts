@@ -64,6 +64,47 @@ test("decides like the in-process limiter as the window slides", async () => {
   }
 });
 
+test("batches of checks at different times decide as the in-process limiter does, one check at a time in the same order", async () => {
+  const db = new PostgresRateLimiter(stores[0]!.database, clock);
+  const memory = new InMemoryRateLimiter(clock);
+  const small = { name: "batches", limit: 5, windowMs: 1_000 };
+  /** Sends checks at the given times together (the first goes alone, the rest as one batch), then asks the in-process limiter the same. */
+  const compare = async (key: string, rule: typeof small, times: number[]) => {
+    const sent = times.map((at) => {
+      now = at;
+      return db.check(rule, key);
+    });
+    const fromDb = await Promise.all(sent);
+    const expected = [];
+    for (const at of times) {
+      now = at;
+      expected.push(await memory.check(rule, key));
+    }
+    expect(fromDb).toEqual(expected);
+  };
+  // Hits admitted early in a batch leave the window before its last check: at 9,001,015
+  // the hits of 9,000,000 (stored) and 9,000,010 (this batch's) have both expired...
+  const two = { name: "expiring", limit: 2, windowMs: 1_000 };
+  await compare("both-gone", two, [9_000_000, 9_000_010, 9_000_020, 9_001_015, 9_001_016, 9_001_017]);
+  // ... and at 9,011,001 only the stored one has: the oldest hit is then the batch's own.
+  await compare("one-gone", two, [9_010_000, 9_010_500, 9_011_001, 9_011_002]);
+  // A fixed pseudo-random walk: groups of 1-16 checks sent together, the clock moving
+  // 0-200 ms between the checks of a group (so hits admitted early in a batch leave the
+  // window before its last checks) and up to 900 ms between groups.
+  let seed = 7;
+  const random = (n: number) => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed % n;
+  };
+  now = 10_000_000;
+  for (let group = 0; group < 80; group++) {
+    const times: number[] = [];
+    for (let i = 0, size = 1 + random(16); i < size; i++) times.push((now += random(201)));
+    await compare("walk", small, times);
+    now += random(900);
+  }
+});
+
 test("forgetting idle keys keeps live ones exact", async () => {
   const limiter = new PostgresRateLimiter(stores[1]!.database, clock);
   const small = { name: "sweep", limit: 2, windowMs: 1_000 };

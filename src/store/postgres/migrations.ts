@@ -1,6 +1,7 @@
 import type { SQL } from "bun";
 import { BUDGETS_SQL } from "./budgets-sql";
 import { BUDGETS_BATCH_SQL } from "./budgets-batch-sql";
+import { RATE_LIMITS_BATCH_SQL } from "./rate-limits-batch-sql";
 import { RATE_LIMITS_SQL } from "./rate-limits-sql";
 
 /**
@@ -204,6 +205,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     version: 7,
     name: "budget reserves and settles several at a time",
     sql: BUDGETS_BATCH_SQL,
+  },
+  {
+    version: 8,
+    name: "a batch's rate-limit checks of one key decided without a write per check",
+    sql: RATE_LIMITS_BATCH_SQL,
   },
 ];
 
