@@ -187,11 +187,12 @@ async function waitForHealthy(base: string, child: Child): Promise<void> {
 }
 
 /** Mints a session (secret key) and approves a large monthly cap with it (session token). */
-async function connectUser(base: string, auth: Record<string, string>): Promise<void> {
+/** POST /sessions for the user, who then approves a budget no bench run reaches. */
+export async function connectUser(base: string, auth: Record<string, string>, appUserId = BENCH_USER): Promise<void> {
   const session = await fetch(`${base}/api/v1/sessions`, {
     method: "POST",
     headers: { ...auth, "content-type": "application/json" },
-    body: JSON.stringify({ appUserId: BENCH_USER }),
+    body: JSON.stringify({ appUserId }),
   });
   if (session.status !== 200) throw new Error(`POST /sessions: ${session.status} ${await session.text()}`);
   const { token } = (await session.json()) as { token: string };
