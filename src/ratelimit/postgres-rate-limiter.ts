@@ -13,12 +13,15 @@ interface CheckItem {
   now: number;
 }
 
+type Taken = Pick<RateLimitDecision, "allowed" | "remaining" | "resetMs">;
+
 /**
- * The sliding-window log in PostgreSQL, for instances that share only the database: one
- * rate_limit_take per check (../store/postgres/rate-limits-sql.ts), serialized per key by
- * its count row's lock, so the limit holds exactly across instances. Checks that arrive
- * while the previous batch is under way go together in the next (rate_limit_take_many):
- * a key's row is then locked and committed once per batch, not once per call. Wrapped in
+ * The sliding-window log in PostgreSQL, for instances that share only the database
+ * (../store/postgres/rate-limits-sql.ts), serialized per key by its count row's lock, so
+ * the limit holds exactly across instances. Checks that arrive while the previous batch is
+ * under way go together in the next: rate_limit_take_many
+ * (../store/postgres/rate-limits-batch-sql.ts) decides each as a check of its own would
+ * be, in order, with the key's row locked and written once per batch. Wrapped in
  * FallbackRateLimiter: while the database is down, limits fall back to each process
  * (budgets, meanwhile, fail closed).
  */
@@ -26,7 +29,7 @@ export class PostgresRateLimiter implements RateLimiter {
   readonly kind = "postgres";
   /** Per rule: when its idle keys are next forgotten. */
   private readonly sweepAt = new Map<string, number>();
-  private readonly checks = new CallBatcher<CheckItem, { allowed: boolean; remaining: number; resetMs: number }>((items) => this.checkMany(items), MAX_BATCH);
+  private readonly checks = new CallBatcher<CheckItem, Taken>((items) => this.checkMany(items), MAX_BATCH);
 
   constructor(
     private readonly db: PostgresDatabase,
@@ -40,10 +43,10 @@ export class PostgresRateLimiter implements RateLimiter {
     return { limit: rule.limit, ...taken };
   }
 
-  private async checkMany(items: CheckItem[]) {
+  private async checkMany(items: CheckItem[]): Promise<Taken[]> {
     const rows = await this.db.run((sql) => sql`SELECT item, allowed, remaining, reset_ms FROM rate_limit_take_many(${JSON.stringify(items)}::text::jsonb)`);
     if (rows.length !== items.length) throw new Error(`rate_limit_take_many answered ${rows.length} of ${items.length} checks`);
-    const taken = new Array<{ allowed: boolean; remaining: number; resetMs: number }>(items.length);
+    const taken = new Array<Taken>(items.length);
     for (const r of rows) taken[num(r.item)] = { allowed: r.allowed === true, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
     return taken;
   }

@@ -14,6 +14,8 @@
  *
  * Rate-limit checks are migration 4's rate_limit_take, one after the other in key order, in
  * one transaction: the key's row is still written per check, but locked and committed once.
+ * (Migration 8, ./rate-limits-batch-sql.ts, replaces that function with one that writes it
+ * once per batch.)
  *
  * Migration 3's budget_reserve and budget_settle stay: instances of the previous version,
  * still running during a rolling upgrade, call them.
