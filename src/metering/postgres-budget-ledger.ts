@@ -29,17 +29,15 @@ interface SettleItem {
 
 /**
  * Budgets kept in PostgreSQL itself, for instances that share only the database (no Redis).
- * Reserve and settle are one function call each (../store/postgres/budgets-sql.ts):
- * the account's usage_totals row is locked for the call, so reserves from every instance
- * on one account queue there and the cap holds exactly. Settling writes the ledger row in
- * the same transaction, so the durable totals and the live counters are one and the same:
- * nothing to rebuild, nothing counted twice, no row waiting in a queue to be lost.
- *
- * Reserves, and settles, that arrive while the previous batch of them is under way go
- * together in the next (CallBatcher; migration 7's budget_reserve_many and
- * budget_settle_many): each is still its own step against the counters, but the account
- * row is written and committed once per batch instead of once per call, which is what
- * calls on one account queued behind.
+ * Reserves, and settles, go to the database in batches: those that arrive while the
+ * previous batch of them is under way go together in the next (CallBatcher; migration 7's
+ * budget_reserve_many and budget_settle_many, ../store/postgres/budgets-batch-sql.ts).
+ * Each is its own step against the counters, in order, with the account's usage_totals
+ * row locked for the batch, so reserves from every instance on one account queue there
+ * and the cap holds exactly; the row is written and committed once per batch, not once per
+ * call. Settling writes the ledger rows in the same transaction, so the durable totals and
+ * the live counters are one and the same: nothing to rebuild, nothing counted twice, no
+ * row waiting in a queue to be lost.
  *
  * Each instance renews a lease; every instance sweeps now and then and releases the
  * reservations of instances whose lease ran out (died without settling). A settle that
@@ -136,6 +134,7 @@ export class PostgresBudgetLedger implements BudgetLedger {
   /** One transaction for the batch; a request id already reserved fails alone (an Error in its place). */
   private async reserveMany(items: ReserveItem[]): Promise<Array<ReserveOutcome | Error>> {
     const rows = await this.db.run((sql) => sql`SELECT item, status, a, b FROM budget_reserve_many(${JSON.stringify(items)}::text::jsonb, ${this.instanceId})`);
+    if (rows.length !== items.length) throw new Error(`budget_reserve_many answered ${rows.length} of ${items.length} reserves`);
     const outcomes = new Array<ReserveOutcome | Error>(items.length);
     for (const r of rows) {
       const at = num(r.item);
@@ -145,7 +144,6 @@ export class PostgresBudgetLedger implements BudgetLedger {
       else if (status === 0) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b) };
       else outcomes[at] = new Error(`request ${items[at]!.request} already holds a reservation`);
     }
-    if (rows.length !== items.length) throw new Error(`budget_reserve_many answered ${rows.length} of ${items.length} reserves`);
     return outcomes;
   }
 

@@ -3,7 +3,7 @@ import { num, numOrNull, type PostgresDatabase } from "./database";
 
 type Row = Record<string, unknown>;
 
-/** The row as the usage_ledger table has it (also what budget_settle takes as jsonb). */
+/** The row as the usage_ledger table has it (also what budget_settle_many takes as jsonb, per settle). */
 export function ledgerRecord(r: UsageRow) {
   return {
     request_id: r.requestId,
