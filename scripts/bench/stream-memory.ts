@@ -67,7 +67,7 @@ try {
             () =>
               startService("c", { dir: work, databasePath: join(work, "proxy-log.sqlite") }, upstream, 1, null, {
                 entry: "scripts/bench/variants/service.ts",
-                env: { BENCH_VARIANT: "memory-log", BENCH_MEMORY_LOG: join(process.cwd(), "tmp/bench/memory-log.jsonl") },
+                env: { BENCH_VARIANT: "memory-log", BENCH_MEMORY_LOG: join(process.cwd(), "tmp/bench/memory-log.jsonl"), ...extraEnv },
               }),
           ],
         ] as Array<[string, () => Promise<RunningArm>]>)

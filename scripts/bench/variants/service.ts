@@ -47,7 +47,12 @@ logger.warn("bench variant listening", { variant: [...variant], port: app.server
 if (variant.has("memory-log")) {
   const { heapStats } = await import("bun:jsc");
   const mb = (n: number) => Math.round(n / 1024 / 1024);
+  // BENCH_MEMORY_GC=1: a full collection before each reading, so the counts are live objects only.
+  const collectFirst = process.env.BENCH_MEMORY_GC === "1";
   setInterval(() => {
+    const gcStart = performance.now();
+    if (collectFirst) Bun.gc(true);
+    const gcMs = performance.now() - gcStart;
     const m = process.memoryUsage();
     const types = Object.entries(heapStats().objectTypeCounts)
       .sort((a, b) => b[1] - a[1])
@@ -56,6 +61,7 @@ if (variant.has("memory-log")) {
       process.env.BENCH_MEMORY_LOG ?? "bench-memory.log",
       JSON.stringify({
         rssMb: mb(m.rss),
+        ...(collectFirst && { gcMs: Math.round(gcMs * 100) / 100 }),
         heapUsedMb: mb(m.heapUsed),
         heapTotalMb: mb(m.heapTotal),
         externalMb: mb(m.external),
