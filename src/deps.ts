@@ -99,15 +99,16 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
   // Shared state goes where the instances share it: Redis when set (the fast path, with the
   // store as the durable ledger), else PostgreSQL itself; SQLite alone is one process.
   const postgres = store.engine === "postgres" ? (store as PostgresStore).database : null;
+  const postgresLimiter = !redis && postgres ? new PostgresRateLimiter(postgres, () => clock.now()) : null;
   const budget =
     overrides.budget ??
     (redis
       ? new RedisBudgetLedger(redis, loadSpent, logger, loadFrozenCap)
       : postgres
-        ? new PostgresBudgetLedger(postgres, logger)
+        ? new PostgresBudgetLedger(postgres, logger, postgresLimiter ?? undefined)
         : new InMemoryBudgetLedger(loadSpent, loadFrozenCap));
   const memoryLimiter = new InMemoryRateLimiter(() => clock.now());
-  const sharedLimiter = redis ? new RedisRateLimiter(redis) : postgres ? new PostgresRateLimiter(postgres, () => clock.now()) : null;
+  const sharedLimiter = redis ? new RedisRateLimiter(redis) : postgresLimiter;
   const rateLimiter = overrides.rateLimiter ?? (sharedLimiter ? new FallbackRateLimiter(sharedLimiter, memoryLimiter, logger) : memoryLimiter);
   const upstream = overrides.upstream ?? createUpstreamClient(config, overrides.fetchUpstream);
   const catalogue =

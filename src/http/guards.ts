@@ -4,6 +4,9 @@ import { AdminTokenGuard, adminTokenPlugin } from "../auth/admin-token";
 import { rateLimitPlugin } from "../ratelimit/macro";
 import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import { RedisRateLimiter } from "../ratelimit/redis-rate-limiter";
+import { PostgresRateLimiter } from "../ratelimit/postgres-rate-limiter";
+import { RedisBudgetLedger } from "../metering/redis-budget-ledger";
+import { PostgresBudgetLedger } from "../metering/postgres-budget-ledger";
 
 /**
  * The route-level guards every resource plugin uses: `secretKey` / `session` auth,
@@ -31,12 +34,17 @@ export type Guards = ReturnType<typeof guardsPlugin>;
 
 /**
  * Whether a chat call's rate limit can be checked inside its reservation: only when the
- * budget ledger and the limiter share one Redis, and while the limiter is not falling back
- * to its in-process windows (the ledger has no fallback; the limiter's own check is what
- * notices Redis is back).
+ * budget ledger and the limiter share one Redis, or one PostgreSQL (src/deps.ts builds both
+ * on it), and while the limiter is not falling back to its in-process windows (the ledger
+ * has no fallback; the limiter's own check is what notices the store is back).
  */
 function chatLimitDeferral(deps: Deps): (() => boolean) | undefined {
   const limiter = deps.rateLimiter;
-  if (!deps.budget.foldsRateLimits || !(limiter instanceof FallbackRateLimiter) || !(limiter.primary instanceof RedisRateLimiter)) return undefined;
-  return () => !limiter.degraded;
+  if (!deps.budget.foldsRateLimits || !(limiter instanceof FallbackRateLimiter)) return undefined;
+  const shared = limiter.primary;
+  const budget = deps.budget;
+  const together =
+    (shared instanceof RedisRateLimiter && budget instanceof RedisBudgetLedger) ||
+    (shared instanceof PostgresRateLimiter && budget instanceof PostgresBudgetLedger && budget.takesChecksOf(shared));
+  return together ? () => !limiter.degraded : undefined;
 }

@@ -51,7 +51,8 @@ export interface BudgetLedger {
   ): Promise<ReserveOutcome>;
   /**
    * True when `reserve` can run a rate-limit check in the same atomic step (the Redis
-   * ledger, beside the Redis limiter): a chat call then costs one round trip, not two.
+   * ledger beside the Redis limiter, the PostgreSQL one beside the PostgreSQL limiter): a
+   * chat call then costs one round trip, not two.
    */
   readonly foldsRateLimits?: boolean;
   /**

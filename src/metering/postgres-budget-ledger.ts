@@ -4,7 +4,8 @@ import { ledgerRecord } from "../store/postgres/usage-ledger";
 import type { UsageRow } from "../store/usage-ledger";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
-import type { BudgetLedger, BudgetSnapshot, ReserveOutcome } from "./budget-ledger";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "./budget-ledger";
+import type { CheckItem, PostgresRateLimiter, Taken } from "../ratelimit/postgres-rate-limiter";
 
 /** How long an instance's reservations survive it without a renewal (Redis uses the same bound). */
 const LEASE_MS = 5000;
@@ -19,7 +20,12 @@ interface ReserveItem {
   cap: number;
   min: number;
   desired: number;
+  /** The call's rate-limit check, decided in the same statement (migration 9). */
+  check?: CheckItem;
 }
+
+/** A reservation's outcome with what its folded check decided (undefined when it had none). */
+type BatchOutcome = ReserveOutcome & { taken?: Taken };
 
 interface SettleItem {
   request: string;
@@ -39,6 +45,11 @@ interface SettleItem {
  * the live counters are one and the same: nothing to rebuild, nothing counted twice, no
  * row waiting in a queue to be lost.
  *
+ * Given the PostgreSQL rate limiter of the same database, a chat call's rate-limit check
+ * goes in its reservation's statement (migration 9's budget_reserve_limited_many,
+ * ../store/postgres/reserve-limited-batch-sql.ts): one round trip before the upstream
+ * instead of two, as with Redis.
+ *
  * Each instance renews a lease; every instance sweeps now and then and releases the
  * reservations of instances whose lease ran out (died without settling). A settle that
  * fails (the database is away) is retried in the background with its row.
@@ -50,13 +61,19 @@ export class PostgresBudgetLedger implements BudgetLedger {
   private readonly retrying = new Map<string, { actualNano: number; row: UsageRow | null }>();
   private readonly timers: Array<ReturnType<typeof setInterval>> = [];
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
-  private readonly reserves = new CallBatcher<ReserveItem, ReserveOutcome | Error>((items) => this.reserveMany(items), MAX_BATCH);
+  private readonly reserves = new CallBatcher<ReserveItem, BatchOutcome | Error>((items) => this.reserveMany(items), MAX_BATCH);
   private readonly settles = new CallBatcher<SettleItem, void>((items) => this.settleMany(items), MAX_BATCH);
+
+  /** True when built with the rate limiter whose checks it can take (see the class's doc). */
+  readonly foldsRateLimits: boolean;
 
   constructor(
     private readonly db: PostgresDatabase,
     private readonly logger: Logger,
-  ) {}
+    private readonly rateLimiter?: PostgresRateLimiter,
+  ) {
+    this.foldsRateLimits = rateLimiter !== undefined;
+  }
 
   /** Registers the lease before the first reservation, then renews and sweeps in the background. */
   async start(): Promise<void> {
@@ -68,10 +85,30 @@ export class PostgresBudgetLedger implements BudgetLedger {
     for (const timer of this.timers) timer.unref?.();
   }
 
-  async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
-    const outcome = await this.reserves.call({ account, request: requestId, cap: capNano, min: minNano, desired: desiredNano });
+  /** Whether `limiter` is the one whose checks this ledger takes. */
+  takesChecksOf(limiter: PostgresRateLimiter): boolean {
+    return this.rateLimiter === limiter;
+  }
+
+  async reserve(
+    account: BudgetAccount,
+    requestId: string,
+    capNano: number,
+    minNano: number,
+    desiredNano: number,
+    rateLimit?: FoldedRateLimit,
+  ): Promise<ReserveOutcome> {
+    const item: ReserveItem = { account, request: requestId, cap: capNano, min: minNano, desired: desiredNano };
+    if (rateLimit) {
+      if (!this.rateLimiter) throw new Error("this ledger was built without a rate limiter to fold checks into");
+      item.check = this.rateLimiter.checkItem(rateLimit.rule, rateLimit.key);
+    }
+    const outcome = await this.reserves.call(item);
     if (outcome instanceof Error) throw outcome;
-    return outcome;
+    const { taken, ...reserved } = outcome;
+    if (!rateLimit) return reserved;
+    if (!taken) throw new Error(`budget_reserve_limited_many left request ${requestId}'s rate-limit check undecided`);
+    return { ...reserved, rateLimit: { limit: rateLimit.rule.limit, ...taken } };
   }
 
   async settle(requestId: string, actualNano: number, row?: UsageRow): Promise<void> {
@@ -131,17 +168,25 @@ export class PostgresBudgetLedger implements BudgetLedger {
     return this.settles.call({ request: requestId, actual: actualNano, row: record });
   }
 
-  /** One transaction for the batch; a request id already reserved fails alone (an Error in its place). */
-  private async reserveMany(items: ReserveItem[]): Promise<Array<ReserveOutcome | Error>> {
-    const rows = await this.db.run((sql) => sql`SELECT item, status, a, b FROM budget_reserve_many(${JSON.stringify(items)}::text::jsonb, ${this.instanceId})`);
-    if (rows.length !== items.length) throw new Error(`budget_reserve_many answered ${rows.length} of ${items.length} reserves`);
-    const outcomes = new Array<ReserveOutcome | Error>(items.length);
+  /**
+   * One statement for the batch, checks included; a request id already reserved fails
+   * alone (an Error in its place).
+   */
+  private async reserveMany(items: ReserveItem[]): Promise<Array<BatchOutcome | Error>> {
+    const rows = await this.db.run(
+      (sql) =>
+        sql`SELECT item, status, a, b, allowed, remaining, reset_ms FROM budget_reserve_limited_many(${JSON.stringify(items)}::text::jsonb, ${this.instanceId})`,
+    );
+    if (rows.length !== items.length) throw new Error(`budget_reserve_limited_many answered ${rows.length} of ${items.length} reserves`);
+    const outcomes = new Array<BatchOutcome | Error>(items.length);
     for (const r of rows) {
       const at = num(r.item);
       const status = num(r.status);
-      if (status === 1) outcomes[at] = { ok: true, grantedNano: num(r.a) };
-      else if (status === 2) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), frozen: true };
-      else if (status === 0) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b) };
+      const taken = r.allowed === null ? undefined : { allowed: r.allowed === true, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
+      if (status === 1) outcomes[at] = { ok: true, grantedNano: num(r.a), taken };
+      else if (status === 3) outcomes[at] = { ok: false, spentNano: 0, reservedNano: 0, taken };
+      else if (status === 2) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), frozen: true, taken };
+      else if (status === 0) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), taken };
       else outcomes[at] = new Error(`request ${items[at]!.request} already holds a reservation`);
     }
     return outcomes;

@@ -6,14 +6,15 @@ import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limit
 /** Most checks in one transaction. */
 const MAX_BATCH = 256;
 
-interface CheckItem {
+/** One check as rate_limit_take_many (and budget_reserve_limited_many's "check") take it. */
+export interface CheckItem {
   key: string;
   limit: number;
   window: number;
   now: number;
 }
 
-type Taken = Pick<RateLimitDecision, "allowed" | "remaining" | "resetMs">;
+export type Taken = Pick<RateLimitDecision, "allowed" | "remaining" | "resetMs">;
 
 /**
  * The sliding-window log in PostgreSQL, for instances that share only the database
@@ -37,10 +38,19 @@ export class PostgresRateLimiter implements RateLimiter {
   ) {}
 
   async check(rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
-    const now = this.now();
-    const taken = await this.checks.call({ key: `${rule.name}:${key}`, limit: rule.limit, window: rule.windowMs, now });
-    if (now >= (this.sweepAt.get(rule.name) ?? 0)) this.sweepIdleKeys(rule, now);
+    const taken = await this.checks.call(this.checkItem(rule, key));
     return { limit: rule.limit, ...taken };
+  }
+
+  /**
+   * A check for another statement to take, the budget reservation's
+   * (src/metering/postgres-budget-ledger.ts): the same window, and its idle keys forgotten
+   * on the same schedule, as if it went through `check`.
+   */
+  checkItem(rule: RateLimitRule, key: string): CheckItem {
+    const now = this.now();
+    if (now >= (this.sweepAt.get(rule.name) ?? 0)) this.sweepIdleKeys(rule, now);
+    return { key: `${rule.name}:${key}`, limit: rule.limit, window: rule.windowMs, now };
   }
 
   private async checkMany(items: CheckItem[]): Promise<Taken[]> {

@@ -3,6 +3,7 @@ import { BUDGETS_SQL } from "./budgets-sql";
 import { BUDGETS_BATCH_SQL } from "./budgets-batch-sql";
 import { RATE_LIMITS_BATCH_SQL } from "./rate-limits-batch-sql";
 import { RATE_LIMITS_SQL } from "./rate-limits-sql";
+import { RESERVE_LIMITED_BATCH_SQL } from "./reserve-limited-batch-sql";
 
 /**
  * PostgreSQL migrations: numbered and append-only like the SQLite ones (../sqlite/migrations.ts),
@@ -210,6 +211,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     version: 8,
     name: "a batch's rate-limit checks of one key decided without a write per check",
     sql: RATE_LIMITS_BATCH_SQL,
+  },
+  {
+    version: 9,
+    name: "a chat call's rate-limit check in the same statement as its reservation",
+    sql: RESERVE_LIMITED_BATCH_SQL,
   },
 ];
 
