@@ -3,10 +3,6 @@ import { authPlugin } from "../auth/macro";
 import { AdminTokenGuard, adminTokenPlugin } from "../auth/admin-token";
 import { rateLimitPlugin } from "../ratelimit/macro";
 import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
-import { RedisRateLimiter } from "../ratelimit/redis-rate-limiter";
-import { PostgresRateLimiter } from "../ratelimit/postgres-rate-limiter";
-import { RedisBudgetLedger } from "../metering/redis-budget-ledger";
-import { PostgresBudgetLedger } from "../metering/postgres-budget-ledger";
 
 /**
  * The route-level guards every resource plugin uses: `secretKey` / `session` auth,
@@ -40,11 +36,6 @@ export type Guards = ReturnType<typeof guardsPlugin>;
  */
 function chatLimitDeferral(deps: Deps): (() => boolean) | undefined {
   const limiter = deps.rateLimiter;
-  if (!deps.budget.foldsRateLimits || !(limiter instanceof FallbackRateLimiter)) return undefined;
-  const shared = limiter.primary;
-  const budget = deps.budget;
-  const together =
-    (shared instanceof RedisRateLimiter && budget instanceof RedisBudgetLedger) ||
-    (shared instanceof PostgresRateLimiter && budget instanceof PostgresBudgetLedger && budget.takesChecksOf(shared));
-  return together ? () => !limiter.degraded : undefined;
+  if (!(limiter instanceof FallbackRateLimiter) || !deps.budget.foldsChecksOf?.(limiter.primary)) return undefined;
+  return () => !limiter.degraded;
 }

@@ -1,6 +1,6 @@
 import type { BudgetAccount } from "./accounts";
 import type { UsageRow } from "../store/usage-ledger";
-import type { RateLimitDecision, RateLimitRule } from "../ratelimit/rate-limiter";
+import type { RateLimitDecision, RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
 
 /** What the live counters say about one account, in nano-dollars. */
 export interface BudgetSnapshot {
@@ -50,11 +50,11 @@ export interface BudgetLedger {
     rateLimit?: FoldedRateLimit,
   ): Promise<ReserveOutcome>;
   /**
-   * True when `reserve` can run a rate-limit check in the same atomic step (the Redis
-   * ledger beside the Redis limiter, the PostgreSQL one beside the PostgreSQL limiter): a
-   * chat call then costs one round trip, not two.
+   * True when `reserve` can run `limiter`'s checks in the same atomic step (the Redis
+   * ledger beside the Redis limiter, the PostgreSQL one beside the PostgreSQL limiter it
+   * was built with): a chat call then costs one round trip, not two.
    */
-  readonly foldsRateLimits?: boolean;
+  foldsChecksOf?(limiter: RateLimiter): boolean;
   /**
    * Replaces the reservation with the actual cost. Idempotent: settling an unknown or
    * already settled request id changes nothing. Called on the same ledger (process) that

@@ -5,7 +5,8 @@ import type { UsageRow } from "../store/usage-ledger";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "./budget-ledger";
-import type { CheckItem, PostgresRateLimiter, Taken } from "../ratelimit/postgres-rate-limiter";
+import type { CheckItem, PostgresRateLimiter } from "../ratelimit/postgres-rate-limiter";
+import type { RateLimiter } from "../ratelimit/rate-limiter";
 
 /** How long an instance's reservations survive it without a renewal (Redis uses the same bound). */
 const LEASE_MS = 5000;
@@ -23,9 +24,6 @@ interface ReserveItem {
   /** The call's rate-limit check, decided in the same statement (migration 9). */
   check?: CheckItem;
 }
-
-/** A reservation's outcome with what its folded check decided (undefined when it had none). */
-type BatchOutcome = ReserveOutcome & { taken?: Taken };
 
 interface SettleItem {
   request: string;
@@ -61,19 +59,14 @@ export class PostgresBudgetLedger implements BudgetLedger {
   private readonly retrying = new Map<string, { actualNano: number; row: UsageRow | null }>();
   private readonly timers: Array<ReturnType<typeof setInterval>> = [];
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
-  private readonly reserves = new CallBatcher<ReserveItem, BatchOutcome | Error>((items) => this.reserveMany(items), MAX_BATCH);
+  private readonly reserves = new CallBatcher<ReserveItem, ReserveOutcome | Error>((items) => this.reserveMany(items), MAX_BATCH);
   private readonly settles = new CallBatcher<SettleItem, void>((items) => this.settleMany(items), MAX_BATCH);
-
-  /** True when built with the rate limiter whose checks it can take (see the class's doc). */
-  readonly foldsRateLimits: boolean;
 
   constructor(
     private readonly db: PostgresDatabase,
     private readonly logger: Logger,
     private readonly rateLimiter?: PostgresRateLimiter,
-  ) {
-    this.foldsRateLimits = rateLimiter !== undefined;
-  }
+  ) {}
 
   /** Registers the lease before the first reservation, then renews and sweeps in the background. */
   async start(): Promise<void> {
@@ -85,8 +78,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
     for (const timer of this.timers) timer.unref?.();
   }
 
-  /** Whether `limiter` is the one whose checks this ledger takes. */
-  takesChecksOf(limiter: PostgresRateLimiter): boolean {
+  /** Only the limiter it was built with (see the class's doc). */
+  foldsChecksOf(limiter: RateLimiter): boolean {
     return this.rateLimiter === limiter;
   }
 
@@ -105,10 +98,7 @@ export class PostgresBudgetLedger implements BudgetLedger {
     }
     const outcome = await this.reserves.call(item);
     if (outcome instanceof Error) throw outcome;
-    const { taken, ...reserved } = outcome;
-    if (!rateLimit) return reserved;
-    if (!taken) throw new Error(`budget_reserve_limited_many left request ${requestId}'s rate-limit check undecided`);
-    return { ...reserved, rateLimit: { limit: rateLimit.rule.limit, ...taken } };
+    return outcome;
   }
 
   async settle(requestId: string, actualNano: number, row?: UsageRow): Promise<void> {
@@ -172,21 +162,22 @@ export class PostgresBudgetLedger implements BudgetLedger {
    * One statement for the batch, checks included; a request id already reserved fails
    * alone (an Error in its place).
    */
-  private async reserveMany(items: ReserveItem[]): Promise<Array<BatchOutcome | Error>> {
+  private async reserveMany(items: ReserveItem[]): Promise<Array<ReserveOutcome | Error>> {
     const rows = await this.db.run(
       (sql) =>
         sql`SELECT item, status, a, b, allowed, remaining, reset_ms FROM budget_reserve_limited_many(${JSON.stringify(items)}::text::jsonb, ${this.instanceId})`,
     );
     if (rows.length !== items.length) throw new Error(`budget_reserve_limited_many answered ${rows.length} of ${items.length} reserves`);
-    const outcomes = new Array<BatchOutcome | Error>(items.length);
+    const outcomes = new Array<ReserveOutcome | Error>(items.length);
     for (const r of rows) {
       const at = num(r.item);
       const status = num(r.status);
-      const taken = r.allowed === null ? undefined : { allowed: r.allowed === true, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
-      if (status === 1) outcomes[at] = { ok: true, grantedNano: num(r.a), taken };
-      else if (status === 3) outcomes[at] = { ok: false, spentNano: 0, reservedNano: 0, taken };
-      else if (status === 2) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), frozen: true, taken };
-      else if (status === 0) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), taken };
+      const check = items[at]!.check;
+      const rateLimit = check && { allowed: r.allowed === true, limit: check.limit, remaining: num(r.remaining), resetMs: num(r.reset_ms) };
+      if (status === 1) outcomes[at] = { ok: true, grantedNano: num(r.a), rateLimit };
+      else if (status === 3) outcomes[at] = { ok: false, spentNano: 0, reservedNano: 0, rateLimit };
+      else if (status === 2) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), frozen: true, rateLimit };
+      else if (status === 0) outcomes[at] = { ok: false, spentNano: num(r.a), reservedNano: num(r.b), rateLimit };
       else outcomes[at] = new Error(`request ${items[at]!.request} already holds a reservation`);
     }
     return outcomes;

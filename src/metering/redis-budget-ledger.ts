@@ -3,7 +3,8 @@ import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { BudgetAccount } from "./accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
-import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "../ratelimit/redis-rate-limiter";
+import { rateLimitKeyOf, RedisRateLimiter, SLIDING_WINDOW_STEP } from "../ratelimit/redis-rate-limiter";
+import type { RateLimiter } from "../ratelimit/rate-limiter";
 import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
 
 /**
@@ -183,8 +184,13 @@ export class RedisBudgetLedger implements BudgetLedger {
     this.lease.start();
   }
 
-  /** The chat rate limit runs inside the reserve script: one round trip for both (see RESERVE_WITH_RATE_LIMIT_LUA). */
-  readonly foldsRateLimits = true;
+  /**
+   * The chat rate limit runs inside the reserve script: one round trip for both (see
+   * RESERVE_WITH_RATE_LIMIT_LUA). src/deps.ts builds the Redis limiter on the same client.
+   */
+  foldsChecksOf(limiter: RateLimiter): boolean {
+    return limiter instanceof RedisRateLimiter;
+  }
 
   async reserve(
     account: BudgetAccount,

@@ -14,7 +14,7 @@ export interface CheckItem {
   now: number;
 }
 
-export type Taken = Pick<RateLimitDecision, "allowed" | "remaining" | "resetMs">;
+type Taken = Pick<RateLimitDecision, "allowed" | "remaining" | "resetMs">;
 
 /**
  * The sliding-window log in PostgreSQL, for instances that share only the database
