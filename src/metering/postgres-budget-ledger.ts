@@ -92,11 +92,13 @@ export class PostgresBudgetLedger implements BudgetLedger {
     rateLimit?: FoldedRateLimit,
   ): Promise<ReserveOutcome> {
     const item: ReserveItem = { account, request: requestId, cap: capNano, min: minNano, desired: desiredNano };
+    const limiter = this.rateLimiter;
     if (rateLimit) {
-      if (!this.rateLimiter) throw new Error("this ledger was built without a rate limiter to fold checks into");
-      item.check = this.rateLimiter.checkItem(rateLimit.rule, rateLimit.key);
+      if (!limiter) throw new Error("this ledger was built without a rate limiter to fold checks into");
+      item.check = limiter.checkItem(rateLimit.rule, rateLimit.key);
     }
     const outcome = await this.reserves.call(item);
+    if (rateLimit && item.check && limiter) limiter.answered(rateLimit.rule, item.check);
     if (outcome instanceof Error) throw outcome;
     return outcome;
   }

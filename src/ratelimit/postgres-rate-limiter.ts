@@ -38,19 +38,27 @@ export class PostgresRateLimiter implements RateLimiter {
   ) {}
 
   async check(rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
-    const taken = await this.checks.call(this.checkItem(rule, key));
+    const item = this.checkItem(rule, key);
+    const taken = await this.checks.call(item);
+    this.answered(rule, item);
     return { limit: rule.limit, ...taken };
   }
 
   /**
    * A check for another statement to take, the budget reservation's
-   * (src/metering/postgres-budget-ledger.ts): the same window, and its idle keys forgotten
-   * on the same schedule, as if it went through `check`.
+   * (src/metering/postgres-budget-ledger.ts), which calls `answered` once it has its answer.
    */
   checkItem(rule: RateLimitRule, key: string): CheckItem {
-    const now = this.now();
-    if (now >= (this.sweepAt.get(rule.name) ?? 0)) this.sweepIdleKeys(rule, now);
-    return { key: `${rule.name}:${key}`, limit: rule.limit, window: rule.windowMs, now };
+    return { key: `${rule.name}:${key}`, limit: rule.limit, window: rule.windowMs, now: this.now() };
+  }
+
+  /**
+   * A check of `rule` was answered: forget the rule's idle keys if it is time. Only then,
+   * not when the check is made: batches go in order, so every check stamped before this one
+   * has been decided, and none can still need a hit the sweep forgets.
+   */
+  answered(rule: RateLimitRule, item: CheckItem): void {
+    if (item.now >= (this.sweepAt.get(rule.name) ?? 0)) this.sweepIdleKeys(rule, item.now);
   }
 
   private async checkMany(items: CheckItem[]): Promise<Taken[]> {
