@@ -1,13 +1,15 @@
 /**
  * The usage scanner on its own: CPU per stream for the bench's SSE answer (role chunk, 20
  * content chunks, finish chunk, usage chunk, [DONE]; one chunk per event, as the lean
- * upstream writes them), the service's scanner against the byte-level variant in
- * scripts/bench/variants/, interleaved in one process.
+ * upstream writes them), the service's scanner (bytes, by position) against the two
+ * variants in scripts/bench/variants/ (the previous one, which decoded each chunk, and one
+ * on Buffer views), interleaved in one process.
  *
  *   taskset -c 1 bun scripts/bench/sse-scanner.ts [--streams 20000] [--rounds 3]
  */
 import { SseUsageScanner } from "../../src/metering/sse-usage-scanner";
-import { SseUsageScanner as ByteScanner } from "./variants/sse-usage-scanner-bytes";
+import { SseUsageScanner as BufferViewScanner } from "./variants/sse-usage-scanner-bytes";
+import { SseUsageScanner as DecodingScanner } from "./variants/sse-usage-scanner-decoding";
 import { flagReader } from "./lib/flags";
 
 const flag = flagReader();
@@ -26,8 +28,9 @@ const chunks = [
 ];
 
 const scanners: Array<[string, new () => { feed(chunk: Uint8Array): void; end(): void; usage: unknown }]> = [
-  ["src/metering/sse-usage-scanner.ts (decodes each chunk)", SseUsageScanner],
-  ["variants/sse-usage-scanner-bytes.ts (bytes)", ByteScanner],
+  ["src/metering/sse-usage-scanner.ts (bytes, by position)", SseUsageScanner],
+  ["variants/sse-usage-scanner-decoding.ts (decodes each chunk)", DecodingScanner],
+  ["variants/sse-usage-scanner-bytes.ts (Buffer views)", BufferViewScanner],
 ];
 const results = new Map<string, number[]>(scanners.map(([name]) => [name, []]));
 for (let round = 0; round < rounds; round++) {

@@ -47,6 +47,18 @@ describe("SseUsageScanner", () => {
     expect(scan([chunk(usageChunk).replaceAll("\n", "\r")]).usage?.promptTokens).toBe(11);
   });
 
+  test("a CRLF split across chunks is one line end, and an empty chunk between its halves changes nothing", () => {
+    // CR | LF | LF: the second LF is the blank line that dispatches the event.
+    const line = `data: ${JSON.stringify(usageChunk)}`;
+    const s = scan([line + "\r", "\n", "", "\n", chunk(contentChunk("a"))]);
+    expect(s.usage?.promptTokens).toBe(11);
+    expect(s.events).toBe(2);
+    // CR | empty | LF | "data…": the LF still belongs to the CR, so the event is not dispatched early.
+    const t = scan(['data: {"id":"gen-1",\r', "", '\ndata: "choices":[]}\n\n']);
+    expect(t.generationId).toBe("gen-1");
+    expect(t.events).toBe(1);
+  });
+
   test("joins multi-line data fields with a newline before parsing", () => {
     const json =
       JSON.stringify(usageChunk, null, 1)
@@ -119,6 +131,16 @@ describe("SseUsageScanner", () => {
     const later = scan([chunk(contentChunk("a")), bom, first]);
     expect(later.events).toBe(1);
     expect(later.usage).toBeNull();
+  });
+
+  test("the start of a BOM that does not finish is part of the first line, as decoding would keep it", () => {
+    const first = enc.encode(chunk(usageChunk));
+    const notBom = new Uint8Array([0xef, 0xbb]);
+    // "\uFFFDdata: …" is not a data line: nothing is read from it, split or not.
+    for (const pieces of [[notBom, first], [notBom.subarray(0, 1), notBom.subarray(1), first], [new Uint8Array([...notBom, ...first])]]) {
+      const s = scan(pieces);
+      expect([s.usage, s.events]).toEqual([null, 0]);
+    }
   });
 
   test("holds no view into a chunk after feed returns: the relay hands the chunk on to the client", () => {
