@@ -58,38 +58,46 @@ export function accessLog(logger: Logger, metrics?: MetricsRecorder) {
       entry.clientRequestId = clientRequestId(request.headers);
       if (entry.clientRequestId) set.headers["x-client-request-id"] = entry.clientRequestId;
     })
-    .onAfterResponse({ as: "global" }, async ({ request, set, route }) => {
+    .onAfterResponse({ as: "global" }, ({ request, set, route }) => {
       const entry = accessEntry(request);
       const status = typeof set.status === "number" ? set.status : Number(set.status) || 200;
       const requestId = entry.requestId ?? set.headers["x-request-id"];
-      if (entry.metered) await entry.metered.catch(() => {});
-      const finishedAt = performance.now();
-      const routeName = route || "(unmatched)";
-      metrics?.observe({
-        route: routeName,
-        method: request.method,
-        status,
-        errorCode: entry.errorCode,
-        appId: entry.appId,
-        costNano: entry.costNano,
-        streamed: entry.streamed,
-        seconds: (finishedAt - entry.startedAt) / 1000,
-        headersSeconds: entry.headersAt === undefined ? undefined : (entry.headersAt - entry.startedAt) / 1000,
-      });
-      // Absent fields are undefined, which the JSON line leaves out (no object per field).
-      logger.info("request", {
-        requestId,
-        clientRequestId: entry.clientRequestId || undefined,
-        method: request.method,
-        route: route || new URL(request.url).pathname,
-        status,
-        errorCode: entry.errorCode || undefined,
-        appId: entry.appId || undefined,
-        appUserId: entry.appUserId || undefined,
-        grantId: entry.grantId || undefined,
-        model: entry.model || undefined,
-        costUsd: entry.model ? (entry.costNano ?? 0) / 1e9 : undefined,
-        latencyMs: Math.round((finishedAt - entry.startedAt) * 10) / 10,
-      });
+      const method = request.method;
+      const routeName = route || new URL(request.url).pathname;
+      // A stream's line waits for its metering, but this hook does not: an awaiting hook
+      // kept the request's whole context (the Request, the parsed body, `set`) alive while
+      // the stream ran, about 1.5 KB of heap per open stream (BENCHMARKS.md, issue 14).
+      // Only what the line needs is kept.
+      const write = () => {
+        const finishedAt = performance.now();
+        metrics?.observe({
+          route: route || "(unmatched)",
+          method,
+          status,
+          errorCode: entry.errorCode,
+          appId: entry.appId,
+          costNano: entry.costNano,
+          streamed: entry.streamed,
+          seconds: (finishedAt - entry.startedAt) / 1000,
+          headersSeconds: entry.headersAt === undefined ? undefined : (entry.headersAt - entry.startedAt) / 1000,
+        });
+        // Absent fields are undefined, which the JSON line leaves out (no object per field).
+        logger.info("request", {
+          requestId,
+          clientRequestId: entry.clientRequestId || undefined,
+          method,
+          route: routeName,
+          status,
+          errorCode: entry.errorCode || undefined,
+          appId: entry.appId || undefined,
+          appUserId: entry.appUserId || undefined,
+          grantId: entry.grantId || undefined,
+          model: entry.model || undefined,
+          costUsd: entry.model ? (entry.costNano ?? 0) / 1e9 : undefined,
+          latencyMs: Math.round((finishedAt - entry.startedAt) * 10) / 10,
+        });
+      };
+      if (entry.metered) entry.metered.then(write, write);
+      else write();
     });
 }
