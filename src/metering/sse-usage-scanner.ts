@@ -24,6 +24,8 @@ const DATA_FIELD = ascii("data:");
 const DONE = ascii("[DONE]");
 const UTF8_BOM = new Uint8Array([0xef, 0xbb, 0xbf]);
 const NOTHING: Uint8Array = new Uint8Array(0);
+/** Only whole lines and events are decoded, never a chunk's end, so one decoder serves every stream. */
+const UTF8 = new TextDecoder();
 
 /**
  * Finds the usage in an SSE stream while the same byte chunks go to the client: the relay
@@ -49,7 +51,6 @@ export class SseUsageScanner {
   events = 0;
   sawDone = false;
 
-  private readonly decoder = new TextDecoder();
   /** How many bytes of a BOM the stream has begun with; -1 once past the stream's start. */
   private bomBytes = 0;
   /** The start of a line the chunks so far have not ended (copies: chunks are not ours to hold). */
@@ -95,10 +96,10 @@ export class SseUsageScanner {
       else if (this.partialBytes > 0) {
         // The chunk's first line, begun in an earlier one: joined into an array of its own.
         const line = concatBytes([...this.partial, chunk.subarray(start, end)]);
+        this.partial = [];
+        this.partialBytes = 0;
         this.line(line, 0, line.length, ++this.bytesNo);
       } else this.line(chunk, start, end, chunkNo);
-      this.partial = [];
-      this.partialBytes = 0;
       start = end + 1;
       if (chunk[end] === CR) {
         if (start === chunk.length) this.skipLeadingLf = true;
@@ -170,7 +171,7 @@ export class SseUsageScanner {
 
   /** A skipped line ended: read a usage object at its end, if there is one. */
   private endSkippedLine(lastPiece: Uint8Array): void {
-    const tail = this.decoder.decode(lastBytes(this.skippedTail, lastPiece, SKIPPED_TAIL_BYTES));
+    const tail = UTF8.decode(lastBytes(this.skippedTail, lastPiece, SKIPPED_TAIL_BYTES));
     this.skippingLongLine = false;
     this.skippedTail = NOTHING;
     this.usage = readUsage({ usage: jsonObjectAfter(tail, '"usage":') }) ?? this.usage;
@@ -239,7 +240,7 @@ export class SseUsageScanner {
     if (this.generationId !== null && !this.usageKey.within(bytesNo, bytes, start, end) && !this.errorKey.within(bytesNo, bytes, start, end)) return;
     let parsed: unknown;
     try {
-      parsed = JSON.parse(this.decoder.decode(bytes.subarray(start, end)));
+      parsed = JSON.parse(UTF8.decode(bytes.subarray(start, end)));
     } catch {
       return; // A malformed event is relayed as it is; it just carries nothing we can meter.
     }
