@@ -4,13 +4,15 @@
  * JavaScript (the floor for any relay that looks at the bytes), with tee(), and the service.
  * Same pinning and long-stream client as `npm run bench`.
  *
- *   bun scripts/bench/stream-memory.ts [--streams 2000] [--only TEXT] [--entry PATH] [--bun-flag FLAG]... [--env NAME=VALUE]...
+ *   bun scripts/bench/stream-memory.ts [--streams 2000] [--prompt-kb N] [--only TEXT] [--entry PATH] [--bun-flag FLAG]... [--env NAME=VALUE]...
  *
  * --only runs just the arms whose label contains TEXT (e.g. "(c)"). --entry starts the
  * service arm from another entry point, e.g. a `git worktree` of an earlier commit's
  * src/index.ts, for an A/B of a change. Each --bun-flag (e.g. --smol) is passed to Bun
  * when it starts the service arm, and each --env is set in its environment (e.g. a
- * runtime or allocator setting).
+ * runtime or allocator setting). --prompt-kb makes every stream's prompt about N KB longer
+ * (the bench's prompt is a few dozen bytes; real chats send their history), to see what
+ * an open stream keeps of its request.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,6 +27,8 @@ const onlyAt = process.argv.indexOf("--only");
 const only = onlyAt === -1 ? "" : process.argv[onlyAt + 1]!;
 const entryAt = process.argv.indexOf("--entry");
 const entry = entryAt === -1 ? undefined : process.argv[entryAt + 1]!;
+const promptKbAt = process.argv.indexOf("--prompt-kb");
+const promptKb = promptKbAt === -1 ? 0 : Number(process.argv[promptKbAt + 1]);
 /** Every value given after a repeatable option. */
 const repeated = (name: string) => process.argv.flatMap((arg, at) => (arg === name ? [process.argv[at + 1]!] : []));
 const bunFlags = repeated("--bun-flag");
@@ -40,7 +44,7 @@ const serviceLabel = [
   .join(" ");
 const work = mkdtempSync(join(tmpdir(), "bench-stream-memory-"));
 const bodyFile = join(work, "long.json");
-writeFileSync(bodyFile, LONG_BODY);
+writeFileSync(bodyFile, promptKb > 0 ? withLongerPrompt(LONG_BODY, promptKb) : LONG_BODY);
 
 const up = spawnPinned("upstream", 0, [BUN, "scripts/bench/upstream.ts"], childEnv());
 try {
@@ -112,3 +116,10 @@ try {
   rmSync(work, { recursive: true, force: true });
 }
 process.exit(0);
+
+/** The body with a first user message of about `kb` KB before the bench's own messages. */
+function withLongerPrompt(bodyText: string, kb: number): string {
+  const parsed = JSON.parse(bodyText) as { messages: Array<{ role: string; content: string }> };
+  parsed.messages.unshift({ role: "user", content: "Some earlier turn of the conversation. ".repeat(Math.ceil((kb * 1024) / 39)) });
+  return JSON.stringify(parsed);
+}

@@ -87,17 +87,32 @@ export class ChatService {
 
     const isStream = stream && (response.headers.get("content-type") ?? "").includes("text/event-stream");
     if (!isStream || !response.body) return this.completeJson(ticket, response, abort, headers, request.recorder);
-    const recorder = request.recorder;
+    return this.streamAnswer(ticket, response.body, abort, headers, request.recorder, request.access);
+  }
 
+  /**
+   * Relays a stream and meters it when it ends. A method of its own, not part of
+   * `complete`: the stream's callbacks would otherwise keep that async function's state
+   * alive, and with it the client's whole request (the prompt), for as long as the stream
+   * runs (BENCHMARKS.md, issue 14, eighth session).
+   */
+  private streamAnswer(
+    ticket: MeteringTicket,
+    upstreamBody: ReadableStream<Uint8Array>,
+    abort: AbortController,
+    headers: Record<string, string>,
+    recorder: AnswerRecorder | undefined,
+    access: AccessEntry | undefined,
+  ): Response {
     headers["content-type"] = "text/event-stream";
     headers["cache-control"] = "no-cache";
     let settled!: () => void;
     const metered = new Promise<void>((resolve) => (settled = resolve));
     this.track(metered, abort);
     // The access line of a stream is written once it is metered, with its cost.
-    if (request.access) request.access.metered = metered;
+    if (access) access.metered = metered;
     const body = relayStream(
-      response.body,
+      upstreamBody,
       abort,
       {
         stallTimeoutMs: this.deps.config.upstreamTimeoutMs,

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { chatTestApp, handDrivenUpstream } from "../helpers/chat-app";
+import { chatTestApp, handDrivenUpstream, type ChatTestApp } from "../helpers/chat-app";
+import { userBudgetTarget } from "../../src/services/budget-target";
+import type { ChatRequest } from "../../src/services/chat";
 
 const MODEL = "openai/gpt-4o-mini";
 const body = { model: MODEL, messages: [{ role: "user", content: "hi" }], stream: true, max_tokens: 50 };
@@ -114,4 +116,40 @@ describe("stream relay", () => {
     const row = await rowOf(t, res);
     expect(row.status).toBe("upstream_stalled");
   });
+
+  test("an open stream does not keep its client's request alive (the prompt may be large)", async () => {
+    const upstream = handDrivenUpstream();
+    const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream });
+    await t.connect("alice", 5);
+    const { res, request, requestId } = await streamCalledDirectly(t);
+    const reader = res.body!.getReader();
+    upstream.send(content("Hel"));
+    expect(dec.decode((await reader.read()).value)).toBe(content("Hel"));
+    // The stream is open and its metering still to come; only what settles it is kept.
+    for (let i = 0; i < 10 && request.deref(); i++) {
+      Bun.gc(true);
+      await Bun.sleep(1);
+    }
+    expect(request.deref()).toBeUndefined();
+    upstream.send(usage);
+    upstream.end();
+    while (!(await reader.read()).done);
+    await t.flush();
+    expect(await t.deps.store.usageLedger.find(requestId)).toMatchObject({ source: "upstream", costNano: 4200, status: "ok" });
+  });
 });
+
+/** Starts a stream through the chat service itself, so that the test holds its request only weakly. */
+async function streamCalledDirectly(t: ChatTestApp): Promise<{ res: Response; request: WeakRef<ChatRequest>; requestId: string }> {
+  const requestId = crypto.randomUUID();
+  const request: ChatRequest = {
+    requestId,
+    target: await userBudgetTarget(t.deps, t.appId, "alice"),
+    body: { ...body, messages: [{ role: "user", content: "a long prompt ".repeat(10_000) }] },
+    bodyBytes: 200_000,
+    clientHeaders: new Headers(),
+  };
+  const res = await t.app.decorator.chat.complete(request);
+  expect(res.status).toBe(200);
+  return { res, request: new WeakRef(request), requestId };
+}
