@@ -11,6 +11,14 @@ export interface RelayOptions {
   onChunk?: (chunk: Uint8Array) => void;
 }
 
+type RelayDone = (status: RelayStatus, scanner: SseUsageScanner) => void;
+/** What the relay uses of the upstream body's reader. */
+interface UpstreamReader {
+  read(): Promise<UpstreamRead>;
+  cancel(reason?: unknown): Promise<void>;
+}
+type UpstreamRead = { done: false; value: Uint8Array } | { done: true; value?: Uint8Array };
+
 /**
  * Relays an upstream SSE body to the client chunk for chunk: the very Uint8Array read from
  * the upstream is enqueued to the client, after the scanner has looked at it (no tee(),
@@ -26,109 +34,136 @@ export function relayStream(
   upstreamBody: ReadableStream<Uint8Array>,
   upstreamAbort: AbortController,
   options: RelayOptions,
-  onDone: (status: RelayStatus, scanner: SseUsageScanner) => void,
+  onDone: RelayDone,
 ): ReadableStream<Uint8Array> {
-  const reader = upstreamBody.getReader();
-  const scanner = new SseUsageScanner();
-  let finished = false;
-  let clientGone = false;
-  let stalled = false;
+  return new ReadableStream<Uint8Array>(new StreamRelay(upstreamBody.getReader(), upstreamAbort, options, onDone), { highWaterMark: 0 });
+}
 
-  // Stop reading for good: abort the fetch and cancel the reader, so that a pending read
-  // settles even if the body's source ignores the abort signal.
-  const giveUp = (reason: string) => {
-    upstreamAbort.abort(new Error(reason));
-    reader.cancel(reason).catch(() => {});
-  };
+/**
+ * The relay's state and the stream's underlying source in one object. Every stream stays
+ * open as long as its client reads, so what one holds is multiplied by thousands: the
+ * source's methods live on the prototype, the stall timer gets the relay as its argument,
+ * and only the two handlers of a read are bound, once per stream (closures over the state
+ * made about a dozen functions and scopes per stream; BENCHMARKS.md, issue 14). `pull` is
+ * not an async function, so per chunk there is one promise: the read's `then`.
+ */
+class StreamRelay {
+  private readonly scanner = new SseUsageScanner();
+  private controller!: ReadableStreamDefaultController<Uint8Array>;
+  private finished = false;
+  private clientGone = false;
+  private stalled = false;
+  /**
+   * Only time spent waiting on the upstream counts towards a stall: while a slow client
+   * holds the stream back (no pull, so no read) the upstream is not stalled, and cutting it
+   * would lose the usage.
+   */
+  private waitingOnUpstream = false;
+  /** One timer for the whole stream, pushed back on every read (no per-chunk timer). */
+  private readonly stallTimer: ReturnType<typeof setTimeout>;
+  private readonly relayRead: (result: UpstreamRead) => void;
+  private readonly readFailed: (err: unknown) => void;
 
-  // One timer for the whole stream, pushed back on every read (no per-chunk promise). Only
-  // time spent waiting on the upstream counts: while a slow client holds the stream back
-  // (no pull, so no read) the upstream is not stalled, and cutting it would lose the usage.
-  let waitingOnUpstream = false;
-  const stallTimer = setTimeout(() => {
-    if (!waitingOnUpstream) {
-      stallTimer.refresh();
+  constructor(
+    private readonly reader: UpstreamReader,
+    private readonly upstreamAbort: AbortController,
+    private readonly options: RelayOptions,
+    private readonly onDone: RelayDone,
+  ) {
+    this.stallTimer = setTimeout(checkStall, options.stallTimeoutMs, this);
+    this.relayRead = this.onRead.bind(this);
+    this.readFailed = this.onReadFailed.bind(this);
+  }
+
+  start(controller: ReadableStreamDefaultController<Uint8Array>): void {
+    this.controller = controller;
+  }
+
+  pull(): Promise<void> {
+    this.waitingOnUpstream = true;
+    this.stallTimer.refresh();
+    return this.reader.read().then(this.relayRead, this.readFailed);
+  }
+
+  cancel(): void {
+    this.clientGone = true;
+    if (!this.finished) void this.drainAfterClientLeft();
+  }
+
+  /** The stall timer fired: cut the upstream if it is what we are waiting on, else look again later. */
+  stallTimerFired(): void {
+    if (!this.waitingOnUpstream) {
+      this.stallTimer.refresh();
       return;
     }
-    stalled = true;
-    giveUp("upstream stalled");
-  }, options.stallTimeoutMs);
+    this.stalled = true;
+    this.giveUp("upstream stalled");
+  }
 
-  const finish = (status: RelayStatus) => {
-    if (finished) return;
-    finished = true;
-    clearTimeout(stallTimer);
-    scanner.end();
-    onDone(status === "ok" && scanner.error ? "upstream_error_mid_stream" : status, scanner);
-  };
+  private onRead({ value, done }: UpstreamRead): void {
+    this.waitingOnUpstream = false;
+    try {
+      if (this.clientGone) {
+        if (value) this.see(value);
+        return;
+      }
+      if (this.stalled) throw new Error("the upstream stalled");
+      if (done) {
+        this.finish("ok");
+        this.controller.close();
+        return;
+      }
+      this.see(value);
+      this.controller.enqueue(value);
+    } catch (err) {
+      this.onReadFailed(err);
+    }
+  }
 
-  const drainAfterClientLeft = async () => {
-    clearTimeout(stallTimer);
-    const deadline = setTimeout(() => giveUp("drain time over"), options.drainTimeoutMs);
+  private onReadFailed(err: unknown): void {
+    this.waitingOnUpstream = false;
+    if (this.clientGone) return;
+    this.finish(this.stalled ? "upstream_stalled" : "upstream_reset");
+    this.controller.error(err);
+  }
+
+  private see(chunk: Uint8Array): void {
+    this.scanner.feed(chunk);
+    this.options.onChunk?.(chunk);
+  }
+
+  private async drainAfterClientLeft(): Promise<void> {
+    clearTimeout(this.stallTimer);
+    const deadline = setTimeout(() => this.giveUp("drain time over"), this.options.drainTimeoutMs);
     try {
       for (;;) {
-        const { value, done } = await reader.read();
+        const { value, done } = await this.reader.read();
         if (done) break;
-        scanner.feed(value);
-        options.onChunk?.(value);
+        this.see(value);
       }
     } catch {
       // The upstream ended badly: meter what we saw.
     } finally {
       clearTimeout(deadline);
-      finish("client_disconnected");
+      this.finish("client_disconnected");
     }
-  };
+  }
 
-  // The read's handlers are made once per stream and `pull` is not an async function: per
-  // chunk that leaves one promise (the read's `then`), where an async `pull` made several
-  // more objects, which 2,000 open streams kept for the collector (BENCHMARKS.md, issue 14).
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
-  const failed = (err: unknown) => {
-    waitingOnUpstream = false;
-    if (clientGone) return;
-    finish(stalled ? "upstream_stalled" : "upstream_reset");
-    controller.error(err);
-  };
-  const relayRead = ({ value, done }: Awaited<ReturnType<typeof reader.read>>) => {
-    waitingOnUpstream = false;
-    try {
-      if (clientGone) {
-        if (value) {
-          scanner.feed(value);
-          options.onChunk?.(value);
-        }
-        return;
-      }
-      if (stalled) throw new Error("the upstream stalled");
-      if (done) {
-        finish("ok");
-        controller.close();
-        return;
-      }
-      scanner.feed(value);
-      options.onChunk?.(value);
-      controller.enqueue(value);
-    } catch (err) {
-      failed(err);
-    }
-  };
+  /** Stop reading for good: abort the fetch and cancel the reader, so that a pending read settles even if the body's source ignores the abort signal. */
+  private giveUp(reason: string): void {
+    this.upstreamAbort.abort(new Error(reason));
+    this.reader.cancel(reason).catch(() => {});
+  }
 
-  return new ReadableStream<Uint8Array>(
-    {
-      start(streamController) {
-        controller = streamController;
-      },
-      pull() {
-        waitingOnUpstream = true;
-        stallTimer.refresh();
-        return reader.read().then(relayRead, failed);
-      },
-      cancel() {
-        clientGone = true;
-        if (!finished) void drainAfterClientLeft();
-      },
-    },
-    { highWaterMark: 0 },
-  );
+  private finish(status: RelayStatus): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.stallTimer);
+    this.scanner.end();
+    this.onDone(status === "ok" && this.scanner.error ? "upstream_error_mid_stream" : status, this.scanner);
+  }
+}
+
+function checkStall(relay: StreamRelay): void {
+  relay.stallTimerFired();
 }
