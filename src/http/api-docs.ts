@@ -14,22 +14,24 @@ export function apiDocs(prefix: string, sources: DocumentSources) {
   const plugin = new Elysia({ name: "api-docs" });
   // Built on the first request, when createApp has registered every route (the plugin sees
   // the whole app's routes, as @elysiajs/openapi's does); routes are not added later.
-  let built: { document: Record<string, unknown>; page: string } | undefined;
-  const current = () => {
-    if (!built) {
-      const document = buildOpenApiDocument(plugin, sources);
-      built = { document, page: renderDocsPage(document, specPath) };
-    }
-    return built;
-  };
+  // A build that failed is tried again by the next request, not kept.
+  let built: Promise<{ document: Record<string, unknown>; page: string }> | undefined;
+  const current = () =>
+    (built ??= buildOpenApiDocument(plugin, sources).then(
+      (document) => ({ document, page: renderDocsPage(document, specPath) }),
+      (err: unknown) => {
+        built = undefined;
+        throw err;
+      },
+    ));
 
   plugin
-    .get(specPath, () => current().document, HIDDEN)
+    .get(specPath, async () => (await current()).document, HIDDEN)
     .get(
       DOCS_PATH,
-      ({ set }) => {
+      async ({ set }) => {
         Object.assign(set.headers, DOCS_PAGE_HEADERS);
-        return current().page;
+        return (await current()).page;
       },
       HIDDEN,
     )

@@ -1,5 +1,5 @@
 import type { AnyElysia, TSchema } from "elysia";
-import { toOpenAPISchema, type ElysiaOpenAPIConfig } from "@elysiajs/openapi";
+import type { ElysiaOpenAPIConfig } from "@elysiajs/openapi";
 import { codesWithStatus } from "../errors";
 import { ErrorEnvelope } from "../routes/models";
 
@@ -48,7 +48,11 @@ const ERROR_ENVELOPE_JSON = plainJson(ErrorEnvelope);
  * linter accepts it (tests/openapi-lint.test.ts): request bodies and extra media types filled
  * in, every error response referring to the one Error schema, and no OpenAPI 3.0 leftovers.
  */
-export function buildOpenApiDocument(app: AnyElysia, sources: DocumentSources): Json {
+export async function buildOpenApiDocument(app: AnyElysia, sources: DocumentSources): Promise<Json> {
+  // The generator is loaded when the document is first asked for: imported at start, it
+  // and the parts of TypeBox it brings held 1.6 MB in every process, whether or not it
+  // ever serves its docs (BENCHMARKS.md, issue 14, eighth session).
+  const { toOpenAPISchema } = await import("@elysiajs/openapi");
   const generated = plainJson(toOpenAPISchema(app, undefined, undefined, undefined, OPENAPI_VERSION));
   const { documentation } = sources;
   const document: Json = {
