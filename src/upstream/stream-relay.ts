@@ -61,6 +61,7 @@ class StreamRelay {
   private waitingOnUpstream = false;
   /** One timer for the whole stream, pushed back on every read (no per-chunk timer). */
   private readonly stallTimer: ReturnType<typeof setTimeout>;
+  /** `onRead` and `onReadFailed` bound to this relay once, for every read's `then`. */
   private readonly relayRead: (result: UpstreamRead) => void;
   private readonly readFailed: (err: unknown) => void;
 
@@ -149,7 +150,10 @@ class StreamRelay {
     }
   }
 
-  /** Stop reading for good: abort the fetch and cancel the reader, so that a pending read settles even if the body's source ignores the abort signal. */
+  /**
+   * Stop reading for good: abort the fetch and cancel the reader, so that a pending read
+   * settles even if the body's source ignores the abort signal.
+   */
   private giveUp(reason: string): void {
     this.upstreamAbort.abort(new Error(reason));
     this.reader.cancel(reason).catch(() => {});
