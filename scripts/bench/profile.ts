@@ -7,8 +7,8 @@
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
- * request of the process under test, in total and per thread (from /proc). Then stops it
- * with SIGTERM. Options:
+ * request of the process under test, in total and per thread, and each thread's context
+ * switches per request (both from /proc). Then stops it with SIGTERM. Options:
  *   --profile  Bun's sampling profiler (`--cpu-prof --cpu-prof-md`), written at exit
  *   --perf     Linux perf over the load window (native and kernel symbols)
  *   --strace   syscall counts over the load window (slows the process; counts only)
@@ -40,6 +40,39 @@ function threadCpu(pid: number): Map<string, { user: number; system: number }> {
     } catch {
       // the thread ended
     }
+  }
+  return out;
+}
+
+/** Context switches (voluntary, involuntary) of every thread of `pid`, by thread name. */
+function threadSwitches(pid: number): Map<string, { voluntary: number; involuntary: number }> {
+  const out = new Map<string, { voluntary: number; involuntary: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      const field = (key: string) => Number(status.match(new RegExp(`^${key}:\\s+(\\d+)`, "m"))?.[1] ?? 0);
+      const name = (status.match(/^Name:\s+(.*)$/m)?.[1] ?? "?").replace(/[0-9]+$/, "#");
+      const prev = out.get(name) ?? { voluntary: 0, involuntary: 0 };
+      out.set(name, { voluntary: prev.voluntary + field("voluntary_ctxt_switches"), involuntary: prev.involuntary + field("nonvoluntary_ctxt_switches") });
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
+
+/** Context switches per completed request, per thread name: how often each thread slept and woke. */
+function switchesPerRequest(
+  before: Map<string, { voluntary: number; involuntary: number }>,
+  after: Map<string, { voluntary: number; involuntary: number }>,
+  requests: number,
+) {
+  const out: Record<string, string> = {};
+  for (const [name, t] of after) {
+    const b = before.get(name) ?? { voluntary: 0, involuntary: 0 };
+    const voluntary = (t.voluntary - b.voluntary) / requests;
+    const involuntary = (t.involuntary - b.involuntary) / requests;
+    if (voluntary + involuntary >= 0.01) out[name] = `${voluntary.toFixed(2)} voluntary + ${involuntary.toFixed(2)} involuntary`;
   }
   return out;
 }
@@ -104,6 +137,7 @@ try {
   const postgresCpuBefore = postgres?.cpuSeconds() ?? 0;
   const loadStartedAt = performance.now();
   const threadsBefore = threadCpu(arm.pid);
+  const switchesBefore = threadSwitches(arm.pid);
   // Optional: Linux perf over the same window, for the native and kernel side Bun's profiler cannot see.
   const perfFile = join(work, "perf.data");
   const perf = args.includes("--perf")
@@ -143,6 +177,7 @@ try {
   const cpu: Record<string, number> = meter.read();
   if (postgres) cpu.postgres = (postgres.cpuSeconds() - postgresCpuBefore) / ((performance.now() - loadStartedAt) / 1000);
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
+  const switches = switchesPerRequest(switchesBefore, threadSwitches(arm.pid), r.ok);
   const sequentialCount = Number(opt("sequential", "0"));
   let sequential: unknown;
   if (sequentialCount > 0) {
@@ -173,6 +208,7 @@ try {
       cpu,
       usPerRequestOnSutCore: Math.round((cpu.sut! * 1e6) / r.rps),
       usPerRequestByThread: threads,
+      switchesPerRequestByThread: switches,
       ...(sequential ? { sequential } : {}),
     }),
   );
