@@ -8,6 +8,7 @@ import { PricingCatalogue } from "./metering/pricing";
 import { UsageWriter } from "./metering/usage-writer";
 import { UpstreamClient, type FetchUpstream } from "./upstream/client";
 import { createMockUpstream } from "./upstream/mock";
+import { turnBatchedFetch } from "./upstream/turn-batched-fetch";
 import { randomString } from "./random";
 import type Redis from "ioredis";
 import { InMemoryRateLimiter, type RateLimiter } from "./ratelimit/rate-limiter";
@@ -177,5 +178,10 @@ function createUpstreamClient(config: Config, fetchOverride: FetchUpstream | und
     const fetchMock: FetchUpstream = (url, init) => mock.fetch(new Request(url, init));
     return new UpstreamClient(fetchMock, DEMO_BASE_URL, "demo", config.upstreamTimeoutMs);
   }
-  return new UpstreamClient((url, init) => fetch(url, init), config.upstreamBaseUrl, config.upstreamApiKey!, config.upstreamTimeoutMs);
+  return new UpstreamClient(
+    turnBatchedFetch((url, init) => fetch(url, init)),
+    config.upstreamBaseUrl,
+    config.upstreamApiKey!,
+    config.upstreamTimeoutMs,
+  );
 }
