@@ -90,12 +90,19 @@ export class SseUsageScanner {
       this.skipLeadingLf = false;
     }
     const chunkNo = ++this.bytesNo;
-    const hasCr = chunk.indexOf(CR, start) !== -1;
-    for (let end = nextLineEnd(chunk, start, hasCr); end !== -1; end = nextLineEnd(chunk, start, hasCr)) {
+    // Where the next CR is, searched again only once passed: OpenRouter ends lines with LF,
+    // so for its chunks this is one search that finds none.
+    let cr = chunk.indexOf(CR, start);
+    for (;;) {
+      if (cr !== -1 && cr < start) cr = chunk.indexOf(CR, start);
+      const lf = chunk.indexOf(LF, start);
+      const end = cr !== -1 && (lf === -1 || cr < lf) ? cr : lf;
+      if (end === -1) break;
       if (this.skippingLongLine) this.endSkippedLine(chunk.subarray(start, end));
       else if (this.partialBytes > 0) {
         // The chunk's first line, begun in an earlier one: joined into an array of its own.
-        const line = concatBytes([...this.partial, chunk.subarray(start, end)]);
+        this.partial.push(chunk.subarray(start, end));
+        const line = concatBytes(this.partial);
         this.partial = [];
         this.partialBytes = 0;
         this.line(line, 0, line.length, ++this.bytesNo);
@@ -249,15 +256,6 @@ export class SseUsageScanner {
     this.usage = readUsage(parsed) ?? this.usage;
     this.error = readError(parsed) ?? this.error;
   }
-}
-
-/** Where the next line ends at or after `from` (its CR or LF), or -1. */
-function nextLineEnd(bytes: Uint8Array, from: number, hasCr: boolean): number {
-  const lf = bytes.indexOf(LF, from);
-  if (!hasCr) return lf;
-  const cr = bytes.indexOf(CR, from);
-  if (cr === -1) return lf;
-  return lf === -1 || cr < lf ? cr : lf;
 }
 
 /**
