@@ -10,6 +10,7 @@ import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
 import { peerGatewayScript } from "./peer-gateway";
+import { bundleDirFor, bundleService } from "../../bundle";
 
 export type ArmId = "a" | "b" | "c" | "d" | "e" | "f" | "g";
 export type ServiceArmId = "c" | "d" | "f" | "g";
@@ -122,7 +123,8 @@ export async function startService(
   redisUrl: string | null,
   /**
    * e.g. --cpu-prof; `entry` replaces src/index.ts (a variant for profiling); an `entry`
-   * without a .ts or .js ending is an executable run as it is (the single binary).
+   * without a .ts or .js ending is an executable run as it is (the single binary). A
+   * `…/src/index.ts` entry, the default too, is bundled first, as `npm start` does.
    */
   run: { bunFlags?: string[]; entry?: string; env?: Record<string, string> } = {},
 ): Promise<RunningArm> {
@@ -149,7 +151,9 @@ export async function startService(
     ...run.env,
   });
   const entry = run.entry ?? "src/index.ts";
-  const argv = /\.[cm]?[jt]s$/.test(entry) ? [BUN, ...(run.bunFlags ?? []), entry] : [entry];
+  // The service's entry (this checkout's or a worktree's) runs as `npm start` runs it: bundled.
+  const runnable = entry.endsWith("src/index.ts") ? await bundleService(entry, bundleDirFor(entry)) : entry;
+  const argv = /\.[cm]?[jt]s$/.test(runnable) ? [BUN, ...(run.bunFlags ?? []), runnable] : [runnable];
   const child = spawnPinned(`service-${id}`, core, argv, env);
   const base = `http://127.0.0.1:${port}`;
   await waitForHealthy(base, child);
