@@ -2,10 +2,11 @@
  * The service as `npm start` runs it: src/index.ts and everything it imports bundled into
  * one file, dist/server/index.js (its served assets beside it), which `npm start` then
  * runs with `exec bun`. One module instead of hundreds (the bundle holds 650: TypeBox's
- * 246 files, the service's 174, and the rest of node_modules) starts about 5 MB smaller
- * and stays so under load (BENCHMARKS.md, issue 14, change 22). Syntax is minified as for the single binary (scripts/build.ts);
- * names and line breaks are kept, so a stack trace still reads, and no source map is
- * emitted, because Bun loads a linked one at start (+3.6 MB).
+ * 246 files, the service's 174 and the rest of node_modules) starts about 5 MB smaller
+ * and stays so under load (BENCHMARKS.md, issue 14, change 22). Syntax is minified as for
+ * the single binary (scripts/build.ts); names and line breaks are kept, so a stack trace
+ * still reads, and no source map is emitted, because Bun loads a linked one at start
+ * (+3.6 MB).
  *
  *   bun scripts/bundle.ts [SOURCE_ENTRY] [OUTDIR]     (defaults: src/index.ts, dist/server)
  *
@@ -19,6 +20,9 @@ import { dirname, join, resolve } from "node:path";
 
 export const SERVER_BUNDLE_DIR = "dist/server";
 
+/** dist/server of the checkout that `<checkout>/src/index.ts` belongs to (a worktree's bundle stays in the worktree). */
+export const bundleDirFor = (sourceEntry: string): string => join(dirname(dirname(resolve(sourceEntry))), SERVER_BUNDLE_DIR);
+
 /** Bundles `sourceEntry` into `outdir` (atomically, see above); returns the bundle's path. */
 export async function bundleService(sourceEntry = "src/index.ts", outdir = SERVER_BUNDLE_DIR): Promise<string> {
   const finalDir = resolve(outdir);
@@ -31,7 +35,8 @@ export async function bundleService(sourceEntry = "src/index.ts", outdir = SERVE
       target: "bun",
       minify: { syntax: true },
       // A served file (`with { type: "file" }`) is opened by the path the bundle holds, which
-      // would otherwise be relative to the working directory, not to the bundle.
+      // would otherwise be relative to the working directory, not to the bundle. Absolute,
+      // so the bundle runs where it was built, which is how `npm start` uses it.
       publicPath: `${finalDir}/`,
     });
     if (!result.success) throw new AggregateError(result.logs, `bundling ${sourceEntry} failed`);
@@ -55,6 +60,3 @@ if (import.meta.main) {
     process.exit(1);
   }
 }
-
-/** Where `bundleService` puts the bundle of `sourceEntry` when no OUTDIR is given for it: its own checkout's dist/server. */
-export const bundleDirFor = (sourceEntry: string): string => join(dirname(dirname(resolve(sourceEntry))), SERVER_BUNDLE_DIR);
