@@ -8,6 +8,7 @@
  */
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
 import { peerGatewayScript } from "./peer-gateway";
 import { bundleDirFor, bundleService } from "../../bundle";
@@ -151,8 +152,10 @@ export async function startService(
     ...run.env,
   });
   const entry = run.entry ?? "src/index.ts";
-  // The service's entry (this checkout's or a worktree's) runs as `npm start` runs it: bundled.
-  const runnable = entry.endsWith("src/index.ts") ? await bundleService(entry, bundleDirFor(entry)) : entry;
+  // The service's entry (this checkout's or a worktree's) runs as `npm start` runs it:
+  // bundled. Relative to the repository, as the child's working directory is.
+  const source = resolve(REPO_ROOT, entry);
+  const runnable = entry.endsWith("src/index.ts") ? await bundleService(source, bundleDirFor(source)) : entry;
   const argv = /\.[cm]?[jt]s$/.test(runnable) ? [BUN, ...(run.bunFlags ?? []), runnable] : [runnable];
   const child = spawnPinned(`service-${id}`, core, argv, env);
   const base = `http://127.0.0.1:${port}`;
