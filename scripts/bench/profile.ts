@@ -3,7 +3,7 @@
  *
  *   bun scripts/bench/profile.ts [--arm c|b|d|f] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
- *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000]
+ *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000] [--env NAME=VALUE]...
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
@@ -16,6 +16,7 @@
  *              pinned beside wrk): the latency added when nothing queues, in the same JSON line
  *   --entry    a variant (scripts/bench/variants/) instead of src/index.ts or the bare
  *              forwarder; --variant says which pieces it takes out or adds
+ *   --env      set in the service arm's environment (repeatable), e.g. a runtime setting
  * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, both on
  * core 0 beside wrk, as in `npm run bench`; "postgres" in the CPU figures is its whole tree.
  * Everything lands in tmp/bench/profiles/.
@@ -105,6 +106,10 @@ const profile = args.includes("--profile");
 const interval = opt("interval", "250");
 /** Pieces to take out (variants/service.ts) or to add (variants/bare-plus.ts). */
 const variant = opt("variant", "");
+/** Each `--env NAME=VALUE`, for the service arm. */
+const extraEnv = Object.fromEntries(
+  args.flatMap((arg, at) => (arg === "--env" ? [args[at + 1]!] : [])).map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]),
+);
 
 const work = mkdtempSync(join(tmpdir(), "bench-profile-"));
 const profDir = join(work, "prof");
@@ -123,7 +128,7 @@ try {
   let arm: RunningArm;
   if (armId === "b") arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant } : {});
   else {
-    const env = variant ? { BENCH_VARIANT: variant } : undefined;
+    const env = { ...(variant ? { BENCH_VARIANT: variant } : {}), ...extraEnv };
     const postgresUrl = postgres ? await postgres.createDatabase("bench_profile") : undefined;
     arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite"), postgresUrl }, upstream, 1, redis?.url ?? null, {
       bunFlags,

@@ -4,7 +4,7 @@
  * JavaScript (the floor for any relay that looks at the bytes), with tee(), and the service.
  * Same pinning and long-stream client as `npm run bench`.
  *
- *   bun scripts/bench/stream-memory.ts [--streams 2000] [--prompt-kb N] [--only TEXT] [--entry PATH] [--bun-flag FLAG]... [--env NAME=VALUE]...
+ *   bun scripts/bench/stream-memory.ts [--streams 2000] [--prompt-kb N] [--only TEXT] [--entry PATH] [--redis] [--bun-flag FLAG]... [--env NAME=VALUE]...
  *
  * --only runs just the arms whose label contains TEXT (e.g. "(c)"). --entry starts the
  * service arm from another entry point, e.g. a `git worktree` of an earlier commit's
@@ -12,12 +12,13 @@
  * when it starts the service arm, and each --env is set in its environment (e.g. a
  * runtime or allocator setting). --prompt-kb makes every stream's prompt about N KB longer
  * (the bench's prompt is a few dozen bytes; real chats send their history), to see what
- * an open stream keeps of its request.
+ * an open stream keeps of its request. --redis runs the service arm as arm (d) instead: with
+ * a redis-server of its own, pinned as in `npm run bench`.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startBare, startService, type RunningArm, type Upstream } from "./lib/arms";
+import { startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
 import { BUN, childEnv, memoryMb, resetPeakRss, spawnPinned } from "./lib/proc";
 import { LONG_BODY } from "./workload";
 
@@ -32,10 +33,11 @@ const promptKb = promptKbAt === -1 ? 0 : Number(process.argv[promptKbAt + 1]);
 /** Every value given after a repeatable option. */
 const repeated = (name: string) => process.argv.flatMap((arg, at) => (arg === name ? [process.argv[at + 1]!] : []));
 const bunFlags = repeated("--bun-flag");
+const withRedis = process.argv.includes("--redis");
 const envSettings = repeated("--env");
 const extraEnv = Object.fromEntries(envSettings.map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]));
 const serviceLabel = [
-  "(c) this service",
+  withRedis ? "(d) this service with Redis" : "(c) this service",
   entry && `(${entry})`,
   bunFlags.length > 0 && `(bun ${bunFlags.join(" ")})`,
   envSettings.length > 0 && `(${envSettings.join(" ")})`,
@@ -47,6 +49,7 @@ const bodyFile = join(work, "long.json");
 writeFileSync(bodyFile, promptKb > 0 ? withLongerPrompt(LONG_BODY, promptKb) : LONG_BODY);
 
 const up = spawnPinned("upstream", 0, [BUN, "scripts/bench/upstream.ts"], childEnv());
+const redis = withRedis ? await startRedis(0) : null;
 try {
   const { url } = await up.firstJson<{ url: string }>();
   const upstream: Upstream = { url, pid: up.pid, requestsServed: async () => 0 };
@@ -62,14 +65,22 @@ try {
       () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-direct" }),
     ],
     ["(b) + body split with tee(), one branch drained", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-tee" })],
-    [serviceLabel, () => startService("c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, null, { entry, bunFlags, env: extraEnv })],
+    [
+      serviceLabel,
+      () =>
+        startService(redis ? "d" : "c", { dir: work, databasePath: join(work, "proxy.sqlite") }, upstream, 1, redis?.url ?? null, {
+          entry,
+          bunFlags,
+          env: extraEnv,
+        }),
+    ],
     // Not in the default table (--only "memory-log"): the service logging its heap every second.
     ...(only.includes("memory-log")
       ? ([
           [
             "(c) memory-log",
             () =>
-              startService("c", { dir: work, databasePath: join(work, "proxy-log.sqlite") }, upstream, 1, null, {
+              startService(redis ? "d" : "c", { dir: work, databasePath: join(work, "proxy-log.sqlite") }, upstream, 1, redis?.url ?? null, {
                 entry: "scripts/bench/variants/service.ts",
                 env: { BENCH_VARIANT: "memory-log", BENCH_MEMORY_LOG: join(process.cwd(), "tmp/bench/memory-log.jsonl"), ...extraEnv },
               }),
@@ -112,6 +123,7 @@ try {
     await arm.stop();
   }
 } finally {
+  await redis?.stop();
   await up.stop();
   rmSync(work, { recursive: true, force: true });
 }
