@@ -12,6 +12,7 @@ import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/
 import { startRedis, type RunningRedis } from "../bench/lib/arms";
 import { BUN, childEnv, freePort, REPO_ROOT } from "../bench/lib/proc";
 import { readLines } from "../lib/read-lines";
+import { RUNTIME_ENV } from "../runtime-env";
 import { ServedTracker } from "./served";
 import type { SoakUser } from "./workload";
 
@@ -71,7 +72,7 @@ export async function startSoakStack(proxyEnv: Record<string, string>): Promise<
       REDIS_URL: redis.url,
       UPSTREAM_BASE_URL: upstream.url,
       UPSTREAM_API_KEY: "sk-or-soak",
-      BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
+      ...RUNTIME_ENV,
       LOG_LEVEL: "warn",
       ...proxyEnv,
     }),

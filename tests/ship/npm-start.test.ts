@@ -10,6 +10,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { bundleService } from "../../scripts/bundle";
+import { RUNTIME_ENV } from "../../scripts/runtime-env";
 
 const startScript = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start;
 const db = tempDatabase();
@@ -33,6 +34,15 @@ test("the started process is Bun running the bundle, not the source", () => {
   // The pid that was started (sh's) is Bun's now: `exec`.
   const [program, script] = readFileSync(`/proc/${server.proc.pid}/cmdline`, "utf8").split("\0");
   expect({ program: basename(program!), script }).toEqual({ program: "bun", script: "dist/server/index.js" });
+});
+
+test("the started process has Bun's runtime settings in its environment", () => {
+  const environment = new Map(
+    readFileSync(`/proc/${server.proc.pid}/environ`, "utf8")
+      .split("\0")
+      .map((entry) => [entry.slice(0, entry.indexOf("=")), entry.slice(entry.indexOf("=") + 1)]),
+  );
+  for (const [name, value] of Object.entries(RUNTIME_ENV)) expect({ name, value: environment.get(name) }).toEqual({ name, value });
 });
 
 test("the bundle serves and meters a demo-mode chat call, JSON and streamed", async () => {

@@ -12,6 +12,7 @@ import { resolve } from "node:path";
 import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
 import { peerGatewayScript } from "./peer-gateway";
 import { bundleDirFor, bundleService } from "../../bundle";
+import { RUNTIME_ENV } from "../../runtime-env";
 
 export type ArmId = "a" | "b" | "c" | "d" | "e" | "f" | "g";
 export type ServiceArmId = "c" | "d" | "f" | "g";
@@ -51,8 +52,8 @@ export interface Upstream {
   requestsServed(): Promise<number>;
 }
 
-/** Big enough for 2,000 concurrent streams with room to spare. */
-const MAX_HTTP_REQUESTS = "4096";
+/** The bare forwarder's fetch cap: the service's own (scripts/runtime-env.ts). */
+const MAX_HTTP_REQUESTS = RUNTIME_ENV.BUN_CONFIG_MAX_HTTP_REQUESTS;
 
 export function startDirect(upstream: Upstream, sutCore: number, homeCore: number): RunningArm {
   pin(upstream.pid, sutCore);
@@ -143,7 +144,9 @@ export async function startService(
     DATABASE_URL: databaseUrl,
     UPSTREAM_BASE_URL: upstream.url,
     UPSTREAM_API_KEY: "sk-or-bench",
-    BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
+    // Bun's settings as `npm start` sets them; the bare forwarder (b) keeps Bun's defaults
+    // but for the fetch cap, so the ratios are against plain Bun.
+    ...RUNTIME_ENV,
     // On, but never binding: every request passes through the limiter.
     RL_CHAT_LIMIT: "1000000000",
     MAX_MONTHLY_USD: "1000000",
