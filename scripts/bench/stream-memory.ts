@@ -78,7 +78,7 @@ try {
     ...(only.includes("memory-log")
       ? ([
           [
-            "(c) memory-log",
+            redis ? "(d) memory-log" : "(c) memory-log",
             () =>
               startService(redis ? "d" : "c", { dir: work, databasePath: join(work, "proxy-log.sqlite") }, upstream, 1, redis?.url ?? null, {
                 entry: "scripts/bench/variants/service.ts",
