@@ -7,7 +7,7 @@
  *
  * Not here, measured and left to the operator (README, Configuration):
  * `BUN_JSC_useGenerationalGC=0` lowers the peak of 2,000 open streams by about 10 MB and
- * costs 12-17 % of the calls per second at 64 connections (BENCHMARKS.md, issue 14,
+ * costs 10-17 % of the calls per second at 64 connections (BENCHMARKS.md, issue 14,
  * eleventh session).
  */
 export const RUNTIME_ENV = {

@@ -89,6 +89,7 @@ function perRequestByThread(before: Map<string, { user: number; system: number }
   }
   return out;
 }
+import { envFlags } from "./lib/flags";
 import { runWrk } from "./lib/wrk";
 import { BODIES } from "./workload";
 
@@ -107,9 +108,7 @@ const interval = opt("interval", "250");
 /** Pieces to take out (variants/service.ts) or to add (variants/bare-plus.ts). */
 const variant = opt("variant", "");
 /** Each `--env NAME=VALUE`, for the service arm. */
-const extraEnv = Object.fromEntries(
-  args.flatMap((arg, at) => (arg === "--env" ? [args[at + 1]!] : [])).map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]),
-);
+const extraEnv = envFlags(args);
 
 const work = mkdtempSync(join(tmpdir(), "bench-profile-"));
 const profDir = join(work, "prof");

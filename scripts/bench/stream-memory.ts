@@ -19,6 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
+import { envFlags } from "./lib/flags";
 import { BUN, childEnv, memoryMb, resetPeakRss, spawnPinned } from "./lib/proc";
 import { LONG_BODY } from "./workload";
 
@@ -34,8 +35,8 @@ const promptKb = promptKbAt === -1 ? 0 : Number(process.argv[promptKbAt + 1]);
 const repeated = (name: string) => process.argv.flatMap((arg, at) => (arg === name ? [process.argv[at + 1]!] : []));
 const bunFlags = repeated("--bun-flag");
 const withRedis = process.argv.includes("--redis");
-const envSettings = repeated("--env");
-const extraEnv = Object.fromEntries(envSettings.map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]));
+const extraEnv = envFlags();
+const envSettings = Object.entries(extraEnv).map(([name, value]) => `${name}=${value}`);
 const serviceLabel = [
   withRedis ? "(d) this service with Redis" : "(c) this service",
   entry && `(${entry})`,

@@ -52,9 +52,6 @@ export interface Upstream {
   requestsServed(): Promise<number>;
 }
 
-/** The bare forwarder's fetch cap: the service's own (scripts/runtime-env.ts). */
-const MAX_HTTP_REQUESTS = RUNTIME_ENV.BUN_CONFIG_MAX_HTTP_REQUESTS;
-
 export function startDirect(upstream: Upstream, sutCore: number, homeCore: number): RunningArm {
   pin(upstream.pid, sutCore);
   return {
@@ -79,7 +76,8 @@ export async function startBare(
     [BUN, ...bunFlags, script],
     childEnv({
       UPSTREAM_BASE_URL: upstream.url,
-      BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
+      // The service's fetch cap (scripts/runtime-env.ts), nothing else of its settings.
+      BUN_CONFIG_MAX_HTTP_REQUESTS: RUNTIME_ENV.BUN_CONFIG_MAX_HTTP_REQUESTS,
       ...env,
     }),
   );

@@ -7,3 +7,9 @@ export function flagReader(args: string[] = process.argv.slice(2)) {
     return value;
   };
 }
+
+/** Every `--env NAME=VALUE` given (repeatable), as an environment for a child process. */
+export function envFlags(args: string[] = process.argv.slice(2)): Record<string, string> {
+  const settings = args.flatMap((arg, at) => (arg === "--env" && args[at + 1] !== undefined ? [args[at + 1]!] : []));
+  return Object.fromEntries(settings.map((setting) => [setting.slice(0, setting.indexOf("=")), setting.slice(setting.indexOf("=") + 1)]));
+}
