@@ -170,8 +170,13 @@ describe("server client against a real server", () => {
 
   test("a wrong secret key: AuthError from the API calls and from chat", async () => {
     const wrong = createServerClient({ baseUrl: server.baseUrl, secretKey: `sk_live_${app.appId}_not-the-secret` });
-    for (const call of [wrong.getStatus("alice"), wrong.createSession({ appUserId: "alice" }), wrong.listUsage("alice")]) {
-      const err = await call.catch((e: unknown) => e);
+    // Caught as each call starts: the three are in flight together, and one that failed
+    // while an earlier one was still awaited would otherwise be an unhandled rejection.
+    const calls = [wrong.getStatus("alice"), wrong.createSession({ appUserId: "alice" }), wrong.listUsage("alice")].map((call) =>
+      call.catch((e: unknown) => e),
+    );
+    for (const call of calls) {
+      const err = await call;
       expect(err).toBeInstanceOf(AuthError);
       expect(err).toMatchObject({ code: "auth", status: 401, requestId: expect.stringMatching(/\S/) });
     }
