@@ -122,10 +122,12 @@ try {
   children.push(upChild);
   const { url } = await upChild.firstJson<{ url: string }>();
   const upstream: Upstream = { url, pid: upChild.pid, requestsServed: async () => 0 };
-  const redis = armId === "d" ? await startRedis(0) : null;
+  // Arm d, and the bare forwarder's `redis` piece (variants/bare-plus.ts), get a redis-server.
+  const redis = armId === "d" || (armId === "b" && variant.split(",").includes("redis")) ? await startRedis(0) : null;
   const postgres = armId === "f" ? await startBenchPostgres(0) : null;
   let arm: RunningArm;
-  if (armId === "b") arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant } : {});
+  if (armId === "b")
+    arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant, ...(redis ? { REDIS_URL: redis.url } : {}) } : {});
   else {
     const env = { ...(variant ? { BENCH_VARIANT: variant } : {}), ...extraEnv };
     const postgresUrl = postgres ? await postgres.createDatabase("bench_profile") : undefined;

@@ -14,6 +14,9 @@
  *     relay-tee  streams split with ReadableStream.tee() instead (what the design rules out)
  *     relay-generator  streams read chunk by chunk in JavaScript and yielded from an async
  *                generator given to Response as the body
+ *     redis      one Redis round trip (an EVALSHA of a one-line script, through ioredis with
+ *                the service's auto-pipelining) before the fetch, as the service's reserve
+ *                is at the least; needs REDIS_URL (profile.ts --arm b --variant redis starts one)
  *     relay-direct  streams read chunk by chunk in JavaScript and written to a Bun "direct"
  *                ReadableStream (controller.write + flush: no queue, no pull per chunk)
  */
@@ -24,6 +27,8 @@ if (!upstream) throw new Error("UPSTREAM_BASE_URL is required");
 const target = `${upstream.replace(/\/+$/, "")}/chat/completions`;
 const on = new Set((process.env.BARE_PLUS ?? "").split(",").filter(Boolean));
 const storedHash = hashSecret("0123456789abcdefghijklmnopqrstuv");
+const redis = on.has("redis") ? await connectRedis() : null;
+let calls = 0;
 
 const server = Bun.serve({
   hostname: "127.0.0.1",
@@ -35,6 +40,8 @@ const server = Bun.serve({
     if (on.has("uuidv7")) headers["x-request-id"] = Bun.randomUUIDv7();
     if (on.has("sha") && !secretMatches("0123456789abcdefghijklmnopqrstuv", storedHash)) return new Response("no", { status: 401 });
     const body = (await request.json()) as Record<string, unknown>;
+    // A key per call spread over 64, like many users' budgets.
+    if (redis) await redis.evalsha(redis.scriptSha, 1, `bench:${calls++ & 63}`, 1);
     const abort = on.has("signal") ? new AbortController() : null;
     const timer = abort ? setTimeout(() => abort.abort(new Error("timeout")), 60_000) : null;
     let response: Response;
@@ -111,6 +118,14 @@ function relayDirect(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Arra
     },
     cancel: (reason: unknown) => void reader.cancel(reason),
   });
+}
+
+/** ioredis as the service builds it (src/deps.ts), with a one-line script loaded. */
+async function connectRedis() {
+  const { default: Redis } = await import("ioredis");
+  const client = new Redis(process.env.REDIS_URL ?? "", { enableAutoPipelining: true, enableOfflineQueue: true, maxRetriesPerRequest: 0 });
+  const scriptSha = (await client.script("LOAD", "return redis.call('INCRBY', KEYS[1], ARGV[1])")) as string;
+  return Object.assign(client, { scriptSha });
 }
 
 async function drain(body: ReadableStream<Uint8Array>): Promise<void> {

@@ -5,8 +5,15 @@
  *
  *   BENCH_VARIANT=a,b,...   any of
  *     no-writer       usage rows are counted but not written (no SQLite insert per request)
- *     cached-reads    apps, keys and connections read from SQLite once, then from memory
+ *     cached-reads    apps, keys and connections read from SQLite once, then from memory,
+ *                     with no change feed (without it, the service's own read cache)
  *     no-ratelimit    the rate limiter allows without looking (the macro still runs)
+ *     chat-core       POST /api/v1/chat/completions served by Bun.serve straight into the
+ *                     service's own ChatService (key check, user's budget, reservation,
+ *                     upstream call, relay, meter, ledger row), with no Elysia lifecycle and
+ *                     none of the route's other pieces (body schema, rate limit,
+ *                     idempotency, request id plugin, access log, CORS); every other path
+ *                     goes to the whole app. What the metering core costs without a framework
  *     memory-log      every second, append process.memoryUsage() and the most numerous heap
  *                     object types (bun:jsc heapStats) to $BENCH_MEMORY_LOG, to see what
  *                     open streams keep alive
@@ -21,11 +28,14 @@ import type { UsageLedgerRepository, UsageRow } from "../../../src/store/usage-l
 import type { RateLimiter } from "../../../src/ratelimit/rate-limiter";
 import { createLogger } from "../../../src/logger";
 import { withCachedReads } from "../lib/cached-reads";
+import { authenticateSecretKey } from "../../../src/auth/credentials";
+import { userBudgetTarget } from "../../../src/services/budget-target";
+import type { ChatBody } from "../../../src/services/chat";
+import { ApiError } from "../../../src/errors";
 
 const variant = new Set((process.env.BENCH_VARIANT ?? "").split(",").filter(Boolean));
 const config = loadConfig(process.env);
 const logger = createLogger(config.logLevel);
-const store = await openStore(config.database);
 
 const discardingLedger = { insertBatch: async (rows: UsageRow[]) => rows.length } as unknown as UsageLedgerRepository;
 const allowAll: RateLimiter = {
@@ -33,16 +43,44 @@ const allowAll: RateLimiter = {
   check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: rule.windowMs }),
 };
 
+// Without cached-reads the store is the service's own: its read cache and change feed.
 const deps = await openDeps(config, {
   logger,
-  store: variant.has("cached-reads") ? withCachedReads(store) : store,
+  ...(variant.has("cached-reads") ? { store: withCachedReads(await openStore(config.database)) } : {}),
   ...(variant.has("no-writer") ? { usageWriter: new UsageWriter(discardingLedger, logger, config.usageFlushMs) } : {}),
   ...(variant.has("no-ratelimit") ? { rateLimiter: allowAll } : {}),
 });
 await connectDependencies(deps);
 await deps.catalogue.refresh();
-const app = createApp(deps).listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.maxBodyBytes * 4 });
-logger.warn("bench variant listening", { variant: [...variant], port: app.server?.port });
+const app = createApp(deps);
+const CHAT_PATH = "/api/v1/chat/completions";
+/** chat-core: the one hot route without the framework, for the floor it sets. */
+const server = variant.has("chat-core")
+  ? Bun.serve({
+      port: config.port,
+      hostname: config.host,
+      maxRequestBodySize: config.maxBodyBytes * 4,
+      async fetch(request, server) {
+        if (request.method !== "POST" || !request.url.endsWith(CHAT_PATH)) return app.handle(request);
+        try {
+          const { id: appId } = await authenticateSecretKey(deps.store, request.headers.get("authorization"));
+          const body = (await request.json()) as ChatBody;
+          const target = await userBudgetTarget(deps, appId, request.headers.get("x-service-user") ?? "");
+          if (body.stream === true) server.timeout(request, 0);
+          return await app.decorator.chat.complete({
+            requestId: Bun.randomUUIDv7(),
+            target,
+            body,
+            bodyBytes: Number(request.headers.get("content-length")),
+            clientHeaders: request.headers,
+          });
+        } catch (err) {
+          return Response.json({ error: String(err) }, { status: err instanceof ApiError ? err.status : 500 });
+        }
+      },
+    })
+  : app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.maxBodyBytes * 4 }).server!;
+logger.warn("bench variant listening", { variant: [...variant], port: server.port });
 
 if (variant.has("memory-log")) {
   const { heapStats } = await import("bun:jsc");
@@ -73,10 +111,10 @@ if (variant.has("memory-log")) {
 }
 
 process.on("SIGTERM", async () => {
-  await app.server?.stop(true);
+  await server.stop(true);
   await app.decorator.chat.idle(5000);
   await deps.usageWriter.close();
-  await store.close();
+  await deps.store.close();
   deps.redis?.disconnect();
   process.exit(0);
 });
