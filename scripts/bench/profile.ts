@@ -3,7 +3,7 @@
  *
  *   bun scripts/bench/profile.ts [--arm c|b|d|f] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
- *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000] [--env NAME=VALUE]...
+ *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000 [--samples-out F]] [--env NAME=VALUE]...
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
@@ -13,7 +13,8 @@
  *   --perf     Linux perf over the load window (native and kernel symbols)
  *   --strace   syscall counts over the load window (slows the process; counts only)
  *   --sequential N  after the load, N requests one at a time (scripts/bench/sequential.ts,
- *              pinned beside wrk): the latency added when nothing queues, in the same JSON line
+ *              pinned beside wrk): the latency added when nothing queues, in the same JSON line;
+ *              --samples-out FILE keeps every one of them (sequential.ts's own option)
  *   --entry    a variant (scripts/bench/variants/) instead of src/index.ts or the bare
  *              forwarder; --variant says which pieces it takes out or adds
  *   --env      set in the service arm's environment (repeatable), e.g. a runtime setting
@@ -195,6 +196,7 @@ try {
         "scripts/bench/sequential.ts",
         ...["--url", arm.url, "--body-file", bodyFile, "--headers", JSON.stringify(arm.headers)],
         ...["--count", String(sequentialCount), "--warmup", String(Math.ceil(sequentialCount / 10))],
+        ...(opt("samples-out", "") ? ["--samples-out", resolve(opt("samples-out", ""))] : []),
       ],
       childEnv(),
     );
