@@ -3,7 +3,8 @@
  *
  *   bun scripts/bench/profile.ts [--arm c|b|d|f] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
- *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000 [--samples-out F]] [--env NAME=VALUE]...
+ *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000 [--samples-out F]]
+ *     [--env NAME=VALUE]... [--users N]
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
@@ -18,6 +19,8 @@
  *   --entry    a variant (scripts/bench/variants/) instead of src/index.ts or the bare
  *              forwarder; --variant says which pieces it takes out or adds
  *   --env      set in the service arm's environment (repeatable), e.g. a runtime setting
+ *   --users N  a service arm's load spread round-robin over N connected users (one by
+ *              default): each user's budget account and ledger rows are their own
  * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, both on
  * core 0 beside wrk, as in `npm run bench`; "postgres" in the CPU figures is its whole tree.
  * Everything lands in tmp/bench/profiles/.
@@ -25,7 +28,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
+import { connectUser, startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
 import { startBenchPostgres } from "./lib/postgres";
 import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, type Child } from "./lib/proc";
 
@@ -110,6 +113,8 @@ const interval = opt("interval", "250");
 const variant = opt("variant", "");
 /** Each `--env NAME=VALUE`, for the service arm. */
 const extraEnv = envFlags(args);
+/** --users N: N users connected, and the load spread over them round-robin. */
+const userCount = Number(opt("users", "0"));
 
 const work = mkdtempSync(join(tmpdir(), "bench-profile-"));
 const profDir = join(work, "prof");
@@ -130,7 +135,8 @@ try {
   if (armId === "b")
     arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant, ...(redis ? { REDIS_URL: redis.url } : {}) } : {});
   else {
-    const env = { ...(variant ? { BENCH_VARIANT: variant } : {}), ...extraEnv };
+    // Connecting N users is N session mints: their limit lifted like the chat one.
+    const env = { ...(variant ? { BENCH_VARIANT: variant } : {}), ...(userCount > 0 ? { RL_SESSIONS_LIMIT: "1000000000" } : {}), ...extraEnv };
     const postgresUrl = postgres ? await postgres.createDatabase("bench_profile") : undefined;
     arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite"), postgresUrl }, upstream, 1, redis?.url ?? null, {
       bunFlags,
@@ -139,7 +145,12 @@ try {
     });
   }
 
-  await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0 });
+  const users = userCount > 0 && armId !== "b" ? { count: userCount, prefix: "bench-user-" } : undefined;
+  if (users) {
+    const base = new URL(arm.url).origin;
+    for (let i = 0; i < users.count; i++) await connectUser(base, { authorization: arm.headers.authorization! }, `${users.prefix}${i}`);
+  }
+  await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0, users });
   const meter = new CpuMeter({ sut: arm.pid, upstream: upstream.pid });
   const postgresCpuBefore = postgres?.cpuSeconds() ?? 0;
   const loadStartedAt = performance.now();
@@ -157,7 +168,7 @@ try {
   const strace = args.includes("--strace")
     ? Bun.spawn(["timeout", "-s", "INT", String(Math.max(1, seconds - 1)), "strace", "-c", "-f", "-p", String(arm.pid)], { stdout: "pipe", stderr: "pipe" })
     : null;
-  const r = await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds, core: 0 });
+  const r = await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds, core: 0, users });
   if (strace) {
     const text = await new Response(strace.stderr).text();
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");

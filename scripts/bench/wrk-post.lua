@@ -2,6 +2,8 @@
 -- a machine-readable summary as the last line of its output.
 --   BENCH_BODY_FILE  path of the request body
 --   BENCH_HEADERS    "name: value" lines, separated by "\n"
+--   BENCH_USERS      optional N: requests go round-robin to the users BENCH_USER_PREFIX0 ..
+--                    BENCH_USER_PREFIX(N-1) (x-service-user), each request built once in init
 local function read_file(path)
   local f = assert(io.open(path, "rb"), "cannot open " .. tostring(path))
   local content = f:read("*a")
@@ -15,6 +17,27 @@ wrk.headers["Content-Type"] = "application/json"
 for line in string.gmatch(os.getenv("BENCH_HEADERS") or "", "[^\n]+") do
   local name, value = string.match(line, "^([^:]+):%s*(.*)$")
   if name then wrk.headers[name] = value end
+end
+
+-- Only defined with BENCH_USERS: without a `request` function wrk sends one static request,
+-- the cheapest way, which every other run keeps.
+local users = tonumber(os.getenv("BENCH_USERS") or "0")
+if users > 0 then
+  local prefix = os.getenv("BENCH_USER_PREFIX") or "bench-user-"
+  local prepared = {}
+  local turn = 0
+  function init(args)
+    for i = 0, users - 1 do
+      local headers = {}
+      for name, value in pairs(wrk.headers) do headers[name] = value end
+      headers["x-service-user"] = prefix .. i
+      prepared[i + 1] = wrk.format(nil, nil, headers, nil)
+    end
+  end
+  function request()
+    turn = turn % users + 1
+    return prepared[turn]
+  end
 end
 
 function done(summary, latency, requests)

@@ -31,6 +31,8 @@ export interface WrkOptions {
   core: number | null;
   /** wrk's own per-request timeout. */
   timeoutSeconds?: number;
+  /** Spread the requests round-robin over this many users (`${userPrefix}0` …), each connected beforehand. */
+  users?: { count: number; prefix: string };
 }
 
 export async function runWrk(o: WrkOptions): Promise<WrkResult> {
@@ -51,6 +53,7 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
       BENCH_HEADERS: Object.entries(o.headers)
         .map(([k, v]) => `${k}: ${v}`)
         .join("\n"),
+      ...(o.users ? { BENCH_USERS: String(o.users.count), BENCH_USER_PREFIX: o.users.prefix } : {}),
     }),
     stdout: "pipe",
     stderr: "pipe",
