@@ -31,7 +31,7 @@ export interface WrkOptions {
   core: number | null;
   /** wrk's own per-request timeout. */
   timeoutSeconds?: number;
-  /** Spread the requests round-robin over this many users (`${userPrefix}0` …), each connected beforehand. */
+  /** Spread the requests round-robin over this many users (`${prefix}0` …), each connected beforehand. */
   users?: { count: number; prefix: string };
 }
 

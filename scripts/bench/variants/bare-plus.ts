@@ -14,11 +14,11 @@
  *     relay-tee  streams split with ReadableStream.tee() instead (what the design rules out)
  *     relay-generator  streams read chunk by chunk in JavaScript and yielded from an async
  *                generator given to Response as the body
+ *     relay-direct  streams read chunk by chunk in JavaScript and written to a Bun "direct"
+ *                ReadableStream (controller.write + flush: no queue, no pull per chunk)
  *     redis      one Redis round trip (an EVALSHA of a one-line script, through ioredis with
  *                the service's auto-pipelining) before the fetch, as the service's reserve
  *                is at the least; needs REDIS_URL (profile.ts --arm b --variant redis starts one)
- *     relay-direct  streams read chunk by chunk in JavaScript and written to a Bun "direct"
- *                ReadableStream (controller.write + flush: no queue, no pull per chunk)
  */
 import { hashSecret, secretMatches } from "../../../src/auth/secret-key";
 
@@ -120,7 +120,10 @@ function relayDirect(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Arra
   });
 }
 
-/** ioredis as the service builds it (src/deps.ts), with a one-line script loaded. */
+/**
+ * ioredis with the service's auto-pipelining (src/deps.ts) and a one-line script loaded.
+ * Unlike the service, the offline queue is on: the script is loaded before the connection is up.
+ */
 async function connectRedis() {
   const { default: Redis } = await import("ioredis");
   const client = new Redis(process.env.REDIS_URL ?? "", { enableAutoPipelining: true, enableOfflineQueue: true, maxRetriesPerRequest: 0 });
