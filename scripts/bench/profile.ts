@@ -31,6 +31,9 @@ import { join, resolve } from "node:path";
 import { connectUser, startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
 import { startBenchPostgres } from "./lib/postgres";
 import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, type Child } from "./lib/proc";
+import { envFlags } from "./lib/flags";
+import { runWrk } from "./lib/wrk";
+import { BODIES } from "./workload";
 
 /** CPU ticks (user, system) of every thread of `pid`, by thread name. */
 function threadCpu(pid: number): Map<string, { user: number; system: number }> {
@@ -93,10 +96,6 @@ function perRequestByThread(before: Map<string, { user: number; system: number }
   }
   return out;
 }
-import { envFlags } from "./lib/flags";
-import { runWrk } from "./lib/wrk";
-import { BODIES } from "./workload";
-
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => {
   const i = args.indexOf(`--${name}`);
@@ -115,6 +114,8 @@ const variant = opt("variant", "");
 const extraEnv = envFlags(args);
 /** --users N: N users connected, and the load spread over them round-robin. */
 const userCount = Number(opt("users", "0"));
+/** --samples-out FILE: every one-at-a-time call of --sequential, kept. */
+const samplesOut = opt("samples-out", "");
 
 const work = mkdtempSync(join(tmpdir(), "bench-profile-"));
 const profDir = join(work, "prof");
@@ -207,7 +208,7 @@ try {
         "scripts/bench/sequential.ts",
         ...["--url", arm.url, "--body-file", bodyFile, "--headers", JSON.stringify(arm.headers)],
         ...["--count", String(sequentialCount), "--warmup", String(Math.ceil(sequentialCount / 10))],
-        ...(opt("samples-out", "") ? ["--samples-out", resolve(opt("samples-out", ""))] : []),
+        ...(samplesOut ? ["--samples-out", resolve(samplesOut)] : []),
       ],
       childEnv(),
     );

@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
-import { envFlags } from "./lib/flags";
+import { envFlags, repeatedFlag } from "./lib/flags";
 import { BUN, childEnv, memoryMb, resetPeakRss, spawnPinned } from "./lib/proc";
 import { LONG_BODY } from "./workload";
 
@@ -31,9 +31,7 @@ const entryAt = process.argv.indexOf("--entry");
 const entry = entryAt === -1 ? undefined : process.argv[entryAt + 1]!;
 const promptKbAt = process.argv.indexOf("--prompt-kb");
 const promptKb = promptKbAt === -1 ? 0 : Number(process.argv[promptKbAt + 1]);
-/** Every value given after a repeatable option. */
-const repeated = (name: string) => process.argv.flatMap((arg, at) => (arg === name ? [process.argv[at + 1]!] : []));
-const bunFlags = repeated("--bun-flag");
+const bunFlags = repeatedFlag("bun-flag");
 const withRedis = process.argv.includes("--redis");
 const extraEnv = envFlags();
 const envSettings = Object.entries(extraEnv).map(([name, value]) => `${name}=${value}`);

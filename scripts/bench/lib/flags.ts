@@ -8,8 +8,13 @@ export function flagReader(args: string[] = process.argv.slice(2)) {
   };
 }
 
+/** Every value given after a repeatable `--name`, in order. */
+export function repeatedFlag(name: string, args: string[] = process.argv.slice(2)): string[] {
+  return args.flatMap((arg, at) => (arg === `--${name}` && args[at + 1] !== undefined ? [args[at + 1]!] : []));
+}
+
 /** Every `--env NAME=VALUE` given (repeatable), as an environment for a child process. */
 export function envFlags(args: string[] = process.argv.slice(2)): Record<string, string> {
-  const settings = args.flatMap((arg, at) => (arg === "--env" && args[at + 1] !== undefined ? [args[at + 1]!] : []));
+  const settings = repeatedFlag("env", args);
   return Object.fromEntries(settings.map((setting) => [setting.slice(0, setting.indexOf("=")), setting.slice(setting.indexOf("=") + 1)]));
 }
