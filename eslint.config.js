@@ -16,6 +16,17 @@ export default tseslint.config(
     },
   },
   {
+    // Elysia decides whether to await a handler or hook by reading its source (an
+    // AsyncFunction, or text that looks like a call returned). Minified (the bundle `npm
+    // start` runs, the single binary) a plain function returning a promise can lose that
+    // look, and its pending promise is then answered unawaited: admin creates answered 400
+    // while they created the app. So every function returning a promise in the files that
+    // hand functions to Elysia is declared `async`, which minification keeps.
+    files: ["src/routes/**/*.ts", "src/http/**/*.ts", "src/auth/**/*.ts", "src/ratelimit/macro.ts", "src/app.ts"],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: { "@typescript-eslint/promise-function-async": "error" },
+  },
+  {
     // Tests and scripts read untyped JSON (API answers, bench output) field by field.
     files: ["tests/**", "scripts/**"],
     rules: { "@typescript-eslint/no-explicit-any": "off" },

@@ -69,7 +69,7 @@ function lockedOut(resetMs: number): ApiError {
  */
 export function adminTokenPlugin(guard: AdminTokenGuard) {
   const checked = new WeakMap<Request, Promise<void>>();
-  const check = (request: Request, server: { requestIP(request: Request): { address: string } | null } | null): Promise<void> => {
+  const check = async (request: Request, server: { requestIP(request: Request): { address: string } | null } | null): Promise<void> => {
     let found = checked.get(request);
     if (!found) {
       found = guard.check(request.headers.get("authorization"), server?.requestIP(request)?.address ?? "unknown");

@@ -22,7 +22,7 @@ export function authPlugin(deps: Deps) {
   const secretKeyAuth = new WeakMap<Request, Promise<SecretKeyAuth>>();
   const sessionAuth = new WeakMap<Request, Promise<SessionAuth>>();
 
-  const bySecretKey = (request: Request): Promise<SecretKeyAuth> => {
+  const bySecretKey = async (request: Request): Promise<SecretKeyAuth> => {
     let found = secretKeyAuth.get(request);
     if (!found) {
       found = authenticateSecretKey(deps.store, request.headers.get("authorization")).then((app) => {
@@ -34,7 +34,7 @@ export function authPlugin(deps: Deps) {
     return found;
   };
 
-  const bySession = (request: Request): Promise<SessionAuth> => {
+  const bySession = async (request: Request): Promise<SessionAuth> => {
     let found = sessionAuth.get(request);
     if (!found) {
       found = authenticateSession(deps.store, deps.sessionTokens, request.headers.get("authorization")).then((auth) => {
@@ -55,7 +55,7 @@ export function authPlugin(deps: Deps) {
       async transform({ request }) {
         await bySecretKey(request);
       },
-      resolve: ({ request }) => bySecretKey(request),
+      resolve: async ({ request }) => bySecretKey(request),
     },
     session: {
       async parse({ request }) {

@@ -16,7 +16,7 @@ export function apiDocs(prefix: string, sources: DocumentSources) {
   // the whole app's routes, as @elysiajs/openapi's does); routes are not added later.
   // A build that failed is tried again by the next request, not kept.
   let built: Promise<{ document: Record<string, unknown>; page: string }> | undefined;
-  const current = () =>
+  const current = async () =>
     (built ??= buildOpenApiDocument(plugin, sources).then(
       (document) => ({ document, page: renderDocsPage(document, specPath) }),
       (err: unknown) => {

@@ -28,7 +28,7 @@ export function limitUndeclaredBody(request: Request, maxBytes: number): void {
   const body = request.body;
   const contentType = request.headers.get("content-type") ?? "";
   let bytes: Promise<Uint8Array> | undefined;
-  const readOnce = () =>
+  const readOnce = async () =>
     (bytes ??= readWithin(body, maxBytes).catch((err) => {
       if (err instanceof ApiError) overLimit.add(request);
       throw err;

@@ -89,7 +89,7 @@ export class ProxyMetrics implements MetricsRecorder {
     }
   }
 
-  render(): Promise<string> {
+  async render(): Promise<string> {
     return this.registry.metrics();
   }
 }

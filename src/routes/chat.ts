@@ -79,7 +79,7 @@ const CHAT_DESCRIPTION = [
 /** POST /chat/completions: the metered, OpenAI-compatible proxy. */
 export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, idempotency: IdempotencyService, auth: Guards) {
   /** The budget the call draws on: the user's (x-service-user) or a grant's (x-service-grant). */
-  const budgetTargetOf = (request: Request, appId: string) => {
+  const budgetTargetOf = async (request: Request, appId: string) => {
     const appUserId = request.headers.get("x-service-user");
     const grantToken = request.headers.get("x-service-grant");
     if (appUserId && grantToken) throw new ApiError("invalid_request", "send either x-service-user or x-service-grant, not both");

@@ -29,7 +29,7 @@ function rejectNonObjectBody({ body, request }: { body: unknown; request: Reques
 export function connectionRoutes(connections: ConnectionService, auth: Guards) {
   return new Elysia()
     .use(auth)
-    .post("/connections", ({ session, body }) => connections.approve(session, body?.monthlyUsd), {
+    .post("/connections", async ({ session, body }) => connections.approve(session, body?.monthlyUsd), {
       session: true,
       body: t.Optional(ApproveRequest),
       transform: rejectNonObjectBody,
@@ -43,7 +43,7 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
         security: sessionSecurity,
       },
     })
-    .get("/connections", ({ session }) => connections.connectionStatus(session.appId, session.appUserId), {
+    .get("/connections", async ({ session }) => connections.connectionStatus(session.appId, session.appUserId), {
       session: true,
       response: { 200: ConnectionStatusModel, ...errorResponses(401) },
       detail: { tags: ["connections"], summary: "Read the user's connection", security: sessionSecurity },

@@ -26,7 +26,7 @@ const grantHeader = (request: Request): string => {
 export function grantRoutes(grants: GrantService, auth: Guards) {
   return new Elysia({ prefix: "/grants" })
     .use(auth)
-    .get("/current", ({ app, request }) => grants.view(app.id, grantHeader(request)), {
+    .get("/current", async ({ app, request }) => grants.view(app.id, grantHeader(request)), {
       secretKey: true,
       response: { 200: GrantStatus, ...errorResponses(400, 401, 402) },
       detail: {

@@ -5,7 +5,7 @@ import { AppUserId, StatusModel, errorResponses } from "./models";
 
 /** GET /status: the app backend reads one user's connection and budget. */
 export function statusRoutes(connections: ConnectionService, auth: Guards) {
-  return new Elysia().use(auth).get("/status", ({ app, query }) => connections.status(app.id, query.appUserId), {
+  return new Elysia().use(auth).get("/status", async ({ app, query }) => connections.status(app.id, query.appUserId), {
     secretKey: true,
     query: t.Object({ appUserId: AppUserId }),
     response: { 200: StatusModel, ...errorResponses(400, 401) },

@@ -25,33 +25,33 @@ const ExportQuery = t.Object({ from: Day, to: Day, format: t.Optional(t.Union([t
 export function adminAppDataRoutes(deps: Deps, operator: OperatorService, auth: Guards, settles: SettleBarrier) {
   return new Elysia({ prefix: "/apps/:appId" })
     .use(auth)
-    .get("/connections", ({ params, query }) => operator.connections.list(params.appId, query), {
+    .get("/connections", async ({ params, query }) => operator.connections.list(params.appId, query), {
       adminToken: true,
       params: AppParams,
       query: PageQuery,
       response: { 200: PageView(ConnectionView), ...adminErrors(400) },
       detail: adminDetail("An app's user connections (active and revoked), by user id"),
     })
-    .get("/connections/:appUserId", ({ params }) => operator.connections.show(params.appId, params.appUserId), {
+    .get("/connections/:appUserId", async ({ params }) => operator.connections.show(params.appId, params.appUserId), {
       adminToken: true,
       params: UserParams,
       response: { 200: ConnectionDetailsView, ...adminErrors(400) },
       detail: adminDetail("One user's connection, with this month's recorded usage"),
     })
-    .delete("/connections/:appUserId", ({ params }) => operator.connections.revoke(params.appId, params.appUserId), {
+    .delete("/connections/:appUserId", async ({ params }) => operator.connections.revoke(params.appId, params.appUserId), {
       adminToken: true,
       params: UserParams,
       response: { 200: RevokedConnectionView, ...adminErrors(400) },
       detail: adminDetail("Revoke a user's connection: their calls get 402 not_connected at once", "404 when the user has no active connection."),
     })
-    .get("/grants", ({ params, query }) => operator.grants.list(params.appId, query), {
+    .get("/grants", async ({ params, query }) => operator.grants.list(params.appId, query), {
       adminToken: true,
       params: AppParams,
       query: PageQuery,
       response: { 200: PageView(GrantView), ...adminErrors(400) },
       detail: adminDetail("An app's one-time grants, oldest first (never their tokens)"),
     })
-    .delete("/grants/:grantId", ({ params }) => operator.grants.revoke(params.appId, params.grantId), {
+    .delete("/grants/:grantId", async ({ params }) => operator.grants.revoke(params.appId, params.grantId), {
       adminToken: true,
       params: GrantParams,
       response: { 200: RevokedGrantView, ...adminErrors() },

@@ -39,7 +39,7 @@ export function adminAppRoutes(operator: OperatorService, auth: Guards) {
     .use(auth)
     .post(
       "",
-      ({ body, set }) => {
+      async ({ body, set }) => {
         set.status = 201;
         return operator.apps.create(body);
       },
@@ -55,26 +55,26 @@ export function adminAppRoutes(operator: OperatorService, auth: Guards) {
       response: { 200: t.Object({ data: t.Array(AppView) }), ...adminErrors() },
       detail: adminDetail("Every app, with its key ids (no secrets)"),
     })
-    .get("/:appId", ({ params }) => operator.apps.show(params.appId), {
+    .get("/:appId", async ({ params }) => operator.apps.show(params.appId), {
       adminToken: true,
       params: AppParams,
       response: { 200: AppDetailsView, ...adminErrors() },
       detail: adminDetail("One app, with its key ids and largest grant"),
     })
-    .patch("/:appId", ({ params, body }) => operator.apps.update(params.appId, body), {
+    .patch("/:appId", async ({ params, body }) => operator.apps.update(params.appId, body), {
       adminToken: true,
       params: AppParams,
       body: AppUpdateRequest,
       response: { 200: UpdatedAppView, ...adminErrors(400, 413) },
       detail: adminDetail("Change an app's name, origins or largest grant"),
     })
-    .post("/:appId/disable", ({ params }) => operator.apps.disable(params.appId), {
+    .post("/:appId/disable", async ({ params }) => operator.apps.disable(params.appId), {
       adminToken: true,
       params: AppParams,
       response: { 200: AppStateView, ...adminErrors() },
       detail: adminDetail("Disable an app: its keys and sessions are refused at once, its data is kept"),
     })
-    .post("/:appId/enable", ({ params }) => operator.apps.enable(params.appId), {
+    .post("/:appId/enable", async ({ params }) => operator.apps.enable(params.appId), {
       adminToken: true,
       params: AppParams,
       response: { 200: AppStateView, ...adminErrors() },
@@ -88,7 +88,7 @@ export function adminAppRoutes(operator: OperatorService, auth: Guards) {
     })
     .post(
       "/:appId/keys",
-      ({ params, set }) => {
+      async ({ params, set }) => {
         set.status = 201;
         return operator.keys.rotate(params.appId);
       },
@@ -99,7 +99,7 @@ export function adminAppRoutes(operator: OperatorService, auth: Guards) {
         detail: adminDetail("Issue a new key (rotation)", "Older keys stay valid until revoked. The secret key is in this response only."),
       },
     )
-    .delete("/:appId/keys/:keyId", ({ params }) => operator.keys.revoke(params.appId, params.keyId), {
+    .delete("/:appId/keys/:keyId", async ({ params }) => operator.keys.revoke(params.appId, params.keyId), {
       adminToken: true,
       params: KeyParams,
       response: { 200: RevokedKeyView, ...adminErrors() },

@@ -25,7 +25,7 @@ export function adminWebhookRoutes(operator: OperatorService, auth: Guards) {
     .use(auth)
     .post(
       "",
-      ({ params, body, set }) => {
+      async ({ params, body, set }) => {
         set.status = 201;
         return operator.webhooks.add(params.appId, body);
       },
@@ -50,19 +50,19 @@ export function adminWebhookRoutes(operator: OperatorService, auth: Guards) {
       response: { 200: t.Object({ data: t.Array(WebhookDeliveryView) }), ...adminErrors(400) },
       detail: adminDetail("An app's latest webhook deliveries: state, attempts, last status and error"),
     })
-    .delete("/:endpointId", ({ params }) => operator.webhooks.remove(params.appId, params.endpointId), {
+    .delete("/:endpointId", async ({ params }) => operator.webhooks.remove(params.appId, params.endpointId), {
       adminToken: true,
       params: EndpointParams,
       response: { 200: RemovedWebhookEndpointView, ...adminErrors() },
       detail: adminDetail("Delete a webhook endpoint and its pending deliveries"),
     })
-    .post("/:endpointId/disable", ({ params }) => operator.webhooks.disable(params.appId, params.endpointId), {
+    .post("/:endpointId/disable", async ({ params }) => operator.webhooks.disable(params.appId, params.endpointId), {
       adminToken: true,
       params: EndpointParams,
       response: { 200: WebhookEndpointView, ...adminErrors() },
       detail: adminDetail("Stop sending to a webhook endpoint (its pending deliveries fail)"),
     })
-    .post("/:endpointId/enable", ({ params }) => operator.webhooks.enable(params.appId, params.endpointId), {
+    .post("/:endpointId/enable", async ({ params }) => operator.webhooks.enable(params.appId, params.endpointId), {
       adminToken: true,
       params: EndpointParams,
       response: { 200: WebhookEndpointView, ...adminErrors() },
