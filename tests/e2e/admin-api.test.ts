@@ -1,5 +1,5 @@
 /**
- * The admin API on a real server process (`bun src/index.ts` with ADMIN_TOKEN): an app it
+ * The admin API on a real server process (the bundle, as `npm start` runs it, with ADMIN_TOKEN): an app it
  * creates is usable at once with its secret key, and its answers are the CLI's, byte for
  * byte where the CLI prints the same thing (the usage export), item for item for lists.
  */

@@ -1,6 +1,6 @@
 /**
- * The core service as an operator and an app developer meet it: a real `bun src/index.ts`
- * process on an empty temp database, the operator CLI against the same DATABASE_URL, and
+ * The core service as an operator and an app developer meet it: a real service process
+ * (the bundle `npm start` runs) on an empty temp database, the operator CLI against the same DATABASE_URL, and
  * plain HTTP. The tests in the first block run in order against one server.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";

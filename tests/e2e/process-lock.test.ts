@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readLines } from "../../scripts/lib/read-lines";
 import { startRedis, type TestRedis } from "../helpers/redis";
-import { cliCreateApp, freePort, REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { cliCreateApp, freePort, REPO_ROOT, serviceCommand, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 
 /** The exit code src/index.ts documents for "another process holds this store". */
 const EXIT_STORE_LOCKED = 3;
@@ -22,13 +22,13 @@ interface Attempt {
 }
 
 /**
- * Starts one more `bun src/index.ts` on `databaseUrl` and `port`, and waits for whichever
+ * Starts one more service process (the bundle, as `npm start` runs it) on `databaseUrl` and `port`, and waits for whichever
  * comes first: it exits, or it logs "listening" (then it is killed and `listened` is true).
  * Decided by the process's own output, not by a deadline or by probing a port another
  * process may also answer on.
  */
 async function startAnother(databaseUrl: string, port: number, env: Record<string, string> = {}): Promise<Attempt> {
-  const proc = Bun.spawn([process.execPath, "src/index.ts"], {
+  const proc = Bun.spawn(await serviceCommand(), {
     cwd: REPO_ROOT,
     env: {
       PATH: process.env.PATH ?? "",

@@ -1,6 +1,6 @@
 /**
  * A scale-out deployment for tests: one real redis-server, one mock upstream over HTTP, one
- * SQLite file, and TWO proxy processes (`bun src/index.ts`) sharing all three, as two
+ * SQLite file, and TWO proxy processes (the bundle, as `npm start` runs it) sharing all three, as two
  * instances behind a load balancer would. The app is created once with the operator CLI;
  * users are connected over HTTP (POST /sessions, then POST /connections).
  *

@@ -1,7 +1,7 @@
 /**
  * A scale-out deployment on PostgreSQL: one real Postgres server (tests/helpers/postgres.ts),
  * optionally one real redis-server, one mock upstream over HTTP that records what it billed,
- * and N proxy processes (`bun src/index.ts`) sharing them. The app is created with the
+ * and N proxy processes (the bundle, as `npm start` runs it) sharing them. The app is created with the
  * operator CLI against the same DATABASE_URL; users connect over HTTP.
  */
 import { SQL } from "bun";

@@ -1,6 +1,6 @@
 /**
  * A whole deployment for end-to-end tests: the mock upstream served over real HTTP
- * (startMockUpstream), a real proxy process (`bun src/index.ts`, tests/helpers/server.ts)
+ * (startMockUpstream), a real proxy process (the bundle, tests/helpers/server.ts)
  * pointed at it with its own SQLite file, and one app created with the operator CLI. Users
  * are connected over HTTP the way an app does it: POST /sessions with the secret key, then
  * POST /connections with the session token.

@@ -1,15 +1,35 @@
 /**
- * Real server processes for end-to-end tests: `bun src/index.ts` on a free port with its
- * own temp-dir SQLite file, and the operator CLI (`bun src/cli.ts`) against the same
- * DATABASE_URL. Output is captured line by line so tests can scan what the process printed.
+ * Real server processes for end-to-end tests: the service as `npm start` runs it (the
+ * bundle, dist/server/index.js, built once per test run from the current source, with Bun's
+ * runtime settings), on a free port with its own temp-dir SQLite file; and the operator CLI
+ * as `npm run cli` runs it (`bun src/cli.ts`) against the same DATABASE_URL. Output is
+ * captured line by line so tests can scan what the process printed.
+ *
+ * The bundle, not the source: what users run is minified (scripts/bundle.ts), and a bug
+ * only the bundle has (one did: handlers whose async-ness minification hid from Elysia)
+ * must fail a test.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { readLines } from "../../scripts/lib/read-lines";
+import { bundleService, SERVER_BUNDLE_DIR } from "../../scripts/bundle";
+import { RUNTIME_ENV } from "../../scripts/runtime-env";
 
 export const REPO_ROOT = resolve(import.meta.dir, "../..");
+
+let bundled: Promise<string> | undefined;
+
+/** The path of the service's bundle, built from the current source on first use in this test process. */
+export function serviceBundle(): Promise<string> {
+  return (bundled ??= bundleService(join(REPO_ROOT, "src/index.ts"), join(REPO_ROOT, SERVER_BUNDLE_DIR)));
+}
+
+/** The command `npm start` ends in: Bun on the bundle. */
+export async function serviceCommand(): Promise<string[]> {
+  return [process.execPath, await serviceBundle()];
+}
 
 /** A fresh temp dir with the DATABASE_URL of a (not yet existing) SQLite file inside a missing sub-folder. */
 export function tempDatabase(): { dir: string; databaseUrl: string; path: string; cleanup(): void } {
@@ -28,7 +48,7 @@ export function freePort(): number {
 
 /** The environment a child gets: only what it needs, never the test runner's own settings. */
 function childEnv(extra: Record<string, string>): Record<string, string> {
-  const env: Record<string, string> = {};
+  const env: Record<string, string> = { ...RUNTIME_ENV };
   for (const key of ["PATH", "HOME", "TMPDIR"]) {
     const value = process.env[key];
     if (value !== undefined) env[key] = value;
@@ -57,14 +77,15 @@ export interface RunningServer {
 export interface StartOptions {
   databaseUrl: string;
   env?: Record<string, string>;
-  /** What to run instead of `bun src/index.ts`, e.g. the single binary. */
+  /** What to run instead of the bundle (serviceCommand), e.g. the single binary. */
   command?: string[];
 }
 
-/** Starts `bun src/index.ts` and resolves once GET /healthz answers 200. */
+/** Starts the service (the bundle, unless `command` says otherwise) and resolves once GET /healthz answers 200. */
 export async function startServer(opts: StartOptions): Promise<RunningServer> {
+  const command = opts.command ?? (await serviceCommand());
   const port = freePort();
-  const proc = Bun.spawn(opts.command ?? [process.execPath, "src/index.ts"], {
+  const proc = Bun.spawn(command, {
     cwd: REPO_ROOT,
     env: childEnv({ PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: opts.databaseUrl, ...opts.env }),
     stdin: "ignore",
@@ -113,9 +134,9 @@ async function waitForHealth(server: RunningServer, drained: Promise<unknown>): 
   }
 }
 
-/** Runs `bun src/index.ts` expecting it to exit by itself (e.g. a configuration error). */
+/** Runs the service (the bundle) expecting it to exit by itself (e.g. a configuration error). */
 export async function runServerToExit(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const proc = Bun.spawn([process.execPath, "src/index.ts"], { cwd: REPO_ROOT, env: childEnv(env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(await serviceCommand(), { cwd: REPO_ROOT, env: childEnv(env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { code, stdout, stderr };
 }

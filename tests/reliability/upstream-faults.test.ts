@@ -1,5 +1,5 @@
 /**
- * Upstream faults against a real proxy process (`bun src/index.ts`) in front of the mock
+ * Upstream faults against a real proxy process (the bundle) in front of the mock
  * upstream served over HTTP: connection refused, reset and stall (before headers and
  * mid-body), malformed or unusual SSE, missing usage, HTTP 200 with `{error}`.
  *
