@@ -9,6 +9,7 @@ import { ensureDefaultApp } from "./bootstrap";
 import { createLogger } from "./logger";
 import { acquireStoreLock, StoreLockedError, type StoreLock } from "./store/process-lock";
 import { ConsentRequestSweeper } from "./grants/consent-sweeper";
+import { keepServingOnStrayErrors } from "./stray-errors";
 
 function readConfig(): Config {
   try {
@@ -60,6 +61,7 @@ async function main(): Promise<void> {
   const config = readConfig();
   const storeLock = lockEmbeddedStore(config);
   const deps = await openDeps(config);
+  keepServingOnStrayErrors(deps.logger);
   await ensureDefaultApp(deps, (line) => console.log(line));
   if (config.demoMode) {
     deps.logger.warn("DEMO MODE: no UPSTREAM_API_KEY is set; chat completions are served by the built-in mock upstream");
