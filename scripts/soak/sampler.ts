@@ -9,6 +9,7 @@ import type Redis from "ioredis";
 import { cpuSeconds, memoryMb } from "../bench/lib/proc";
 import type { Tally } from "./driver";
 import { fixed, mb, percentile } from "./stats";
+import { SOAK_METRICS_TOKEN } from "./stack";
 
 export interface Sample {
   /** Seconds since the load started. */
@@ -51,7 +52,7 @@ interface Health {
 
 export async function readHealth(baseUrl: string): Promise<Health | null> {
   try {
-    const response = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5000) });
+    const response = await fetch(`${baseUrl}/healthz`, { headers: { authorization: `Bearer ${SOAK_METRICS_TOKEN}` }, signal: AbortSignal.timeout(5000) });
     return (await response.json()) as Health;
   } catch {
     return null;

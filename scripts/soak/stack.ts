@@ -1,7 +1,7 @@
 /**
  * The deployment the soak runs against, all on 127.0.0.1: a real redis-server, the mock
  * upstream served over HTTP in this process, and the proxy as its own process
- * (`bun src/index.ts`) with REDIS_URL, a temp SQLite file and the default USAGE_FLUSH_MS,
+ * (the bundle, as `npm start` runs it) with REDIS_URL, METRICS_TOKEN (for /healthz's counters), a temp SQLite file and the default USAGE_FLUSH_MS,
  * plus one app made with the operator CLI and the soak's users connected over HTTP.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -13,6 +13,7 @@ import { startRedis, type RunningRedis } from "../bench/lib/arms";
 import { BUN, childEnv, freePort, REPO_ROOT } from "../bench/lib/proc";
 import { readLines } from "../lib/read-lines";
 import { RUNTIME_ENV } from "../runtime-env";
+import { bundleService, SERVER_BUNDLE_DIR } from "../bundle";
 import { ServedTracker } from "./served";
 import type { SoakUser } from "./workload";
 
@@ -64,6 +65,7 @@ export async function startSoakStack(proxyEnv: Record<string, string>): Promise<
 
   const port = freePort();
   const proxy = spawnProxy(
+    await bundleService(join(REPO_ROOT, "src/index.ts"), join(REPO_ROOT, SERVER_BUNDLE_DIR)),
     childEnv({
       NODE_ENV: "production",
       PORT: String(port),
@@ -74,6 +76,7 @@ export async function startSoakStack(proxyEnv: Record<string, string>): Promise<
       UPSTREAM_API_KEY: "sk-or-soak",
       ...RUNTIME_ENV,
       LOG_LEVEL: "warn",
+      METRICS_TOKEN: SOAK_METRICS_TOKEN,
       ...proxyEnv,
     }),
     `http://127.0.0.1:${port}`,
@@ -99,8 +102,11 @@ export async function startSoakStack(proxyEnv: Record<string, string>): Promise<
   return stack;
 }
 
-function spawnProxy(env: Record<string, string>, baseUrl: string): SoakProxy {
-  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([BUN, "src/index.ts"], { cwd: REPO_ROOT, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+/** The operator's token the soak's proxy runs with: /healthz shows its counters only with it. */
+export const SOAK_METRICS_TOKEN = "soak-metrics-token-0123456789";
+
+function spawnProxy(bundle: string, env: Record<string, string>, baseUrl: string): SoakProxy {
+  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([BUN, bundle], { cwd: REPO_ROOT, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const logs: ProxyLogCounts = { warn: 0, error: 0, examples: [], stderr: 0 };
   const tail: string[] = [];
   const keep = (line: string) => {

@@ -4,28 +4,38 @@ import type { Deps } from "../deps";
 import type { ChatService } from "../services/chat";
 import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import type { OverrunMonitor } from "../metering/overrun-monitor";
+import { operatorTokenMatcher } from "../auth/operator-token";
+
+const OperatorOnly = "Only with the operator's METRICS_TOKEN as a bearer credential.";
 
 const HealthModel = t.Object({
   status: t.Union([t.Literal("ok"), t.Literal("degraded")]),
   problems: t.Array(t.String(), { description: "Why the status is degraded, one sentence each; empty when ok." }),
   mode: t.Union([t.Literal("demo"), t.Literal("upstream")]),
-  upstream: t.String(),
+  upstream: t.String({ description: "The upstream's base URL, without any user name, password or query." }),
   store: t.Object({ kind: t.Union([t.Literal("sqlite"), t.Literal("postgres")]), ok: t.Boolean() }),
-  limiter: t.Object({ kind: t.String(), degraded: t.Boolean(), since: t.Nullable(t.String()), lastError: t.Nullable(t.String()) }),
+  limiter: t.Object({
+    kind: t.String(),
+    degraded: t.Boolean(),
+    since: t.Optional(t.Nullable(t.String({ description: OperatorOnly }))),
+    lastError: t.Optional(t.Nullable(t.String({ description: OperatorOnly }))),
+  }),
   budget: t.Object({ kind: t.String(), ok: t.Boolean({ description: "False while Redis is unreachable: chat calls answer 503 (budgets fail closed)." }) }),
-  pricing: t.Object({ models: Type.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }),
   writer: t.Object({
     failing: t.Boolean({ description: "The last flush failed; its rows are kept for the retry." }),
-    pending: Type.Integer(),
-    written: Type.Integer(),
-    flushes: Type.Integer(),
-    failedFlushes: Type.Integer(),
-    lastError: t.Nullable(t.String()),
+    pending: t.Optional(Type.Integer({ description: OperatorOnly })),
+    written: t.Optional(Type.Integer({ description: OperatorOnly })),
+    flushes: t.Optional(Type.Integer({ description: OperatorOnly })),
+    failedFlushes: t.Optional(Type.Integer({ description: OperatorOnly })),
+    lastError: t.Optional(t.Nullable(t.String({ description: OperatorOnly }))),
   }),
-  activeStreams: Type.Integer(),
-  overruns: t.Object(
-    { count: Type.Integer(), models: t.Record(t.String(), Type.Integer()) },
-    { description: "Calls since start whose cost passed their reservation (the upstream billed above its catalogue), by model." },
+  pricing: t.Optional(t.Object({ models: Type.Integer(), refreshedAt: t.Nullable(t.String({ format: "date-time" })) }, { description: OperatorOnly })),
+  activeStreams: t.Optional(Type.Integer({ description: OperatorOnly })),
+  overruns: t.Optional(
+    t.Object(
+      { count: Type.Integer(), models: t.Record(t.String(), Type.Integer()) },
+      { description: `Calls since start whose cost passed their reservation (the upstream billed above its catalogue), by model. ${OperatorOnly}` },
+    ),
   ),
 });
 
@@ -39,8 +49,14 @@ const ReadyModel = t.Object({
  * only when the store is unreachable (nothing can be served); other problems (an empty or
  * stale price list, a failing usage writer, Redis down) make it `degraded` with a reason.
  * GET /readyz: readiness, for a load balancer: 503 while any of those problems holds.
+ *
+ * Both need no credential, so they say only what is ok and what is not: the upstream's
+ * address without its credentials, and no counters or error texts. With the operator's
+ * METRICS_TOKEN /healthz adds the counters and the last errors.
  */
 export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMonitor) {
+  // The metrics token, not the admin token: that one is taken by the admin API alone.
+  const isOperator = operatorTokenMatcher([deps.config.metricsToken]);
   const check = async () => {
     const storeOk = await pingStore(deps);
     // Budgets live in Redis when it is set, in PostgreSQL when the store is, else here.
@@ -51,26 +67,41 @@ export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMon
   return new Elysia()
     .get(
       "/healthz",
-      async ({ set }) => {
+      async ({ request, set }) => {
         const { storeOk, budgetKind, budgetOk, problems } = await check();
         if (!storeOk) set.status = 503;
-        const { pending, written, flushes, failedFlushes, lastError } = deps.usageWriter.stats;
-        const refreshedAt = deps.catalogue.refreshedAt;
-        return {
+        const limiter = limiterState(deps);
+        const summary = {
           status: problems.length === 0 ? ("ok" as const) : ("degraded" as const),
           problems,
           mode: deps.config.demoMode ? ("demo" as const) : ("upstream" as const),
-          upstream: deps.config.demoMode ? "built-in mock upstream (demo mode: no UPSTREAM_API_KEY set)" : deps.config.upstreamBaseUrl,
+          upstream: deps.config.demoMode ? "built-in mock upstream (demo mode: no UPSTREAM_API_KEY set)" : withoutCredentials(deps.config.upstreamBaseUrl),
           store: { kind: deps.store.engine, ok: storeOk },
-          limiter: limiterState(deps),
+          limiter: { kind: limiter.kind, degraded: limiter.degraded },
           budget: { kind: budgetKind, ok: budgetOk },
+          writer: { failing: deps.usageWriter.failing },
+        };
+        if (!isOperator(request.headers.get("authorization"))) return summary;
+        const { pending, written, flushes, failedFlushes, lastError } = deps.usageWriter.stats;
+        const refreshedAt = deps.catalogue.refreshedAt;
+        return {
+          ...summary,
+          limiter,
+          writer: { ...summary.writer, pending, written, flushes, failedFlushes, lastError },
           pricing: { models: deps.catalogue.size, refreshedAt: refreshedAt === null ? null : new Date(refreshedAt).toISOString() },
-          writer: { failing: deps.usageWriter.failing, pending, written, flushes, failedFlushes, lastError },
           activeStreams: chat.activeStreams,
           overruns: overruns.state,
         };
       },
-      { response: { 200: HealthModel, 503: HealthModel }, detail: { tags: ["operations"], summary: "Liveness, mode and state", security: [] } },
+      {
+        response: { 200: HealthModel, 503: HealthModel },
+        detail: {
+          tags: ["operations"],
+          summary: "Liveness, mode and state",
+          description: "Without a credential: what is ok and what is not. With the operator's token: also the counters and last errors.",
+          security: [{}, { metricsToken: [] }],
+        },
+      },
     )
     .get(
       "/readyz",
@@ -86,7 +117,20 @@ export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMon
     );
 }
 
-/** Each problem that makes the instance unfit for traffic, in words an operator can act on. */
+/**
+ * The base URL as it may be shown to anyone: an operator may put credentials in it
+ * (`https://user:pass@host/…`, or a key in the query), which /healthz must not echo.
+ */
+function withoutCredentials(baseUrl: string): string {
+  try {
+    const url = new URL(baseUrl);
+    return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, "")}`;
+  } catch {
+    return "(not a URL)";
+  }
+}
+
+/** Each problem that makes the instance unfit for traffic, in words an operator can act on (no error texts: anyone may read them). */
 function healthProblems(deps: Deps, storeOk: boolean, budgetOk: boolean): string[] {
   const problems: string[] = [];
   if (!storeOk) problems.push(`the store (${deps.store.engine}) is unreachable`);
@@ -99,7 +143,7 @@ function healthProblems(deps: Deps, storeOk: boolean, budgetOk: boolean): string
     const ageSeconds = Math.round((Date.now() - refreshedAt) / 1000);
     if (ageSeconds > 3 * deps.config.pricingRefreshSeconds) problems.push(`the upstream's price list is stale: last loaded ${ageSeconds} s ago`);
   }
-  if (deps.usageWriter.failing) problems.push(`the usage writer is failing (${deps.usageWriter.stats.lastError}); its rows are kept for the retry`);
+  if (deps.usageWriter.failing) problems.push("the usage writer is failing; its rows are kept for the retry (the operator's /healthz shows the error)");
   return problems;
 }
 

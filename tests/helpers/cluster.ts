@@ -14,6 +14,9 @@ import { cliCreateApp, connectOverHttp, startServer, tempDatabase, type RunningS
 
 /** Shared by both processes, so a session minted by one is valid on the other. */
 export const CLUSTER_JWT_SECRET = "cluster-jwt-secret-0123456789abcdefghijklmnop";
+/** The operator's token of every cluster process: /healthz shows its counters only with it. */
+export const CLUSTER_METRICS_TOKEN = "cluster-metrics-token-0123456789";
+export const OPERATOR_AUTH = { authorization: `Bearer ${CLUSTER_METRICS_TOKEN}` };
 /** Bound for eventual-state polling: only ever reached when something is broken. */
 export const POLL_BOUND_MS = 20_000;
 
@@ -86,6 +89,7 @@ export async function startCluster(options: { env?: Record<string, string> } = {
       UPSTREAM_BASE_URL: upstream.url,
       UPSTREAM_API_KEY: "sk-or-cluster",
       JWT_SECRET: CLUSTER_JWT_SECRET,
+      METRICS_TOKEN: CLUSTER_METRICS_TOKEN,
       USAGE_FLUSH_MS: "10",
       BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
       LOG_LEVEL: "warn",
@@ -109,7 +113,7 @@ export async function startCluster(options: { env?: Record<string, string> } = {
     };
     const session = (via: RunningServer, appUserId: string) =>
       via.fetch("/api/v1/sessions", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ appUserId }) });
-    const health = (via: RunningServer) => getJson<Health>(via, "/healthz", {});
+    const health = (via: RunningServer) => getJson<Health>(via, "/healthz", OPERATOR_AUTH);
     const readDb = <T>(read: (db: Database) => T): T => {
       const handle = new Database(db.path, { readonly: true });
       try {

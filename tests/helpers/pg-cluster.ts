@@ -9,7 +9,7 @@ import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/
 import { startPostgres, type TestPostgres } from "./postgres";
 import { startRedis, type TestRedis } from "./redis";
 import { cliCreateApp, connectOverHttp, startServer, type RunningServer } from "./server";
-import { CLUSTER_JWT_SECRET, type Health } from "./cluster";
+import { CLUSTER_JWT_SECRET, CLUSTER_METRICS_TOKEN, OPERATOR_AUTH, type Health } from "./cluster";
 
 export interface PgCluster {
   postgres: TestPostgres;
@@ -55,6 +55,7 @@ export async function startPgCluster(options: { instances?: number; redis?: bool
       UPSTREAM_BASE_URL: upstream.url,
       UPSTREAM_API_KEY: "sk-or-cluster",
       JWT_SECRET: CLUSTER_JWT_SECRET,
+      METRICS_TOKEN: CLUSTER_METRICS_TOKEN,
       USAGE_FLUSH_MS: "10",
       BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
       LOG_LEVEL: "warn",
@@ -92,7 +93,7 @@ export async function startPgCluster(options: { instances?: number; redis?: bool
           body: JSON.stringify(body),
         }),
       status: (via, appUserId) => getJson(via, `/api/v1/status?appUserId=${encodeURIComponent(appUserId)}`),
-      health: (via) => getJson(via, "/healthz", {}),
+      health: (via) => getJson(via, "/healthz", OPERATOR_AUTH),
       addServer,
       ledger: async (appUserId) => {
         const rows: Array<{ request_id: string; cost_nano: string; status: string }> =

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { userAccount } from "../../src/metering/accounts";
 import { periodAt } from "../../src/money";
-import { pollUntil, startCluster, type Cluster } from "../helpers/cluster";
+import { OPERATOR_AUTH, pollUntil, startCluster, type Cluster } from "../helpers/cluster";
 
 type Json = any;
 
@@ -100,7 +100,7 @@ test("Redis stopped during a load run, then started again empty", async () => {
   for (const s of down) expect(s).toEqual({ route: "chat", status: 503, code: "unavailable" });
   // /healthz: still 200 (the service serves), with the limiter shown degraded.
   for (const server of cluster.servers) {
-    const res = await server.fetch("/healthz");
+    const res = await server.fetch("/healthz", { headers: OPERATOR_AUTH });
     expect(res.status).toBe(200);
     const health: Json = await res.json();
     expect(health.limiter.degraded).toBe(true);

@@ -10,7 +10,9 @@ import { chatTestApp } from "../helpers/chat-app";
 
 const json = async (r: Response): Promise<any> => r.json();
 const models = () => [...DEFAULT_MODELS, ...BILLING_MODELS].map((m) => ({ ...m, pricing: { ...m.pricing } }));
-const app = (env: Record<string, string> = {}) => chatTestApp({ mock: { models: models() }, env });
+/** The operator's token: /healthz shows its counters (overruns among them) only with it. */
+const OPERATOR_TOKEN = "operator-metrics-token-0123";
+const app = (env: Record<string, string> = {}) => chatTestApp({ mock: { models: models() }, env: { METRICS_TOKEN: OPERATOR_TOKEN, ...env } });
 const hi = (extra: Record<string, unknown> = {}) => ({ model: "openai/gpt-4o-mini", max_tokens: 16, messages: [{ role: "user", content: "hi" }], ...extra });
 const searching = () => hi({ model: "bill/search", plugins: [{ id: "web" }] });
 
@@ -138,7 +140,7 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
     expect(row.costNano - row.reservedNano!).toBe(row.overrunNano!);
     const usage = await json(await t.get("/api/v1/usage?appUserId=alice&period=2026-01"));
     expect(usage.data[0].overrunUsd).toBeGreaterThan(0);
-    const health = await json(await t.get("/healthz"));
+    const health = await json(await t.app.handle(new Request("http://localhost/healthz", { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } })));
     expect(health.overruns).toEqual({ count: 1, models: { "bill/search": 1 } });
     expect(t.logs.filter((l) => l.includes("actual cost exceeded the reservation"))).toHaveLength(1);
 

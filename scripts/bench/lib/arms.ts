@@ -168,11 +168,9 @@ export async function startService(
     url: `${base}/api/v1/chat/completions`,
     headers: { ...auth, "x-service-user": BENCH_USER },
     pid: child.pid,
-    // On PostgreSQL alone the budget's settle writes each row (the usage writer stays idle),
-    // so the rows committed are counted in the database itself, for (g) as well.
-    rowsWritten: state.postgresUrl
-      ? async () => (await postgresLedgerRows(state.postgresUrl!)).total
-      : async () => ((await (await fetch(`${base}/healthz`)).json()) as { writer: { written: number } }).writer.written,
+    // The rows committed, counted in the database itself (/healthz shows its writer's
+    // counters only with METRICS_TOKEN, which would load the metrics into the service).
+    rowsWritten: state.postgresUrl ? async () => (await postgresLedgerRows(state.postgresUrl!)).total : async () => ledgerRows(state.databasePath).total,
     stop: async () => {
       const code = await child.stop(60_000);
       if (code !== 0) throw new Error(`service ${id} exited with ${code}:\n${child.lines.slice(-20).join("\n")}`);
