@@ -64,8 +64,13 @@ export class Meter implements SettleBarrier {
     private readonly watcher: BudgetWatcher,
   ) {}
 
-  finish(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
-    const done = this.settle(ticket, outcome);
+  /**
+   * Settles the call and records its row. `durable`: resolves only once the row is on disk
+   * (written with the settle on PostgreSQL; a group commit of the usage writer otherwise),
+   * for an answer that must not be lost to a crash after its client has it.
+   */
+  finish(ticket: MeteringTicket, outcome: RequestOutcome, durable = false): Promise<Charge> {
+    const done = this.settle(ticket, outcome, durable);
     this.settling.add(done);
     const forget = () => this.settling.delete(done);
     done.then(forget, forget);
@@ -80,7 +85,7 @@ export class Meter implements SettleBarrier {
     if (this.settling.size > 0) await Promise.allSettled([...this.settling]);
   }
 
-  private async settle(ticket: MeteringTicket, outcome: RequestOutcome): Promise<Charge> {
+  private async settle(ticket: MeteringTicket, outcome: RequestOutcome, durable: boolean): Promise<Charge> {
     const charge: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
       : chargeFor(ticket.bounds, outcome.usage, () => estimateCharge(ticket.bounds, ticket.limits, Math.max(1, outcome.completionEvents), ticket.grantedNano));
@@ -119,6 +124,10 @@ export class Meter implements SettleBarrier {
     }
     if (this.budget.recordsRows) {
       await this.budget.settle(ticket.requestId, charge.costNano, row);
+    } else if (durable) {
+      // Side by side: a settle does not fail (a ledger retries its own), and the row's
+      // commit need not wait for a Redis round trip.
+      await Promise.all([this.budget.settle(ticket.requestId, charge.costNano), this.writer.enqueueDurable(row)]);
     } else {
       await this.budget.settle(ticket.requestId, charge.costNano);
       this.writer.enqueue(row);

@@ -19,9 +19,17 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * the interval passes, whichever comes first (the pattern of TensorZero's batch writer).
  * One flush runs at a time; rows queued meanwhile go in its next batch. `close()` drains
  * the queue. A failed flush keeps its rows for the next attempt: rows are never dropped.
+ *
+ * A row whose caller must know it is on disk (a JSON answer, which must survive a SIGKILL
+ * once its client has it: ARCHITECTURE.md §3 "The hard cap") is queued with
+ * `enqueueDurable`: its batch starts in the next turn instead of at the interval, so every
+ * such row of one turn commits in one transaction (a group commit), and the promise
+ * resolves when that transaction has.
  */
 export class UsageWriter {
   private readonly queue: UsageRow[] = [];
+  /** Rows queued with enqueueDurable, each with what to call once it is written (or its batch failed). */
+  private readonly durableWaiters = new Map<UsageRow, (written: boolean) => void>();
   private timer: ReturnType<typeof setTimeout> | null = null;
   /** Drains running now: at most `concurrency`, each writing its own batches. */
   private readonly drains = new Set<Promise<void>>();
@@ -48,6 +56,18 @@ export class UsageWriter {
     this.queue.push(row);
     if (this.queue.length >= this.maxBatch) void this.flush();
     else if (this.timer === null && this.drains.size === 0) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs);
+  }
+
+  /**
+   * Queues a row and starts its batch in the next turn; resolves true once it is written,
+   * false if its batch failed (it stays queued for the retry: the caller goes on, as a
+   * caller of `enqueue` would).
+   */
+  enqueueDurable(row: UsageRow): Promise<boolean> {
+    const written = new Promise<boolean>((resolve) => this.durableWaiters.set(row, resolve));
+    this.queue.push(row);
+    void this.flush();
+    return written;
   }
 
   /** Writes everything queued now; resolves when written, or when a failure left rows for the retry. */
@@ -86,10 +106,12 @@ export class UsageWriter {
         this.lastFailed = true;
         this.state.lastError = err instanceof Error ? err.message : String(err);
         this.logger.error("usage flush failed; rows kept for retry", { rows: this.queue.length, error: this.state.lastError });
+        this.tellWaiters(batch, false);
         return;
       } finally {
         this.inFlightRows -= batch.length;
       }
+      this.tellWaiters(batch, true);
       this.lastFailed = false;
       this.state.written += batch.length;
       this.state.flushes++;
@@ -114,6 +136,16 @@ export class UsageWriter {
     }
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+  }
+
+  private tellWaiters(batch: UsageRow[], written: boolean): void {
+    if (this.durableWaiters.size === 0) return;
+    for (const row of batch) {
+      const waiter = this.durableWaiters.get(row);
+      if (!waiter) continue;
+      this.durableWaiters.delete(row);
+      waiter(written);
+    }
   }
 
   /** The last flush failed (and none has succeeded since). */

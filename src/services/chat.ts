@@ -187,11 +187,16 @@ export class ChatService {
       throw new ApiError("upstream", `upstream error (HTTP 200${error.code !== null ? `, code ${error.code}` : ""}): ${error.message}`);
     }
     const id = (parsed as { id?: unknown }).id;
-    // The answer does not wait for its settle (a Redis or PostgreSQL round trip): the
-    // reservation already bounds what the next call can be admitted for; a status or usage
-    // read waits for it instead (Meter.settled), and shutdown drains it like a stream.
-    void this.meter
-      .finish(ticket, { status: "ok", usage: readUsage(parsed), generationId: typeof id === "string" ? id : null, completionEvents: 1, producedNothing: false })
+    // The answer leaves once its ledger row is on disk (ARCHITECTURE.md §3 "The hard
+    // cap"): a client that has its answer has been charged for it, even if the process is
+    // killed the moment after. Rows of one turn commit together, so this costs a turn and
+    // one transaction, not one per call.
+    await this.meter
+      .finish(
+        ticket,
+        { status: "ok", usage: readUsage(parsed), generationId: typeof id === "string" ? id : null, completionEvents: 1, producedNothing: false },
+        true,
+      )
       .catch((err) => this.deps.logger.error("settling a JSON answer failed", { requestId: ticket.requestId, error: String(err) }));
     headers["content-type"] = "application/json";
     recorder?.chunk(new Uint8Array(bytes));

@@ -53,6 +53,29 @@ afterEach(async () => {
 });
 
 describe("UsageWriter on a real SQLite file", () => {
+  test("durable rows of one turn commit together, without the interval, and each caller learns when its row is on disk", async () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 1000);
+    writer.enqueue(row(0));
+    const durable = [1, 2, 3].map((i) => writer.enqueueDurable(row(i)));
+    expect(writer.stats.written).toBe(0);
+    expect(await Promise.all(durable)).toEqual([true, true, true]);
+    // One transaction, with the plain row queued before them: nothing waited 10 s.
+    expect(writer.stats).toMatchObject({ written: 4, flushes: 1, pending: 0 });
+    expect(await s.usageLedger.find("req-3")).not.toBeNull();
+  });
+
+  test("a durable row whose batch fails resolves false and stays queued; the retry writes it", async () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 1000);
+    s.db.exec("ALTER TABLE usage_totals RENAME TO usage_totals_away");
+    expect(await writer.enqueueDurable(row(1))).toBe(false);
+    expect(writer.stats).toMatchObject({ written: 0, pending: 1, failedFlushes: 1 });
+    s.db.exec("ALTER TABLE usage_totals_away RENAME TO usage_totals");
+    await writer.close();
+    expect(writer.stats).toMatchObject({ written: 1, pending: 0 });
+  });
+
   test("a full batch is written at once, rows and totals in the same transaction", async () => {
     const s = freshStore();
     const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 100);
