@@ -59,7 +59,7 @@ export const ConfigSchema = t.Object({
   RL_CONSENT_APP_LIMIT: t.Optional(PositiveInt),
   RL_CONSENT_IP_LIMIT: t.Optional(PositiveInt),
   RL_CONSENT_WINDOW_SECONDS: t.Optional(PositiveInt),
-  /** Most grant dollars an app may have approved in one UTC day, unless the app sets its own. */
+  /** Most an app's grants may spend in one UTC day, together, unless the app sets its own. */
   GRANT_DAILY_CEILING_USD: t.Optional(PositiveUsd),
   /** Failed admin authentications per client address before it is locked out for the window. */
   RL_ADMIN_AUTH_LIMIT: t.Optional(PositiveInt),
@@ -130,7 +130,7 @@ export interface Config {
     { limit: number; windowMs: number }
   >;
   defaultMaxGrantUsd: number;
-  /** The per-app daily ceiling on grant dollars for apps without their own. */
+  /** The per-app daily ceiling on what grants spend, for apps without their own. */
   grantDailyCeilingNano: number;
   redisCommandTimeoutMs: number;
   idempotencyTtlSeconds: number;
@@ -215,7 +215,7 @@ function fromRaw(raw: RawConfig): Config {
       adminAuthFailures: { limit: raw.RL_ADMIN_AUTH_LIMIT ?? 10, windowMs: (raw.RL_ADMIN_AUTH_WINDOW_SECONDS ?? 60) * 1000 },
     },
     defaultMaxGrantUsd: raw.DEFAULT_MAX_GRANT_USD ?? 5,
-    // $100 a day: twenty grants of the default largest size ($5), room for a small app's busy
+    // $100 a day: twenty fully spent grants of the default largest size ($5), room for a small app's busy
     // day, while a consent flow that is abused (or a page that loops) costs the operator at
     // most $100 a day of upstream spend. Apps that need more get their own ceiling.
     grantDailyCeilingNano: usdToNanoFloor(raw.GRANT_DAILY_CEILING_USD ?? 100),

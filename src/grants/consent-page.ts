@@ -104,7 +104,6 @@ export function renderConsentPage(offer: ConsentOffer, nonce: string): string {
     return true;
   };
 ${POPUP_CLOSING_SCRIPT}
-  let refusedForGood = false;
   approve.addEventListener("click", async () => {
     // Without an opener the token would have nowhere to go: create no grant at all.
     if (!window.opener) { status.textContent = "Open this page from the app that asked for it."; return; }
@@ -118,8 +117,6 @@ ${POPUP_CLOSING_SCRIPT}
         credentials: "omit",
       });
       const body = await response.json();
-      // 402: the app's daily ceiling on grants is reached; approving again cannot work today.
-      if (response.status === 402) refusedForGood = true;
       if (!response.ok) throw new Error(body && body.error ? body.error.message : "The grant could not be created.");
       if (send({ type: "grant", grantToken: body.grantToken, usd: body.usd, maxUses: body.maxUses, expiresAt: body.expiresAt, state: body.state })) {
         status.textContent = "Approved. You can close this window.";
@@ -128,7 +125,7 @@ ${POPUP_CLOSING_SCRIPT}
     } catch (error) {
       status.textContent = error.message;
       deny.disabled = false;
-      approve.disabled = refusedForGood;
+      approve.disabled = false;
     }
   });
   deny.addEventListener("click", () => {

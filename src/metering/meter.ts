@@ -23,6 +23,8 @@ export interface MeteringTicket {
   /** The limits sent upstream, sized to what was granted. */
   limits: GrantedLimits;
   grantedNano: number;
+  /** A grant call's reservation on its app's daily ceiling, settled to the same cost as the call. */
+  ceilingReservationId?: string;
   streamed: boolean;
   startedAt: number;
 }
@@ -122,6 +124,11 @@ export class Meter implements SettleBarrier {
       ticket.access.model = ticket.model;
       ticket.access.costNano = charge.costNano;
     }
+    // A grant call's second reservation (its app's daily ceiling) settles to the same cost,
+    // without a row of its own. Durably, the grant's row counts for both: the usage writer's
+    // stores add a grant row to its day's total too (src/store/*/usage-ledger.ts), and on
+    // PostgreSQL without Redis this settle moves the day's totals row itself.
+    const ceilingSettled = ticket.ceilingReservationId ? this.budget.settle(ticket.ceilingReservationId, charge.costNano) : null;
     if (this.budget.recordsRows) {
       await this.budget.settle(ticket.requestId, charge.costNano, row);
     } else if (durable) {
@@ -132,6 +139,7 @@ export class Meter implements SettleBarrier {
       await this.budget.settle(ticket.requestId, charge.costNano);
       this.writer.enqueue(row);
     }
+    await ceilingSettled;
     this.watcher.note(target);
     return charge;
   }

@@ -11,6 +11,7 @@ import type { IdempotencyService } from "../services/idempotency";
 import { errorResponses } from "./models";
 import { deferredRateLimitOf } from "../ratelimit/macro";
 import { handOverHeaders } from "../http/hand-over-headers";
+import type { App } from "../store/apps";
 
 const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });
 
@@ -79,13 +80,13 @@ const CHAT_DESCRIPTION = [
 /** POST /chat/completions: the metered, OpenAI-compatible proxy. */
 export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, idempotency: IdempotencyService, auth: Guards) {
   /** The budget the call draws on: the user's (x-service-user) or a grant's (x-service-grant). */
-  const budgetTargetOf = async (request: Request, appId: string) => {
+  const budgetTargetOf = async (request: Request, app: App) => {
     const appUserId = request.headers.get("x-service-user");
     const grantToken = request.headers.get("x-service-grant");
     if (appUserId && grantToken) throw new ApiError("invalid_request", "send either x-service-user or x-service-grant, not both");
-    if (grantToken) return grants.budgetTarget(appId, grantToken);
+    if (grantToken) return grants.budgetTarget(app, grantToken);
     if (!appUserId) throw new ApiError("invalid_request", "the x-service-user (or x-service-grant) header is required");
-    return userBudgetTarget(deps, appId, appUserId);
+    return userBudgetTarget(deps, app.id, appUserId);
   };
 
   return new Elysia().use(auth).post(
@@ -100,7 +101,7 @@ export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, 
       access.appUserId = request.headers.get("x-service-user");
       access.streamed = body.stream === true;
       const response = await idempotency.run(app.id, requestId, request.headers, body, async (recorder) => {
-        const target = await budgetTargetOf(request, app.id);
+        const target = await budgetTargetOf(request, app);
         access.appUserId = target.appUserId;
         access.grantId = target.grantId;
         return chat.complete({

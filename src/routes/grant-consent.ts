@@ -98,11 +98,11 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
           description:
             "Opened by popup.js with `appId`, `usd`, `origin` (the opener's, registered for the app), and optional `maxUses`, " +
             "`ttl` (seconds, default 86400, at most 30 days) and `state` (echoed back). Bad parameters render an error page (400); " +
-            "so does an app whose daily ceiling on grant dollars has no room for the amount (402), and too many pages opened (429, Retry-After).",
+            "so do a grant larger than the app's whole daily ceiling (402) and too many pages opened (429, Retry-After).",
           responses: {
             200: htmlPage("The consent page."),
             400: htmlPage("An error page: bad parameters."),
-            402: htmlPage("An error page: the app's daily ceiling on grant dollars has no room for this grant."),
+            402: htmlPage("An error page: the grant is larger than the app's daily ceiling on what grants spend."),
             429: htmlPage("An error page: too many consent pages opened from this address or for this app."),
           },
         },
@@ -123,14 +123,14 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
       },
       {
         body: ApproveConsentRequest,
-        response: { 200: GrantMessage, ...errorResponses(400, 402, 413, 429) },
+        response: { 200: GrantMessage, ...errorResponses(400, 413, 429) },
         detail: {
           tags: ["grants"],
           summary: "Approve a consent request (called by the consent page)",
           // The credential is the one-time consent token in the body.
           security: [],
           description:
-            "402 `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt) when the grant would pass the app's daily ceiling on grant dollars.",
+            "Approving costs the app nothing: its daily ceiling on grant dollars counts what grants spend, and a chat call past it is 402 `budget_exceeded`.",
         },
       },
     )

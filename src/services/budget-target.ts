@@ -21,6 +21,11 @@ export interface BudgetTarget {
    * which case the reservation is released. Grants count their uses here.
    */
   admit?(): Promise<void>;
+  /**
+   * Grants only: the app's daily ceiling on what its grants spend, a second cap the call
+   * draws on (reserved first, on the day's account: grantDayAccount).
+   */
+  dailyGrantCeilingNano?: number;
 }
 
 /** The user's monthly budget, or 402 when the user is not connected or funding is invalid. */

@@ -4,7 +4,10 @@ import type { MeteringTicket } from "../metering/meter";
 import { clientPin } from "../metering/price-pin";
 import type { PricingCatalogue } from "../metering/pricing";
 import { readRequestShape } from "../metering/request-shape";
-import { grantedLimits, planReservation } from "../metering/reservation";
+import { grantedLimits, planReservation, type ReservationPlan } from "../metering/reservation";
+import { grantDayAccount } from "../metering/accounts";
+import { ApiError } from "../errors";
+import { formatUsd, nanoToUsd, utcDayAt } from "../money";
 import { costBounds } from "../metering/worst-case";
 import { budgetExceeded, type BudgetTarget } from "./budget-target";
 import type { ChatBody } from "./chat";
@@ -34,18 +37,31 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   const shape = readRequestShape(body, config.pluginReservationsNano);
   const bounds = costBounds(catalogue, { shape, bodyBytes: request.bodyBytes, clientPin: clientPin(body), imageTokenBound: config.imageTokensBound });
   const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
+  // The row's start, and the UTC day whose grant ceiling the call draws on: one instant.
+  const startedAt = deps.clock.now();
+  // A grant call draws on its app's daily ceiling first, and then on its grant for at most
+  // what the ceiling granted. Each reserve is atomic on its own account, so neither cap can
+  // be passed; between the two, the ceiling may hold a little more than the grant took,
+  // until the call settles (never less).
+  const ceiling = target.dailyGrantCeilingNano === undefined ? null : await reserveDailyCeiling(deps, request, plan, startedAt);
+  const rateLimit = ceiling ? undefined : request.rateLimit;
   // A deferred rate-limit check exists only beside a ledger that runs it (src/http/guards.ts).
-  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, plan.desiredNano, request.rateLimit);
+  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, ceiling?.grantedNano ?? plan.desiredNano, rateLimit);
   // Its limit first: a call over its rate limit is a 429 whatever its budget (nothing was reserved).
   if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
+  const release = async () => {
+    await deps.budget.settle(requestId, 0);
+    if (ceiling) await deps.budget.settle(ceiling.reservationId, 0);
+  };
   if (!outcome.ok) {
+    if (ceiling) await deps.budget.settle(ceiling.reservationId, 0);
     deps.budgetWatcher.note(target, true);
     throw budgetExceeded(target, outcome);
   }
   try {
     await target.admit?.();
   } catch (err) {
-    await deps.budget.settle(requestId, 0);
+    await release();
     // A grant refused for its uses: the watcher reports it exhausted if that is why.
     deps.budgetWatcher.note(target);
     throw err;
@@ -59,9 +75,33 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
     plan,
     limits: grantedLimits(plan, bounds, outcome.grantedNano),
     grantedNano: outcome.grantedNano,
+    ceilingReservationId: ceiling?.reservationId,
     streamed: body.stream === true,
-    startedAt: deps.clock.now(),
+    startedAt,
   };
+}
+
+/**
+ * Reserves a grant call against its app's daily ceiling on what grants spend
+ * (grantDayAccount), or throws 402 `budget_exceeded` with that ceiling's figures. The
+ * call's rate-limit check, when the ledger runs it, goes with this first reserve.
+ */
+async function reserveDailyCeiling(deps: Deps, request: ReservationRequest, plan: ReservationPlan, startedAt: number) {
+  const { target } = request;
+  const capNano = target.dailyGrantCeilingNano!;
+  const account = grantDayAccount(target.appId, startedAt);
+  const reservationId = `${request.requestId}/grant-day`;
+  const outcome = await deps.budget.reserve(account, reservationId, capNano, plan.minNano, plan.desiredNano, request.rateLimit);
+  if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
+  if (outcome.ok) return { reservationId, grantedNano: outcome.grantedNano };
+  const day = utcDayAt(startedAt);
+  const remaining = outcome.frozen ? 0 : Math.max(0, capNano - outcome.spentNano - outcome.reservedNano);
+  throw new ApiError(
+    "budget_exceeded",
+    `this app's grants have used their daily ceiling: ${formatUsd(nanoToUsd(outcome.spentNano))} of ${formatUsd(nanoToUsd(capNano))} ` +
+      `spent today (UTC), not enough for this request; it resets at ${new Date(day.end).toISOString()}`,
+    { limitUsd: nanoToUsd(capNano), usedUsd: nanoToUsd(outcome.spentNano), remainingUsd: nanoToUsd(remaining), resetsAt: new Date(day.end).toISOString() },
+  );
 }
 
 /** The client's completion limit: the lower of max_tokens and max_completion_tokens when both are sent. */

@@ -1,8 +1,7 @@
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
-import { formatUsd, nanoToUsd, usdToNanoFloor, utcDayAt } from "../money";
+import { formatUsd, nanoToUsd, usdToNanoFloor } from "../money";
 import type { App } from "../store/apps";
-import type { DailyCeiling } from "../store/grants";
 
 export const DEFAULT_GRANT_TTL_SECONDS = 24 * 60 * 60;
 export const MAX_GRANT_TTL_SECONDS = 30 * 24 * 60 * 60;
@@ -47,8 +46,10 @@ export interface ConsentOffer extends ConsentDraft {
 
 /**
  * The consent popup's two steps for apps without a user system: showing a request (its
- * parameters checked, and refused when the app's daily ceiling on grant dollars has no
- * room for it) and approving it (the grant created, the ceiling enforced atomically).
+ * parameters checked) and approving it (the grant created). Neither touches the app's
+ * daily ceiling: that counts what grants spend, enforced when a call reserves
+ * (src/services/chat-reservation.ts), so an approval nobody spends costs the app nothing
+ * and approvals scripted by strangers cannot use the ceiling up.
  */
 export class ConsentService {
   constructor(private readonly deps: Pick<Deps, "store" | "clock" | "config">) {}
@@ -76,18 +77,16 @@ export class ConsentService {
   }
 
   /**
-   * Records the request behind a one-time token, unless the app's ceiling has no room for
-   * it today: the user is not asked to approve what would be refused. (Approval checks
-   * again, atomically: other grants may be approved meanwhile.)
+   * Records the request behind a one-time token that the page embeds, unless the grant is
+   * larger than the app's whole daily ceiling: then no day could let all of it be spent at once.
    */
   async offer(draft: ConsentDraft): Promise<ConsentOffer> {
     const now = this.deps.clock.now();
     const usdCapNano = usdToNanoFloor(draft.usd);
-    const day = utcDayAt(now);
     const ceilingNano = draft.app.grantDailyCeilingNano ?? this.deps.config.grantDailyCeilingNano;
-    const approvedNano = await this.deps.store.grants.approvedSince(draft.app.id, day.start);
-    if (approvedNano + usdCapNano > ceilingNano) {
-      throw new ConsentError(ceilingMessage(draft.app.name, { ceilingNano, approvedNano, requestedNano: usdCapNano, resetsAt: day.end }), 402);
+    if (usdCapNano > ceilingNano) {
+      const [ceiling, requested] = [ceilingNano, usdCapNano].map((nano) => formatUsd(nanoToUsd(nano)));
+      throw new ConsentError(`Grants of ${draft.app.name} may spend at most ${ceiling} a day, and this ${requested} grant is larger than that.`, 402);
     }
     const { app, maxUses, ttlSeconds, origin, state } = draft;
     const consentToken = await this.deps.store.grants.createConsentRequest(
@@ -98,28 +97,13 @@ export class ConsentService {
     return { ...draft, expiresAt: now + ttlSeconds * 1000, consentToken };
   }
 
-  /** The user approved: consume the consent token and create the grant, within the app's daily ceiling. */
+  /** The user approved: consume the consent token and create the grant. */
   async approve(consentToken: string) {
-    const now = this.deps.clock.now();
-    const day = utcDayAt(now);
-    const ceiling: DailyCeiling = { dayStart: day.start, defaultNano: this.deps.config.grantDailyCeilingNano };
-    const approval = await this.deps.store.grants.approveConsent(consentToken, now, ceiling);
+    const approval = await this.deps.store.grants.approveConsent(consentToken, this.deps.clock.now());
     // The page was shown while the app was active; an operator may have disabled it since.
     // Its grant could not be spent now, but would be the day the app is enabled again.
     if (approval.kind === "app_disabled") throw new ApiError("invalid_request", "this app is no longer active; no grant was created");
     if (approval.kind === "unusable") throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
-    if (approval.kind === "over_ceiling") {
-      const appName = (await this.deps.store.apps.find(approval.appId))?.name ?? "This app";
-      const { ceilingNano, approvedNano } = approval;
-      // 402 with the budget fields, like every spending limit here (ARCHITECTURE.md §3
-      // "Errors"): not 429, which clients retry by themselves; this one lasts until resetsAt.
-      throw new ApiError("budget_exceeded", ceilingMessage(appName, { ...approval, resetsAt: day.end }), {
-        limitUsd: nanoToUsd(ceilingNano),
-        usedUsd: nanoToUsd(approvedNano),
-        remainingUsd: nanoToUsd(Math.max(0, ceilingNano - approvedNano)),
-        resetsAt: new Date(day.end).toISOString(),
-      });
-    }
     const { grant, grantToken, state } = approval;
     return {
       type: "grant" as const,
@@ -137,17 +121,4 @@ export class ConsentService {
   appOfConsent(consentToken: string): Promise<string | null> {
     return this.deps.store.grants.consentAppId(consentToken);
   }
-}
-
-/** Said to the user on the consent page, and to a program in the error envelope. */
-function ceilingMessage(appName: string, c: { ceilingNano: number; approvedNano: number; requestedNano: number; resetsAt: number }): string {
-  const [ceiling, approved, requested] = [c.ceilingNano, c.approvedNano, c.requestedNano].map((nano) => formatUsd(nanoToUsd(nano)));
-  if (c.requestedNano > c.ceilingNano) {
-    return `${appName} may have at most ${ceiling} of grants approved a day, and this ${requested} grant is larger than that. Nothing was granted.`;
-  }
-  const until = `${new Date(c.resetsAt).toISOString().slice(0, 16).replace("T", " ")} UTC`;
-  return (
-    `${appName} has reached its daily limit for grants: ${approved} of its ${ceiling} a day is already approved, ` +
-    `so this ${requested} grant cannot be approved until ${until}. Nothing was granted.`
-  );
 }

@@ -4,6 +4,7 @@ import { ApiError } from "../errors";
 import { nanoToUsd, periodAt } from "../money";
 import { grantAccount } from "../metering/accounts";
 import type { Grant } from "../store/grants";
+import type { App } from "../store/apps";
 import type { BudgetTarget } from "./budget-target";
 
 export interface GrantView {
@@ -33,11 +34,13 @@ export class GrantService {
     return grant;
   }
 
-  /** The budget a chat call with this grant draws on; counts one use on admission. */
-  async budgetTarget(appId: string, token: string): Promise<BudgetTarget> {
+  /** The budget a chat call with this grant draws on, and the app's daily ceiling; counts one use on admission. */
+  async budgetTarget(app: App, token: string): Promise<BudgetTarget> {
+    const appId = app.id;
     const grant = await this.usableGrant(appId, token);
     const now = this.deps.clock.now();
     return {
+      dailyGrantCeilingNano: app.grantDailyCeilingNano ?? this.deps.config.grantDailyCeilingNano,
       account: grantAccount(grant.id),
       capNano: grant.usdCapNano,
       appId,

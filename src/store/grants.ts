@@ -28,39 +28,24 @@ export const newConsentToken = () => `ct_${randomString(40)}`;
 export const newGrantToken = () => `gt_${randomString(40)}`;
 export const newGrantId = () => `grt${randomString(16, LOWER_ALNUM)}`;
 
-/**
- * The per-app daily ceiling on grant dollars, a cap that holds whatever the concurrency
- * (ARCHITECTURE.md §1): the caps of an app's grants created since `dayStart` plus the
- * new one may not pass the app's own ceiling, or `defaultNano` when it has none.
- */
-export interface DailyCeiling {
-  dayStart: number;
-  defaultNano: number;
-}
-
 export type ConsentApproval =
   | { kind: "approved"; grant: Grant; grantToken: string; state: string }
   /** Unknown, expired or already used: nothing changed. */
   | { kind: "unusable" }
   /** The app was disabled after the page was shown: nothing changed, the token is still usable. */
-  | { kind: "app_disabled" }
-  /** The grant would pass the app's ceiling: nothing changed, the token is still usable. */
-  | { kind: "over_ceiling"; appId: string; ceilingNano: number; approvedNano: number; requestedNano: number };
+  | { kind: "app_disabled" };
 
 /** Grants and the consent requests that create them. Tokens are stored only hashed. */
 export interface GrantRepository {
   /** Records what a consent page shows; returns the one-time token embedded in it. */
   createConsentRequest(request: ConsentRequest, now: number, lifetimeMs: number): Promise<string>;
   /**
-   * Consumes a consent token and creates its grant, atomically with the ceiling check: a
-   * token approves at most one grant, only before it expires, and two approvals for one
-   * app at once cannot both pass its ceiling (the sum and the insert are one transaction,
-   * serialized per app).
+   * Consumes a consent token and creates its grant, atomically: a token approves at most
+   * one grant, only before it expires, and only while its app is enabled. (An approval
+   * costs nothing: the app's daily ceiling counts what its grants spend, at reservation.)
    */
-  approveConsent(consentToken: string, now: number, ceiling: DailyCeiling): Promise<ConsentApproval>;
+  approveConsent(consentToken: string, now: number): Promise<ConsentApproval>;
   consentAppId(consentToken: string): Promise<string | null>;
-  /** The caps of the app's grants created at or after `since`, revoked ones included (they may have been spent). */
-  approvedSince(appId: string, since: number): Promise<number>;
   /**
    * Deletes up to `limit` consent requests that were used or expired at or before `cutoff`
    * (neither can approve anything any more); returns how many. Callers loop in batches so

@@ -1,12 +1,12 @@
 /**
  * Issue 13's consent hardening through app.handle: consent pages rate-limited per client
  * address and per app (an error page with 429 and Retry-After), the per-app daily ceiling on
- * grant dollars (refused when the page opens and, atomically, at approval), and a page that
- * says who pays. The fake clock moves windows and UTC days; nothing waits on real time.
+ * what grants spend (approvals cost nothing; grant calls reserve against it like any cap),
+ * and a page that says who pays. The fake clock moves windows and UTC days; nothing waits on real time.
  */
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
-import { CONSENT_ORIGIN, consentTokenIn, obtainGrant, openConsentPage, postApproval } from "../helpers/consent";
+import { CONSENT_ORIGIN, obtainGrant, openConsentPage } from "../helpers/consent";
 
 const consentRows = (t: ChatTestApp) => (t.db.query("SELECT count(*) AS n FROM consent_requests").get() as { n: number }).n;
 
@@ -55,56 +55,71 @@ describe("consent pages are rate-limited", () => {
   });
 });
 
-describe("the per-app daily ceiling on grant dollars", () => {
-  test("approval past the ceiling is 402 budget_exceeded with the numbers; the page opens refused; the next UTC day it resets", async () => {
-    const t = await chatTestApp({ env: { GRANT_DAILY_CEILING_USD: "2" } });
-    // Three pages opened before any approval: each fits on its own.
-    const tokens: string[] = [];
-    for (let i = 0; i < 3; i++) tokens.push(consentTokenIn(await (await openConsentPage(t)).text()));
-    expect((await postApproval(t, tokens[0]!)).status).toBe(200);
-    expect((await postApproval(t, tokens[1]!)).status).toBe(200);
-    const refused = await postApproval(t, tokens[2]!);
-    expect(refused.status).toBe(402);
-    const { error } = (await refused.json()) as { error: Record<string, unknown> };
-    expect(error).toEqual({
-      code: "budget_exceeded",
-      message:
-        "chat-test has reached its daily limit for grants: $2.00 of its $2.00 a day is already approved, so this $1.00 grant cannot be approved until 2026-01-16 00:00 UTC. Nothing was granted.",
-      limitUsd: 2,
-      usedUsd: 2,
-      remainingUsd: 0,
-      resetsAt: "2026-01-16T00:00:00.000Z",
-    });
-    expect((await t.deps.store.grants.listForApp(t.appId, 10)).length).toBe(2);
+describe("the per-app daily ceiling on what grants spend", () => {
+  const ask = () => ({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 20 });
+  const withGrant = (token: string) => ({ "x-service-user": "", "x-service-grant": token });
+  const spentTodayNano = (t: ChatTestApp) =>
+    (t.db.query("SELECT COALESCE(SUM(cost_nano), 0) AS n FROM usage_ledger WHERE grant_id IS NOT NULL").get() as { n: number }).n;
 
-    // Now the page itself says so, and records nothing, up to the last millisecond of the day.
-    const rows = consentRows(t);
-    t.clock.set(Date.UTC(2026, 0, 16) - 1);
-    await expectErrorPage(await openConsentPage(t, { usd: "0.01" }), 402, /chat-test has reached its daily limit for grants: \$2\.00 of its \$2\.00/);
-    expect(consentRows(t)).toBe(rows);
+  test("approvals cost nothing: twenty scripted approvals past the ceiling all succeed, and the ceiling is still there to spend", async () => {
+    const t = await chatTestApp({ env: { GRANT_DAILY_CEILING_USD: "2", RL_GRANTS_IP_LIMIT: "100", RL_CONSENT_IP_LIMIT: "100" } });
+    const grants: Array<{ grantToken: string }> = [];
+    for (let i = 0; i < 20; i++) grants.push(await obtainGrant(t, { usd: "1" }));
+    expect((await t.deps.store.grants.listForApp(t.appId, 100)).length).toBe(20);
+    // A real user's grant among them spends as usual: nothing was used up by approving.
+    const res = await t.chat(ask(), withGrant(grants[19]!.grantToken));
+    expect(res.status).toBe(200);
+  });
+
+  test("past the day's spend, a grant call is 402 budget_exceeded with the ceiling's numbers, whatever its grant has left; the next UTC day it resets", async () => {
+    const t = await chatTestApp({ env: { GRANT_DAILY_CEILING_USD: "0.0001" } });
+    const first = await obtainGrant(t, { usd: "0.00008" });
+    const second = await obtainGrant(t, { usd: "0.00008" });
+    // The first grant spends to its own cap.
+    let res: Response;
+    do res = await t.chat(ask(), withGrant(first.grantToken));
+    while (res.status === 200);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("grant_invalid");
+    // The second then spends what the app's day has left, and is refused by the ceiling.
+    do res = await t.chat(ask(), withGrant(second.grantToken));
+    while (res.status === 200);
+    await t.flush();
+    expect(res.status).toBe(402);
+    const { error } = (await res.json()) as { error: Record<string, any> };
+    const spent = spentTodayNano(t);
+    expect(error).toMatchObject({ code: "budget_exceeded", limitUsd: 0.0001, usedUsd: spent / 1e9, resetsAt: "2026-01-16T00:00:00.000Z" });
+    expect(error.remainingUsd).toBeLessThan(0.0001 - 0.00008);
+    expect(error.message).toContain("daily ceiling");
+    expect(spent).toBeLessThanOrEqual(100_000);
+    const view = (await (
+      await t.app.handle(
+        new Request("http://localhost/api/v1/grants/current", { headers: { authorization: `Bearer ${t.secretKey}`, ...withGrant(second.grantToken) } }),
+      )
+    ).json()) as { remainingUsd: number };
+    expect(view.remainingUsd).toBeGreaterThan(0.00005);
 
     t.clock.set(Date.UTC(2026, 0, 16));
-    await obtainGrant(t, { usd: "2" });
+    expect((await t.chat(ask(), withGrant(second.grantToken))).status).toBe(200);
   });
 
-  test("a refused approval leaves its consent token usable: the app's own ceiling, once raised, lets it through", async () => {
-    const t = await chatTestApp({ env: { GRANT_DAILY_CEILING_USD: "100" } });
-    await t.deps.store.apps.update(t.appId, { grantDailyCeilingNano: 1_500_000_000 });
-    await obtainGrant(t);
-    const token = consentTokenIn(await (await openConsentPage(t, { usd: "0.5" })).text());
-    await obtainGrant(t, { usd: "0.5" }); // the day is now full: $1.50
-    expect((await postApproval(t, token)).status).toBe(402);
-    await t.deps.store.apps.update(t.appId, { grantDailyCeilingNano: 2_000_000_000 });
-    expect((await postApproval(t, token)).status).toBe(200);
+  test("concurrent calls on several grants never spend past the ceiling together", async () => {
+    const t = await chatTestApp({ env: { GRANT_DAILY_CEILING_USD: "0.0001", RL_CHAT_LIMIT: "1000" } });
+    const grants: Array<{ grantToken: string }> = [];
+    for (let i = 0; i < 4; i++) grants.push(await obtainGrant(t, { usd: "0.0001" }));
+    const statuses = await Promise.all(Array.from({ length: 40 }, (_, i) => t.chat(ask(), withGrant(grants[i % 4]!.grantToken)).then((r) => r.status)));
+    await t.flush();
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+    expect(statuses.filter((s) => s !== 200 && s !== 402)).toEqual([]);
+    expect(spentTodayNano(t)).toBeLessThanOrEqual(100_000);
   });
 
-  test("a grant larger than the whole ceiling is refused for what it is, not for today", async () => {
+  test("a grant larger than the whole ceiling is refused for what it is", async () => {
     const t = await chatTestApp();
     await t.deps.store.apps.update(t.appId, { grantDailyCeilingNano: 500_000_000 });
     await expectErrorPage(
       await openConsentPage(t, { usd: "1" }),
       402,
-      /may have at most \$0\.50 of grants approved a day, and this \$1\.00 grant is larger than that/,
+      /Grants of chat-test may spend at most \$0\.50 a day, and this \$1\.00 grant is larger than that/,
     );
   });
 });

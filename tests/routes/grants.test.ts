@@ -76,7 +76,7 @@ describe("consent page", () => {
     const refused = await approve();
     expect(refused.status).toBe(400);
     expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("no longer active");
-    expect(await t.deps.store.grants.approvedSince(t.appId, 0)).toBe(0);
+    expect(await t.deps.store.grants.listForApp(t.appId, 10)).toEqual([]);
     // Enabled again, the same page's token works: nothing was consumed by the refusal.
     await t.deps.store.apps.setDisabled(t.appId, null);
     expect((await approve()).status).toBe(200);

@@ -15,7 +15,6 @@ import { chatTestApp, UPSTREAM_KEY, type ChatTestApp } from "../helpers/chat-app
 import { TEST_JWT_SECRET } from "../helpers/test-app";
 import { expectError, expectOk } from "../helpers/expect";
 import { usdToNanoFloor } from "../../src/money";
-import { NO_DAILY_CEILING } from "../helpers/grants";
 import { ADMIN_TOKEN } from "../helpers/admin";
 
 const API = "/api/v1";
@@ -244,7 +243,7 @@ const ROUTES: RouteEntry[] = [
       );
       const res = await call(`${API}/grants/consent`, { json: { consentToken }, headers: { "sec-fetch-site": "cross-site", origin: ORIGIN_B } });
       await expectError(copy(res), 400, "invalid_request");
-      expect((await t.deps.store.grants.approveConsent(consentToken, t.clock.now(), NO_DAILY_CEILING)).kind).toBe("approved"); // was not consumed
+      expect((await t.deps.store.grants.approveConsent(consentToken, t.clock.now())).kind).toBe("approved"); // was not consumed
       return [res];
     },
   },

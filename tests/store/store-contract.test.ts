@@ -9,7 +9,8 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import type { UsageRow } from "../../src/store/usage-ledger";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
-import { approveConsentOrThrow, NO_DAILY_CEILING } from "../helpers/grants";
+import { approveConsentOrThrow } from "../helpers/grants";
+import { grantDayAccount } from "../../src/metering/accounts";
 
 let pg: TestPostgres;
 beforeAll(async () => {
@@ -202,10 +203,10 @@ describe.each(engines)("store contract on %s", (_name, open) => {
         10_000,
       );
       await store.apps.setDisabled(app.id, 150);
-      expect(await store.grants.approveConsent(token, 200, NO_DAILY_CEILING)).toEqual({ kind: "app_disabled" });
-      expect(await store.grants.approvedSince(app.id, 0)).toBe(0);
+      expect(await store.grants.approveConsent(token, 200)).toEqual({ kind: "app_disabled" });
+      expect(await store.grants.listForApp(app.id, 10)).toEqual([]);
       await store.apps.setDisabled(app.id, null);
-      expect((await store.grants.approveConsent(token, 300, NO_DAILY_CEILING)).kind).toBe("approved");
+      expect((await store.grants.approveConsent(token, 300)).kind).toBe("approved");
     }));
 
   test("grants: a consent token approves one grant, once, before it expires; uses are counted", () =>
@@ -217,13 +218,13 @@ describe.each(engines)("store contract on %s", (_name, open) => {
         1_000,
       );
       expect(await store.grants.consentAppId(token)).toBe(app.id);
-      expect(await store.grants.approveConsent(token, 2_000, NO_DAILY_CEILING)).toEqual({ kind: "unusable" }); // expired
+      expect(await store.grants.approveConsent(token, 2_000)).toEqual({ kind: "unusable" }); // expired
       const token2 = await store.grants.createConsentRequest(
         { appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" },
         100,
         1_000,
       );
-      const both = await Promise.all([store.grants.approveConsent(token2, 200, NO_DAILY_CEILING), store.grants.approveConsent(token2, 200, NO_DAILY_CEILING)]);
+      const both = await Promise.all([store.grants.approveConsent(token2, 200), store.grants.approveConsent(token2, 200)]);
       expect(both.map((a) => a.kind).sort()).toEqual(["approved", "unusable"]);
       const approved = both.find((a) => a.kind === "approved")!;
       if (approved.kind !== "approved") throw new Error("unreachable");
@@ -250,54 +251,23 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.grants.listForApp("other", 10)).toEqual([]);
     }));
 
-  test("grants: the daily ceiling counts the app's grants since the day's start; a refusal changes nothing", () =>
+  test("usage ledger: a grant's row also counts toward its app's day (the daily ceiling's account); a replay counts nothing", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("ceiling", ["https://c.example"], 1);
-      const other = (await store.apps.create("other", ["https://c.example"], 1)).app;
-      const ask = (appId: string, usdCapNano: number, now: number) =>
-        store.grants.createConsentRequest({ appId, usdCapNano, maxUses: null, ttlSeconds: 60, origin: "https://c.example", state: "" }, now, 10_000);
-      const ceiling = { dayStart: 1_000, defaultNano: 10_000 };
-      // Yesterday's grant and another app's do not count.
-      await approveConsentOrThrow(store.grants, await ask(app.id, 9_000, 500), 500, { dayStart: 0, defaultNano: 10_000 });
-      await approveConsentOrThrow(store.grants, await ask(other.id, 9_000, 1_000), 1_000, ceiling);
-      expect(await store.grants.approvedSince(app.id, 1_000)).toBe(0);
-      expect(await store.grants.approvedSince(app.id, 0)).toBe(9_000);
-      await approveConsentOrThrow(store.grants, await ask(app.id, 6_000, 1_100), 1_100, ceiling);
-      const revoked = await approveConsentOrThrow(store.grants, await ask(app.id, 4_000, 1_200), 1_200, ceiling); // exactly at the ceiling
-      await store.grants.revoke(revoked.grant.id, 1_250); // still counts: it may have been spent
-      expect(await store.grants.approvedSince(app.id, 1_000)).toBe(10_000);
-
-      const refused = await ask(app.id, 1, 1_300);
-      expect(await store.grants.approveConsent(refused, 1_300, ceiling)).toEqual({
-        kind: "over_ceiling",
-        appId: app.id,
-        ceilingNano: 10_000,
-        approvedNano: 10_000,
-        requestedNano: 1,
-      });
-      expect(await store.grants.approvedSince(app.id, 1_000)).toBe(10_000);
-      // The app's own ceiling replaces the default, and the refused token was not consumed.
-      await store.apps.update(app.id, { grantDailyCeilingNano: 10_001 });
-      expect((await store.grants.approveConsent(refused, 1_400, ceiling)).kind).toBe("approved");
-      expect((await store.grants.approveConsent(await ask(app.id, 1, 1_500), 1_500, ceiling)).kind).toBe("over_ceiling");
-    }));
-
-  test("grants: concurrent approvals for one app never pass its daily ceiling together", () =>
-    withStore(async (store) => {
-      const { app } = await store.apps.create("race", ["https://r.example"], 1, { grantDailyCeilingNano: 3_500 });
-      const tokens = await Promise.all(
-        Array.from({ length: 12 }, () =>
-          store.grants.createConsentRequest(
-            { appId: app.id, usdCapNano: 1_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" },
-            100,
-            10_000,
-          ),
-        ),
-      );
-      const outcomes = await Promise.all(tokens.map((token) => store.grants.approveConsent(token, 200, { dayStart: 0, defaultNano: 1_000_000 })));
-      expect(outcomes.filter((o) => o.kind === "approved")).toHaveLength(3);
-      expect(outcomes.filter((o) => o.kind === "over_ceiling")).toHaveLength(9);
-      expect(await store.grants.approvedSince(app.id, 0)).toBe(3_000);
+      const day = Date.UTC(2026, 0, 15);
+      const grantRow = (requestId: string, appId: string, startedAt: number, costNano: number) =>
+        row({ requestId, account: `g/grt${requestId}`, appId, appUserId: null, grantId: `grt${requestId}`, startedAt, finishedAt: startedAt + 1, costNano });
+      await store.usageLedger.insertBatch([
+        grantRow("g1", "app1", day + 1_000, 300),
+        grantRow("g2", "app1", day + 2_000, 200),
+        grantRow("g3", "app1", day - 1, 7), // the day before
+        grantRow("g4", "app2", day + 1_000, 5), // another app
+        row({ requestId: "u1", startedAt: day + 1_000, costNano: 11 }), // a user's call: not a grant's
+      ]);
+      expect(await store.usageLedger.insertBatch([grantRow("g1", "app1", day + 1_000, 300)])).toBe(0);
+      expect(await store.usageTotals.spentNano(grantDayAccount("app1", day + 5_000))).toBe(500);
+      expect(await store.usageTotals.spentNano(grantDayAccount("app1", day - 1))).toBe(7);
+      expect(await store.usageTotals.spentNano(grantDayAccount("app2", day))).toBe(5);
+      expect(await store.usageTotals.spentNano("g/grtg1")).toBe(300);
     }));
 
   test("grants: purging deletes used and expired consent requests in bounded batches, and keeps live ones", () =>
@@ -320,7 +290,7 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.grants.purgeConsentRequests(2_000, 100)).toBe(0);
       for (const token of [...expired, used, endsExactlyAtCutoff]) expect(await store.grants.consentAppId(token)).toBeNull();
       expect(await store.grants.consentAppId(live)).toBe(app.id);
-      expect((await store.grants.approveConsent(live, 2_000, NO_DAILY_CEILING)).kind).toBe("approved");
+      expect((await store.grants.approveConsent(live, 2_000)).kind).toBe("approved");
     }));
 
   test("idempotency keys: claim, conflict, mismatch, done, release, lapsed lease, purge", () =>

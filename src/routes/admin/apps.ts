@@ -10,8 +10,7 @@ const MaxGrantUsd = t.Union([t.Number(), t.Null()], {
 });
 
 const GrantDailyCeilingUsd = t.Union([t.Number(), t.Null()], {
-  description:
-    "Most grant dollars the app may have approved in one UTC day, USD, > 0 and at most 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
+  description: "Most the app's grants may spend in one UTC day, together, USD, > 0 and at most 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
 });
 
 export const NewAppRequest = t.Object({

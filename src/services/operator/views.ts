@@ -16,7 +16,7 @@ export const AppKeyView = t.Object({ keyId: t.String(), createdAt: Time, revoked
 const GrantLimits = {
   maxGrantUsd: t.Union([Usd, t.Null()], { description: "Largest one-time grant the app may ask for; null: the service default (DEFAULT_MAX_GRANT_USD)." }),
   grantDailyCeilingUsd: t.Union([Usd, t.Null()], {
-    description: "Most grant dollars the app may have approved in one UTC day; null: the service default (GRANT_DAILY_CEILING_USD).",
+    description: "Most the app's grants may spend in one UTC day, together; null: the service default (GRANT_DAILY_CEILING_USD).",
   }),
 };
 

@@ -1,14 +1,4 @@
-import {
-  hashToken,
-  newConsentToken,
-  newGrantId,
-  newGrantToken,
-  type ConsentApproval,
-  type ConsentRequest,
-  type DailyCeiling,
-  type Grant,
-  type GrantRepository,
-} from "../grants";
+import { hashToken, newConsentToken, newGrantId, newGrantToken, type ConsentApproval, type ConsentRequest, type Grant, type GrantRepository } from "../grants";
 import { num, numOrNull, type PostgresDatabase } from "./database";
 
 const toGrant = (r: Record<string, unknown>): Grant => ({
@@ -39,14 +29,10 @@ export class PostgresGrantRepository implements GrantRepository {
   }
 
   /**
-   * One transaction, two row locks taken in one order (the consent row, then the app row):
-   * - the consent row FOR UPDATE: of two approvals of one token, the second waits, then
-   *   finds it used (READ COMMITTED re-checks the row) and approves nothing;
-   * - the app row FOR NO KEY UPDATE: approvals for one app run one at a time, so each sums
-   *   the day's grants after the previous one's insert committed. (NO KEY: consent pages
-   *   inserting rows that reference the app only take KEY SHARE, and need not wait.)
+   * One transaction: the consent row FOR UPDATE, so that of two approvals of one token the
+   * second waits, then finds it used (READ COMMITTED re-checks the row) and approves nothing.
    */
-  approveConsent(consentToken: string, now: number, ceiling: DailyCeiling): Promise<ConsentApproval> {
+  approveConsent(consentToken: string, now: number): Promise<ConsentApproval> {
     const tokenHash = hashed(consentToken);
     return this.db.run((sql) =>
       sql.begin(async (tx): Promise<ConsentApproval> => {
@@ -54,13 +40,9 @@ export class PostgresGrantRepository implements GrantRepository {
           WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${now} FOR UPDATE`;
         if (!pending) return { kind: "unusable" };
         const appId = String(pending.app_id);
-        const [app] = await tx`SELECT grant_daily_ceiling_nano, disabled_at FROM apps WHERE id = ${appId} FOR NO KEY UPDATE`;
+        const [app] = await tx`SELECT disabled_at FROM apps WHERE id = ${appId}`;
         if (!app || app.disabled_at !== null) return { kind: "app_disabled" };
-        const ceilingNano = numOrNull(app.grant_daily_ceiling_nano) ?? ceiling.defaultNano;
-        const [sum] = await tx`SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ${appId} AND created_at >= ${ceiling.dayStart}`;
-        const approvedNano = num(sum.total);
         const requestedNano = num(pending.usd_cap_nano);
-        if (approvedNano + requestedNano > ceilingNano) return { kind: "over_ceiling", appId, ceilingNano, approvedNano, requestedNano };
         await tx`UPDATE consent_requests SET used_at = ${now} WHERE token_hash = ${tokenHash}`;
         const grantToken = newGrantToken();
         const [grant] = await tx`INSERT INTO grants (id, app_id, token_hash, usd_cap_nano, max_uses, origin, created_at, expires_at)
@@ -70,13 +52,6 @@ export class PostgresGrantRepository implements GrantRepository {
         return { kind: "approved", grant: toGrant(grant), grantToken, state: String(pending.state) };
       }),
     );
-  }
-
-  async approvedSince(appId: string, since: number): Promise<number> {
-    const [row] = await this.db.run(
-      (sql) => sql`SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ${appId} AND created_at >= ${since}`,
-    );
-    return num(row.total);
   }
 
   /** SKIP LOCKED: instances purging at once share the work, and a row being approved is left alone. */

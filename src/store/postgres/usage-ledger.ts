@@ -1,5 +1,6 @@
 import type { UsageCursor, UsageLedgerRepository, UsageRow, UsageSource } from "../usage-ledger";
 import { num, numOrNull, type PostgresDatabase } from "./database";
+import { grantDayAccount } from "../../metering/accounts";
 
 type Row = Record<string, unknown>;
 
@@ -138,9 +139,13 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
             )}::bigint[], ${a(
               text((r) => r.overrunNano ?? 0),
               "TEXT",
-            )}::bigint[]
+            )}::bigint[],
+            ${a(
+              column((r) => (r.grantId === null ? null : grantDayAccount(r.appId, r.startedAt))),
+              "TEXT",
+            )}::text[]
           ) AS s(request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
-                 completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano)
+                 completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano, grant_day)
         ), frozen AS (
           SELECT * FROM unnest(${a(
             frozen.map((r) => r.requestId),
@@ -157,9 +162,13 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
           FROM src
           ON CONFLICT (request_id) DO NOTHING
           RETURNING request_id, account, cost_nano
+        ), charged AS (
+          -- Each new row counts for its account and, for a grant's row, toward its app's daily ceiling.
+          SELECT i.request_id, i.account, i.cost_nano, f.cap AS frozen FROM inserted i LEFT JOIN frozen f USING (request_id)
+          UNION ALL
+          SELECT i.request_id, s.grant_day, i.cost_nano, NULL FROM inserted i JOIN src s USING (request_id) WHERE s.grant_day IS NOT NULL
         ), per_account AS (
-          SELECT i.account, sum(i.cost_nano) AS spent, count(*) AS n, max(f.cap) AS frozen
-          FROM inserted i LEFT JOIN frozen f USING (request_id) GROUP BY i.account
+          SELECT account, sum(cost_nano) AS spent, count(*) AS n, max(frozen) AS frozen FROM charged GROUP BY account
         ), totals AS (
           INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano)
           SELECT account, spent, n, frozen FROM per_account ORDER BY account

@@ -1,15 +1,5 @@
 import type { Database } from "bun:sqlite";
-import {
-  hashToken,
-  newConsentToken,
-  newGrantId,
-  newGrantToken,
-  type ConsentApproval,
-  type ConsentRequest,
-  type DailyCeiling,
-  type Grant,
-  type GrantRepository,
-} from "../grants";
+import { hashToken, newConsentToken, newGrantId, newGrantToken, type ConsentApproval, type ConsentRequest, type Grant, type GrantRepository } from "../grants";
 
 interface GrantRow {
   id: string;
@@ -59,10 +49,10 @@ export class SqliteGrantRepository implements GrantRepository {
   }
 
   /**
-   * BEGIN IMMEDIATE takes the database's write lock before the first read, so the day's sum
-   * cannot change under us, in this process or another, until the grant is in.
+   * BEGIN IMMEDIATE takes the database's write lock before the first read, so the token
+   * cannot be used twice, in this process or another.
    */
-  async approveConsent(consentToken: string, now: number, ceiling: DailyCeiling): Promise<ConsentApproval> {
+  async approveConsent(consentToken: string, now: number): Promise<ConsentApproval> {
     return this.db
       .transaction((): ConsentApproval => {
         const tokenHash = hashToken(consentToken);
@@ -73,15 +63,8 @@ export class SqliteGrantRepository implements GrantRepository {
           )
           .get(tokenHash, now);
         if (!pending) return { kind: "unusable" };
-        const app = this.db
-          .query<{ c: number | null; disabled_at: number | null }, [string]>("SELECT grant_daily_ceiling_nano AS c, disabled_at FROM apps WHERE id = ?")
-          .get(pending.app_id);
+        const app = this.db.query<{ disabled_at: number | null }, [string]>("SELECT disabled_at FROM apps WHERE id = ?").get(pending.app_id);
         if (!app || app.disabled_at !== null) return { kind: "app_disabled" };
-        const ceilingNano = app.c ?? ceiling.defaultNano;
-        const approvedNano = this.sumSince(pending.app_id, ceiling.dayStart);
-        if (approvedNano + pending.usd_cap_nano > ceilingNano) {
-          return { kind: "over_ceiling", appId: pending.app_id, ceilingNano, approvedNano, requestedNano: pending.usd_cap_nano };
-        }
         this.db.query("UPDATE consent_requests SET used_at = ? WHERE token_hash = ?").run(now, tokenHash);
         const grantToken = newGrantToken();
         const id = newGrantId();
@@ -95,16 +78,6 @@ export class SqliteGrantRepository implements GrantRepository {
         return { kind: "approved", grant, grantToken, state: pending.state };
       })
       .immediate();
-  }
-
-  async approvedSince(appId: string, since: number): Promise<number> {
-    return this.sumSince(appId, since);
-  }
-
-  private sumSince(appId: string, since: number): number {
-    return this.db
-      .query<{ total: number }, [string, number]>("SELECT COALESCE(SUM(usd_cap_nano), 0) AS total FROM grants WHERE app_id = ? AND created_at >= ?")
-      .get(appId, since)!.total;
   }
 
   async purgeConsentRequests(cutoff: number, limit: number): Promise<number> {

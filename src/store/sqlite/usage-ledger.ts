@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { UsageCursor, UsageLedgerRepository, UsageRow, UsageSource } from "../usage-ledger";
+import { grantDayAccount } from "../../metering/accounts";
 
 interface LedgerRow {
   request_id: string;
@@ -111,19 +112,22 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
         for (const { request_id } of this.insertStatement(slice.length).all(...values) as Array<{ request_id: string }>) inserted.add(request_id);
       }
       const deltas = new Map<string, TotalsDelta>();
-      for (const r of rows) {
-        if (!inserted.delete(r.requestId)) continue;
-        const delta = deltas.get(r.account) ?? { spentNano: 0, requests: 0, frozenCapNano: null };
+      const add = (account: string, r: UsageRow, frozenCapNano: number | null) => {
+        const delta = deltas.get(account) ?? { spentNano: 0, requests: 0, frozenCapNano: null };
         delta.spentNano += r.costNano;
         delta.requests++;
-        if (r.frozenCapNano != null) delta.frozenCapNano = Math.max(delta.frozenCapNano ?? 0, r.frozenCapNano);
-        deltas.set(r.account, delta);
-      }
+        if (frozenCapNano !== null) delta.frozenCapNano = Math.max(delta.frozenCapNano ?? 0, frozenCapNano);
+        deltas.set(account, delta);
+      };
       let count = 0;
-      for (const [account, delta] of deltas) {
-        this.addToTotals.run(account, delta.spentNano, delta.frozenCapNano, delta.requests);
-        count += delta.requests;
+      for (const r of rows) {
+        if (!inserted.delete(r.requestId)) continue;
+        count++;
+        add(r.account, r, r.frozenCapNano ?? null);
+        // A grant's spend also counts toward its app's daily ceiling on grants.
+        if (r.grantId !== null) add(grantDayAccount(r.appId, r.startedAt), r, null);
       }
+      for (const [account, delta] of deltas) this.addToTotals.run(account, delta.spentNano, delta.frozenCapNano, delta.requests);
       return count;
     });
   }
