@@ -61,7 +61,7 @@ export const ConfigSchema = t.Object({
   RL_CONSENT_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Most grant dollars an app may have approved in one UTC day, unless the app sets its own. */
   GRANT_DAILY_CEILING_USD: t.Optional(PositiveUsd),
-  /** Failed admin authentications per client address before it is locked out for the window. */
+  /** Wrong admin tokens per client address before its wrong tokens get 429 for the window (the right token always passes). */
   RL_ADMIN_AUTH_LIMIT: t.Optional(PositiveInt),
   RL_ADMIN_AUTH_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Deadline of every Redis command; past it the call counts as failed. */
