@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { parsePeriod, periodAt } from "../src/money";
+import { MAX_EXACT_USD, parsePeriod, periodAt, usdAmountProblem, usdAmountToNano, type UsdAmountRule } from "../src/money";
 
 describe("periodAt (remembers the last month it computed)", () => {
   const lastMsOfJanuary = Date.UTC(2026, 1, 1) - 1;
@@ -16,5 +16,43 @@ describe("periodAt (remembers the last month it computed)", () => {
     const period = periodAt(Date.UTC(2026, 5, 1));
     expect(periodAt(Date.UTC(2026, 5, 30))).toBe(period);
     expect(Object.isFrozen(period)).toBe(true);
+  });
+});
+
+describe("usdAmountToNano: a dollar amount from outside becomes whole nano-dollars, or is refused", () => {
+  const CAP: UsdAmountRule = { rounding: "floor" };
+  const RESERVATION: UsdAmountRule = { rounding: "ceil", zeroAllowed: true };
+  const convert = (usd: number, rule: UsdAmountRule) => usdAmountToNano(usd, rule, (problem) => new Error(problem));
+
+  test("caps round down, reservations up; float noise is not a nano-dollar", () => {
+    expect([0.1, 1e-9, 1.5e-9, 2.5].map((usd) => convert(usd, CAP))).toEqual([100_000_000, 1, 1, 2_500_000_000]);
+    expect([0.1, 1e-9, 1.5e-9, 0].map((usd) => convert(usd, RESERVATION))).toEqual([100_000_000, 1, 2, 0]);
+  });
+
+  test("below one nano-dollar is refused whichever way it would round: down it would be 0, up it was never asked for", () => {
+    for (const rule of [CAP, RESERVATION]) {
+      for (const usd of [1e-10, 9.99e-10, Number.MIN_VALUE]) expect(usdAmountProblem(usd, rule)).toMatch(/^must be at least 0\.000000001 \(one nano-dollar/);
+    }
+  });
+
+  test("0 only where the rule allows it; negative and non-finite never", () => {
+    expect(usdAmountProblem(0, CAP)).toBe("must be a number > 0");
+    expect(usdAmountProblem(0, RESERVATION)).toBeNull();
+    for (const usd of [-1e-9, -1, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
+      expect(usdAmountProblem(usd, CAP)).toBe("must be a number > 0");
+      expect(usdAmountProblem(usd, RESERVATION)).toBe("must be a number >= 0");
+    }
+  });
+
+  test("above what nano-dollar counters hold exactly (about $9 million) is refused", () => {
+    expect(MAX_EXACT_USD).toBe(9_007_199);
+    expect(convert(MAX_EXACT_USD, CAP)).toBe(9_007_199_000_000_000);
+    expect(Number.isSafeInteger(convert(MAX_EXACT_USD, RESERVATION))).toBe(true);
+    expect(usdAmountProblem(MAX_EXACT_USD + 0.5, CAP)).toMatch(/^must be at most 9007199/);
+  });
+
+  test("the refusal is what the caller makes of the problem", () => {
+    class FieldError extends Error {}
+    expect(() => usdAmountToNano(1e-10, CAP, (problem) => new FieldError(`monthlyUsd ${problem}`))).toThrow(FieldError);
   });
 });

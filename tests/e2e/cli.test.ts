@@ -113,6 +113,11 @@ describe("grant limits", () => {
       expect(refused.code).toBe(2);
       expect(refused.stderr).toContain("--grant-daily-ceiling-usd must be a number > 0 (or `default`)");
     }
+    // Below one nano-dollar it would be stored as 0, which turns the app's grants off.
+    const tooSmall = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--max-grant-usd", "0.0000000001");
+    expect(tooSmall.code).toBe(2);
+    expect(tooSmall.stderr).toContain("--max-grant-usd must be at least 0.000000001");
+    expect(await listed()).toMatchObject({ maxGrantUsd: 1 });
   });
 });
 
