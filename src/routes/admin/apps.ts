@@ -6,12 +6,13 @@ import { adminDetail, adminErrors, AppParams } from "./shared";
 
 const Origins = t.Array(t.String(), { description: "Browser origins (scheme, host and port; no path), allowed for sessions and the consent popup." });
 const MaxGrantUsd = t.Union([t.Number(), t.Null()], {
-  description: "Largest one-time grant the app may ask for, USD, > 0 and at most 1000000; null: the service default (DEFAULT_MAX_GRANT_USD).",
+  description:
+    "Largest one-time grant the app may ask for, USD, from 0.000000001 (one nano-dollar) to 1000000; null: the service default (DEFAULT_MAX_GRANT_USD).",
 });
 
 const GrantDailyCeilingUsd = t.Union([t.Number(), t.Null()], {
   description:
-    "Most grant dollars the app may have approved in one UTC day, USD, > 0 and at most 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
+    "Most grant dollars the app may have approved in one UTC day, USD, from 0.000000001 (one nano-dollar) to 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
 });
 
 export const NewAppRequest = t.Object({
