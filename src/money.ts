@@ -97,11 +97,27 @@ export function periodAt(ms: number): Period {
   return period;
 }
 
-/** Parses `YYYY-MM` into a Period, or returns null when it is not one. */
+/** Parses `YYYY-MM` into a Period, or returns null when it is not one (month 00 or 13, say). */
 export function parsePeriod(id: string): Period | null {
-  const m = /^(\d{4})-(0[1-9]|1[0-2])$/.exec(id);
+  const start = /^\d{4}-\d{2}$/.test(id) ? parseUtcDay(`${id}-01`) : null;
+  return start === null ? null : periodAt(start);
+}
+
+/**
+ * Parses a calendar day, `YYYY-MM-DD`, into the UTC midnight that starts it (epoch ms), or
+ * returns null when it is not one. The day must exist: Date.parse rolls 2026-02-31 over
+ * to March 3rd (and 2026-02-29 to March 1st), so the parts are checked against the day
+ * they make. Every date input (usage export days, `period` months) goes through here.
+ */
+export function parseUtcDay(text: string): number | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
   if (!m) return null;
-  return periodAt(Date.UTC(Number(m[1]), Number(m[2]) - 1, 1));
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  // setUTCFullYear, not Date.UTC: Date.UTC reads years 0-99 as 1900-1999.
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  const exists = date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+  return exists ? date.getTime() : null;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;

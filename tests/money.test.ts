@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { MAX_EXACT_USD, parsePeriod, periodAt, usdAmountProblem, usdAmountToNano, type UsdAmountRule } from "../src/money";
+import { MAX_EXACT_USD, parsePeriod, parseUtcDay, periodAt, usdAmountProblem, usdAmountToNano, type UsdAmountRule } from "../src/money";
 
 describe("periodAt (remembers the last month it computed)", () => {
   const lastMsOfJanuary = Date.UTC(2026, 1, 1) - 1;
@@ -54,5 +54,33 @@ describe("usdAmountToNano: a dollar amount from outside becomes whole nano-dolla
   test("the refusal is what the caller makes of the problem", () => {
     class FieldError extends Error {}
     expect(() => usdAmountToNano(1e-10, CAP, (problem) => new FieldError(`monthlyUsd ${problem}`))).toThrow(FieldError);
+  });
+});
+
+describe("parseUtcDay and parsePeriod: only days and months that exist", () => {
+  test("a real day is its UTC midnight; 29 February only in a leap year", () => {
+    expect(parseUtcDay("2026-01-31")).toBe(Date.UTC(2026, 0, 31));
+    expect(parseUtcDay("2026-12-31")).toBe(Date.UTC(2026, 11, 31));
+    expect(parseUtcDay("2024-02-29")).toBe(Date.UTC(2024, 1, 29));
+    expect(parseUtcDay("2000-02-29")).toBe(Date.UTC(2000, 1, 29));
+    // Years below 100 are those years, not 19xx as Date.UTC would read them.
+    expect(new Date(parseUtcDay("0099-01-01")!).toISOString()).toBe("0099-01-01T00:00:00.000Z");
+  });
+
+  test("impossible days are null, not rolled over into the next month", () => {
+    for (const text of ["2026-02-31", "2026-02-29", "1900-02-29", "2026-04-31", "2026-13-01", "2026-00-10", "2026-01-00", "2026-01-32"]) {
+      expect({ text, day: parseUtcDay(text) }).toEqual({ text, day: null });
+    }
+  });
+
+  test("only YYYY-MM-DD", () => {
+    for (const text of ["2026-1-01", "2026-01-1", "26-01-01", "2026-01-01T00:00:00Z", " 2026-01-01", "2026/01/01", ""]) {
+      expect({ text, day: parseUtcDay(text) }).toEqual({ text, day: null });
+    }
+  });
+
+  test("a period is a month that exists", () => {
+    expect(parsePeriod("2026-12")?.id).toBe("2026-12");
+    for (const id of ["2026-00", "2026-13", "2026-1", "2026-01-01", "202601"]) expect({ id, period: parsePeriod(id) }).toEqual({ id, period: null });
   });
 });

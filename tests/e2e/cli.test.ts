@@ -158,6 +158,10 @@ describe("connections, grants and usage", () => {
     expect(line!.startsWith(`${requestId},`)).toBe(true);
     expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "2020-01-01", "--to", "2020-01-31")).stdout).toBe("");
     expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "yesterday", "--to", day)).code).toBe(2);
+    // A day that does not exist is refused, not rolled over into the next month.
+    const impossible = await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "2026-02-01", "--to", "2026-02-31");
+    expect(impossible.code).toBe(2);
+    expect(impossible.stderr).toContain("--to must be a date like 2026-11-01");
 
     expect((await runCli(db.databaseUrl, "connections", "revoke", "--app", appId, "--user", "carol")).code).toBe(0);
     const refused = await server.fetch("/api/v1/chat/completions", {
