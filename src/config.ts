@@ -4,7 +4,7 @@
  */
 import { Type as t, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import { usdToNanoCeil, usdToNanoFloor } from "./money";
+import { usdAmountProblem, usdToNanoCeil, usdToNanoFloor, type UsdAmountRule } from "./money";
 
 const Port = t.Integer({ minimum: 1, maximum: 65535 });
 const PositiveInt = t.Integer({ minimum: 1 });
@@ -61,7 +61,7 @@ export const ConfigSchema = t.Object({
   RL_CONSENT_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Most an app's grants may spend in one UTC day, together, unless the app sets its own. */
   GRANT_DAILY_CEILING_USD: t.Optional(PositiveUsd),
-  /** Failed admin authentications per client address before it is locked out for the window. */
+  /** Wrong admin tokens per client address before its wrong tokens get 429 for the window (the right token always passes). */
   RL_ADMIN_AUTH_LIMIT: t.Optional(PositiveInt),
   RL_ADMIN_AUTH_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Deadline of every Redis command; past it the call counts as failed. */
@@ -162,8 +162,35 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     const shown = SECRET_KEYS.has(key) ? "" : ` (got ${JSON.stringify(raw[key])})`;
     return `${key}: ${e.message}${shown}`;
   });
+  problems.push(...usdAmountProblems(converted as RawConfig, env, new Set(problems.map((p) => p.slice(0, p.indexOf(":"))))));
   if (problems.length > 0) throw new ConfigError(problems);
   return fromRaw(converted as RawConfig);
+}
+
+/**
+ * Dollar amounts are counted in whole nano-dollars (src/money.ts): one below a nano-dollar
+ * cannot be counted, and a cap that rounds down to 0 would turn its budget off. Prices per
+ * token are rates kept as fractions of a nano-dollar (src/metering/model-price.ts), so the
+ * FALLBACK_* prices need only be finite and >= 0 (0: unlisted models are free), which the
+ * schema checks. Keys the schema already refused are not told twice.
+ */
+const CAP: UsdAmountRule = { rounding: "floor" };
+const USD_AMOUNT_KEYS = { MAX_MONTHLY_USD: CAP, DEFAULT_MAX_GRANT_USD: CAP, GRANT_DAILY_CEILING_USD: CAP } as const;
+/** A plugin's per-call reservation may be 0: the operator allows it and reserves nothing for it. */
+const PLUGIN_RESERVATION: UsdAmountRule = { rounding: "ceil", zeroAllowed: true };
+
+function usdAmountProblems(parsed: RawConfig, given: Record<string, unknown>, refused: Set<string>): string[] {
+  const problems: string[] = [];
+  for (const [key, rule] of Object.entries(USD_AMOUNT_KEYS)) {
+    const usd = parsed[key as keyof typeof USD_AMOUNT_KEYS];
+    const problem = usd === undefined || refused.has(key) ? null : usdAmountProblem(usd, rule);
+    if (problem) problems.push(`${key}: ${problem} (got ${JSON.stringify(given[key])})`);
+  }
+  for (const [id, usd] of refused.has("PLUGIN_RESERVATIONS_USD") ? [] : reservationPairs(parsed.PLUGIN_RESERVATIONS_USD)) {
+    const problem = usdAmountProblem(usd, PLUGIN_RESERVATION);
+    if (problem) problems.push(`PLUGIN_RESERVATIONS_USD: ${id}'s reservation ${problem}`);
+  }
+  return problems;
 }
 
 function fromRaw(raw: RawConfig): Config {
@@ -242,12 +269,15 @@ function fromRaw(raw: RawConfig): Config {
   };
 }
 
-/** `id=usd,id=usd` → nano-dollars per id (the schema's pattern has checked the form). */
-function parseReservations(text: string | undefined): ReadonlyMap<string, number> {
-  const out = new Map<string, number>();
-  for (const pair of text ? text.split(",") : []) {
+/** `id=usd,id=usd` → [id, usd] pairs (the schema's pattern has checked the form). */
+function reservationPairs(text: string | undefined): Array<[string, number]> {
+  return (text ? text.split(",") : []).map((pair) => {
     const eq = pair.lastIndexOf("=");
-    out.set(pair.slice(0, eq), usdToNanoCeil(Number(pair.slice(eq + 1))));
-  }
-  return out;
+    return [pair.slice(0, eq), Number(pair.slice(eq + 1))];
+  });
+}
+
+/** Nano-dollars per id, rounded up: a reservation is never under-counted (loadConfig has checked each). */
+function parseReservations(text: string | undefined): ReadonlyMap<string, number> {
+  return new Map(reservationPairs(text).map(([id, usd]) => [id, usdToNanoCeil(usd)]));
 }

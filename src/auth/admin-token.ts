@@ -27,26 +27,27 @@ export class AdminTokenGuard {
   }
 
   /**
-   * Passes, or throws: 404 when the API is off, 401 for a missing or wrong token, 429 once
-   * an address has failed `failures.limit` times in a window. A locked-out address is
-   * refused before its token is compared, so guessing stops for the window, whatever it sends.
+   * Passes, or throws: 404 when the API is off, 401 for a missing or wrong token, 429 for a
+   * wrong token once its address has failed `failures.limit` times in a window.
+   *
+   * The right token is compared first and always passes: behind a reverse proxy every
+   * client shares one address, and strangers' failures must not lock the operator out.
+   * Only a wrong token counts as a failure. A request with no Bearer credential is refused
+   * without counting: it guesses nothing, and counting it would let anyone who can reach
+   * the port start a lockout. Guessing stays throttled: during a lockout a wrong token gets
+   * 429 and is not counted again (the window is not pushed further out).
    */
   async check(authorization: string | null, address: string): Promise<void> {
     if (!this.expected) throw new ApiError("not_found", "the admin API is off: set ADMIN_TOKEN to serve it");
+    // Throws 401 for a missing or non-Bearer header, before anything is counted.
+    const presented = bearerCredential(authorization);
+    // Digests of one length, compared in constant time: neither bytes nor length leak.
+    if (secretMatches(presented, this.expected)) return;
     const now = this.clock.now();
     const until = this.lockedUntil.get(address);
     if (until !== undefined && until > now) throw lockedOut(until - now);
-    let failure: ApiError;
-    try {
-      if (secretMatches(bearerCredential(authorization), this.expected)) return;
-      failure = new ApiError("auth", "invalid admin token");
-    } catch (err) {
-      if (!(err instanceof ApiError)) throw err;
-      failure = err;
-    }
-    // Only failures are counted: an operator's scripts may call as often as they need.
     const decision = await this.limiter.check(this.failures, address);
-    if (decision.allowed) throw failure;
+    if (decision.allowed) throw new ApiError("auth", "invalid admin token");
     this.lock(address, now + decision.resetMs, now);
     throw lockedOut(decision.resetMs);
   }

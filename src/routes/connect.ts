@@ -3,6 +3,7 @@ import type { Deps } from "../deps";
 import { consentHeaders } from "../grants/consent-page";
 import { renderConnectError, renderConnectPage, type ConnectOffer } from "../connect/connect-page";
 import { randomString } from "../random";
+import { ONE_NANO_USD, usdAmountToNano } from "../money";
 
 const ConnectQuery = t.Object(
   {
@@ -29,8 +30,12 @@ async function offerFor(deps: Deps, query: { appId?: string; origin?: string; mo
   let requestedUsd: number | null = null;
   if (query.monthlyUsd !== undefined && query.monthlyUsd !== "") {
     requestedUsd = Number(query.monthlyUsd);
-    if (!(Number.isFinite(requestedUsd) && requestedUsd > 0)) throw new ConnectRefusal("The monthly amount must be a number of dollars greater than 0.");
     if (requestedUsd > maxUsd) throw new ConnectRefusal(`The monthly amount may be at most $${maxUsd}.`);
+    usdAmountToNano(
+      requestedUsd,
+      { rounding: "floor" },
+      () => new ConnectRefusal(`The monthly amount must be a number of dollars greater than 0 (at least $${ONE_NANO_USD}).`),
+    );
   }
   return { app, origin: query.origin, requestedUsd, maxUsd };
 }

@@ -67,4 +67,4 @@ export const ConnectionStatusModel = t.Object({
 /** A user id as the app knows it; opaque to us. */
 export const AppUserId = t.String({ minLength: 1, maxLength: 256 });
 
-export const MonthlyUsd = t.Number({ exclusiveMinimum: 0, description: "Monthly cap in USD (> 0)." });
+export const MonthlyUsd = t.Number({ exclusiveMinimum: 0, description: "Monthly cap in USD, at least 0.000000001 (one nano-dollar)." });

@@ -3,6 +3,7 @@ import { Type } from "@sinclair/typebox";
 import type { Deps } from "../deps";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
+import { usdAmountToNano } from "../money";
 import { AppUserId, MonthlyUsd, errorResponses } from "./models";
 
 export const SessionRequest = t.Object({
@@ -23,8 +24,11 @@ export function sessionRoutes(deps: Deps, auth: Guards) {
     "/sessions",
     async ({ app, body }) => {
       const limit = body.requestLimit?.monthlyUsd ?? null;
-      if (limit !== null && (!Number.isFinite(limit) || limit > deps.config.maxMonthlyUsd)) {
-        throw new ApiError("invalid_request", `requestLimit.monthlyUsd must be a finite number up to ${deps.config.maxMonthlyUsd}`);
+      if (limit !== null) {
+        // The cap a user approves may not exceed it, so it must be a cap they could approve.
+        const refuse = (problem: string) => new ApiError("invalid_request", `requestLimit.monthlyUsd ${problem}`);
+        if (limit > deps.config.maxMonthlyUsd) throw refuse(`must be a finite number up to ${deps.config.maxMonthlyUsd}`);
+        usdAmountToNano(limit, { rounding: "floor" }, refuse);
       }
       return deps.sessionTokens.mint(app.id, body.appUserId, limit);
     },

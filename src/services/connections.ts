@@ -1,7 +1,7 @@
 import type { SettleBarrier } from "../metering/meter";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
-import { nanoToUsd, periodAt, usdToNanoFloor, type Period } from "../money";
+import { nanoToUsd, periodAt, usdAmountToNano, type Period } from "../money";
 import { userAccount } from "../metering/accounts";
 import type { Connection, FundingStatus } from "../store/connections";
 import type { SessionClaims } from "../auth/session-token";
@@ -58,16 +58,12 @@ export class ConnectionService {
     if (capUsd === undefined) {
       throw new ApiError("invalid_request", "monthlyUsd is required: neither the body nor the session token names a limit");
     }
-    if (!Number.isFinite(capUsd) || capUsd <= 0) {
-      throw new ApiError("invalid_request", "monthlyUsd must be a finite number greater than 0");
-    }
     if (requestLimitUsd !== null && capUsd > requestLimitUsd) {
       throw new ApiError("invalid_request", `monthlyUsd may not exceed the limit the app requested (${requestLimitUsd})`);
     }
     const max = this.deps.config.maxMonthlyUsd;
     if (capUsd > max) throw new ApiError("invalid_request", `monthlyUsd may not exceed ${max}`);
-    const capNano = usdToNanoFloor(capUsd);
-    if (capNano < 1) throw new ApiError("invalid_request", "monthlyUsd is too small");
+    const capNano = usdAmountToNano(capUsd, { rounding: "floor" }, (problem) => new ApiError("invalid_request", `monthlyUsd ${problem}`));
     await this.deps.store.connections.approve(appId, appUserId, capNano, this.deps.clock.now());
     return this.connectionStatus(appId, appUserId);
   }

@@ -1,6 +1,6 @@
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
-import { formatUsd, nanoToUsd, usdToNanoFloor } from "../money";
+import { formatUsd, nanoToUsd, ONE_NANO_USD, usdAmountToNano } from "../money";
 import type { App } from "../store/apps";
 
 export const DEFAULT_GRANT_TTL_SECONDS = 24 * 60 * 60;
@@ -32,6 +32,8 @@ export interface ConsentParams {
 export interface ConsentDraft {
   app: App;
   usd: number;
+  /** `usd` as the grant's cap in nano-dollars. */
+  usdCapNano: number;
   maxUses: number | null;
   ttlSeconds: number;
   origin: string;
@@ -61,10 +63,15 @@ export class ConsentService {
     if (!params.origin || !app.origins.includes(params.origin)) {
       throw new ConsentError("The page asking for this grant is not one of the app's registered origins.");
     }
-    const usd = Number(params.usd);
+    const usd = params.usd ? Number(params.usd) : Number.NaN;
     const maxUsd = app.maxGrantNano !== null ? nanoToUsd(app.maxGrantNano) : this.deps.config.defaultMaxGrantUsd;
-    if (!params.usd || !Number.isFinite(usd) || usd <= 0) throw new ConsentError("The amount must be a number of dollars greater than 0.");
     if (usd > maxUsd) throw new ConsentError(`This app may ask for at most $${maxUsd} at a time.`);
+    // Rounded down, as every cap: a grant never holds more than the user saw.
+    const usdCapNano = usdAmountToNano(
+      usd,
+      { rounding: "floor" },
+      () => new ConsentError(`The amount must be a number of dollars greater than 0 (at least $${ONE_NANO_USD}).`),
+    );
     const maxUses = params.maxUses ? Number(params.maxUses) : null;
     if (maxUses !== null && (!Number.isSafeInteger(maxUses) || maxUses < 1)) throw new ConsentError("maxUses must be a whole number of at least 1.");
     const ttlSeconds = params.ttl ? Number(params.ttl) : DEFAULT_GRANT_TTL_SECONDS;
@@ -73,7 +80,7 @@ export class ConsentService {
     }
     const state = params.state ?? "";
     if (state.length > 512) throw new ConsentError("state is too long (512 characters at most).");
-    return { app, usd, maxUses, ttlSeconds, origin: params.origin, state };
+    return { app, usd, usdCapNano, maxUses, ttlSeconds, origin: params.origin, state };
   }
 
   /**
@@ -82,7 +89,7 @@ export class ConsentService {
    */
   async offer(draft: ConsentDraft): Promise<ConsentOffer> {
     const now = this.deps.clock.now();
-    const usdCapNano = usdToNanoFloor(draft.usd);
+    const { usdCapNano } = draft;
     const ceilingNano = draft.app.grantDailyCeilingNano ?? this.deps.config.grantDailyCeilingNano;
     if (usdCapNano > ceilingNano) {
       const [ceiling, requested] = [ceilingNano, usdCapNano].map((nano) => formatUsd(nanoToUsd(nano)));

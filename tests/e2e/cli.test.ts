@@ -113,6 +113,11 @@ describe("grant limits", () => {
       expect(refused.code).toBe(2);
       expect(refused.stderr).toContain("--grant-daily-ceiling-usd must be a number > 0 (or `default`)");
     }
+    // Below one nano-dollar it would be stored as 0, which turns the app's grants off.
+    const tooSmall = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--max-grant-usd", "0.0000000001");
+    expect(tooSmall.code).toBe(2);
+    expect(tooSmall.stderr).toContain("--max-grant-usd must be at least 0.000000001");
+    expect(await listed()).toMatchObject({ maxGrantUsd: 1 });
   });
 });
 
@@ -153,6 +158,10 @@ describe("connections, grants and usage", () => {
     expect(line!.startsWith(`${requestId},`)).toBe(true);
     expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "2020-01-01", "--to", "2020-01-31")).stdout).toBe("");
     expect((await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "yesterday", "--to", day)).code).toBe(2);
+    // A day that does not exist is refused, not rolled over into the next month.
+    const impossible = await runCli(db.databaseUrl, "usage", "export", "--app", appId, "--from", "2026-02-01", "--to", "2026-02-31");
+    expect(impossible.code).toBe(2);
+    expect(impossible.stderr).toContain("--to must be a date like 2026-11-01");
 
     expect((await runCli(db.databaseUrl, "connections", "revoke", "--app", appId, "--user", "carol")).code).toBe(0);
     const refused = await server.fetch("/api/v1/chat/completions", {

@@ -1,7 +1,8 @@
 /**
  * The admin API's apps and keys, and its token: off without ADMIN_TOKEN, 401 for anything
- * but the token, a lockout after repeated failures. Users, grants and usage are in
- * admin-data.test.ts; the token against every other credential in tests/security/auth-matrix.
+ * but the token, a lockout of wrong tokens after repeated ones (never of the right token).
+ * Users, grants and usage are in admin-data.test.ts; the token against every other
+ * credential in tests/security/auth-matrix.
  */
 import { describe, expect, test } from "bun:test";
 import { makeTestApp, mintSession } from "../helpers/test-app";
@@ -38,7 +39,7 @@ describe("the admin token", () => {
     expect(await t.deps.store.apps.count()).toBe(0);
   });
 
-  test("failures are counted per address: past RL_ADMIN_AUTH_LIMIT even the right token waits out the window", async () => {
+  test("wrong tokens are counted per address: past RL_ADMIN_AUTH_LIMIT they get 429 with Retry-After until the window ends", async () => {
     const t = makeAdminTestApp({ env: { RL_ADMIN_AUTH_LIMIT: "3", RL_ADMIN_AUTH_WINDOW_SECONDS: "60" } });
     // Successes are not counted.
     for (let i = 0; i < 5; i++) await expectOk(await t.admin("/apps"));
@@ -47,9 +48,40 @@ describe("the admin token", () => {
     const locked = await t.admin("/apps", { bearer: "guess" });
     expect(locked.headers.get("retry-after")).toBe("60");
     await expectError(locked, 429, "rate_limited");
-    await expectError(await t.admin("/apps"), 429, "rate_limited");
-    t.clock.advance(60_000);
+    t.clock.advance(59_000);
+    const stillLocked = await t.admin("/apps", { bearer: "another-guess" });
+    expect(stillLocked.headers.get("retry-after")).toBe("1");
+    await expectError(stillLocked, 429, "rate_limited");
+    t.clock.advance(1_000);
+    await expectError(await t.admin("/apps", { bearer: "guess" }), 401, "auth", "invalid admin token");
+  });
+
+  test("the right token is served whatever others failed from its address (one address for every client behind a proxy)", async () => {
+    const t = makeAdminTestApp({ env: { RL_ADMIN_AUTH_LIMIT: "3", RL_ADMIN_AUTH_WINDOW_SECONDS: "60" } });
+    for (let i = 0; i < 20; i++) await t.admin("/apps", { bearer: `guess-${i}` });
+    await expectError(await t.admin("/apps", { bearer: "guess" }), 429, "rate_limited");
     await expectOk(await t.admin("/apps"));
+    await expectOk(await t.admin("/apps", { json: { name: "made during a lockout" } }), 201);
+    // Serving it neither ends the lockout nor counts: the next guess is still refused.
+    await expectError(await t.admin("/apps", { bearer: "guess" }), 429, "rate_limited");
+  });
+
+  test("a request without a Bearer credential is refused 401 and never counted: it cannot start a lockout", async () => {
+    const t = makeAdminTestApp({ env: { RL_ADMIN_AUTH_LIMIT: "3", RL_ADMIN_AUTH_WINDOW_SECONDS: "60" } });
+    const tokenless = [
+      { headers: { authorization: "" } },
+      { headers: { authorization: `Basic ${btoa("admin:x")}` } },
+      { headers: { authorization: ADMIN_TOKEN } },
+    ];
+    for (let i = 0; i < 10; i++) {
+      for (const init of tokenless) await expectError(await t.admin("/apps", init), 401, "auth");
+    }
+    await expectOk(await t.admin("/apps"));
+    // The window is still empty: three wrong tokens are refused 401, the fourth 429.
+    for (let i = 0; i < 3; i++) await expectError(await t.admin("/apps", { bearer: "guess" }), 401, "auth", "invalid admin token");
+    await expectError(await t.admin("/apps", { bearer: "guess" }), 429, "rate_limited");
+    // A locked-out address without a token is still told it sent none, and counts nothing.
+    await expectError(await t.admin("/apps", tokenless[0]), 401, "auth", "missing Authorization header");
   });
 
   test("the token is never logged; each admin call's log line names its route and app", async () => {

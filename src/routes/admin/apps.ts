@@ -6,11 +6,13 @@ import { adminDetail, adminErrors, AppParams } from "./shared";
 
 const Origins = t.Array(t.String(), { description: "Browser origins (scheme, host and port; no path), allowed for sessions and the consent popup." });
 const MaxGrantUsd = t.Union([t.Number(), t.Null()], {
-  description: "Largest one-time grant the app may ask for, USD, > 0 and at most 1000000; null: the service default (DEFAULT_MAX_GRANT_USD).",
+  description:
+    "Largest one-time grant the app may ask for, USD, from 0.000000001 (one nano-dollar) to 1000000; null: the service default (DEFAULT_MAX_GRANT_USD).",
 });
 
 const GrantDailyCeilingUsd = t.Union([t.Number(), t.Null()], {
-  description: "Most the app's grants may spend in one UTC day, together, USD, > 0 and at most 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
+  description:
+    "Most the app's grants may spend in one UTC day, together, USD, from 0.000000001 (one nano-dollar) to 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
 });
 
 export const NewAppRequest = t.Object({

@@ -9,7 +9,7 @@ export function adminDetail(summary: string, description?: string) {
 
 /**
  * What any admin route may answer besides its success: 401 (token), 404 (the API is off,
- * or no such app), 429 (an address past its failed authentications), plus `more`.
+ * or no such app), 429 (a wrong token from an address past its failed authentications), plus `more`.
  */
 export const adminErrors = (...more: number[]) => errorResponses(...more, 401, 404, 429);
 

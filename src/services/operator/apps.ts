@@ -1,4 +1,4 @@
-import { nanoToUsd, usdToNanoFloor } from "../../money";
+import { nanoToUsd, usdAmountToNano } from "../../money";
 import type { App, AppChanges } from "../../store/apps";
 import { invalid, isoOrNull, isoTime, MAX_GRANT_USD_CEILING, nonEmptyName, normaliseOrigin, notFound, requireApp, type OperatorContext } from "./input";
 import type { AppDetailsView, AppStateView, AppView, CreatedAppView, UpdatedAppView } from "./views";
@@ -110,9 +110,8 @@ export class AppOperations {
 
   private limitNano(usd: number | null | undefined, name: string): number | null | undefined {
     if (usd === undefined || usd === null) return usd;
-    if (!(Number.isFinite(usd) && usd > 0)) throw invalid(`${name} must be a number > 0 (or ${this.context.names.serviceDefault})`);
     if (usd > MAX_GRANT_USD_CEILING) throw invalid(`${name} must be at most ${MAX_GRANT_USD_CEILING}`);
-    return usdToNanoFloor(usd);
+    return usdAmountToNano(usd, { rounding: "floor" }, (problem) => invalid(`${name} ${problem} (or ${this.context.names.serviceDefault})`));
   }
 }
 

@@ -6,6 +6,7 @@
  */
 import type { Clock } from "../../clock";
 import { ApiError } from "../../errors";
+import { parseUtcDay } from "../../money";
 import type { Store } from "../../store";
 import type { App } from "../../store/apps";
 
@@ -85,10 +86,10 @@ export function nonEmptyName(names: InputNames, name: string): string {
   return name;
 }
 
-/** `YYYY-MM-DD` as the UTC midnight that starts it, in ms. */
+/** `YYYY-MM-DD` as the UTC midnight that starts it, in ms; a day that does not exist (2026-02-31) is refused. */
 export function utcDay(field: string, raw: string): number {
-  const ms = /^\d{4}-\d{2}-\d{2}$/.test(raw) ? Date.parse(`${raw}T00:00:00Z`) : Number.NaN;
-  if (Number.isNaN(ms)) throw invalid(`${field} must be a date like 2026-11-01`);
+  const ms = parseUtcDay(raw);
+  if (ms === null) throw invalid(`${field} must be a date like 2026-11-01 (YYYY-MM-DD, a day that exists)`);
   return ms;
 }
 

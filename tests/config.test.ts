@@ -1,0 +1,72 @@
+/**
+ * loadConfig's dollar amounts: each one the service counts in nano-dollars must be one it
+ * can count, or start-up stops naming the key (src/index.ts and src/cli.ts exit 2 on a
+ * ConfigError; tests/e2e/core.test.ts runs that exit).
+ */
+import { describe, expect, test } from "bun:test";
+import { ConfigError, loadConfig } from "../src/config";
+
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe("dollar amounts in the environment", () => {
+  test("a cap below one nano-dollar (it would be stored as 0) is refused, each key named", () => {
+    const problems = problemsOf({ MAX_MONTHLY_USD: "0.0000000001", DEFAULT_MAX_GRANT_USD: "1e-10", GRANT_DAILY_CEILING_USD: "0.0000000009" });
+    expect(problems).toEqual([
+      expect.stringMatching(/^MAX_MONTHLY_USD: must be at least 0\.000000001 \(one nano-dollar.*\(got "0\.0000000001"\)$/),
+      expect.stringMatching(/^DEFAULT_MAX_GRANT_USD: must be at least 0\.000000001/),
+      expect.stringMatching(/^GRANT_DAILY_CEILING_USD: must be at least 0\.000000001/),
+    ]);
+  });
+
+  test("one nano-dollar is the smallest cap taken; the daily ceiling is kept in nano-dollars", () => {
+    const config = loadConfig({ MAX_MONTHLY_USD: "0.000000001", DEFAULT_MAX_GRANT_USD: "0.000000001", GRANT_DAILY_CEILING_USD: "0.0000000015" });
+    expect({ max: config.maxMonthlyUsd, grant: config.defaultMaxGrantUsd, ceiling: config.grantDailyCeilingNano }).toEqual({
+      max: 1e-9,
+      grant: 1e-9,
+      ceiling: 1,
+    });
+  });
+
+  test("0, infinite and beyond what counters hold exactly are refused; a key the schema refused is told once", () => {
+    const problems = problemsOf({ MAX_MONTHLY_USD: "0", DEFAULT_MAX_GRANT_USD: "Infinity", GRANT_DAILY_CEILING_USD: "1e10" });
+    expect(problems).toEqual([
+      expect.stringMatching(/^MAX_MONTHLY_USD: /),
+      expect.stringMatching(/^DEFAULT_MAX_GRANT_USD: /),
+      expect.stringMatching(/^GRANT_DAILY_CEILING_USD: must be at most 9007199/),
+    ]);
+  });
+
+  test("PLUGIN_RESERVATIONS_USD: 0 allows a plugin without reserving; a positive one below one nano-dollar is refused, naming it", () => {
+    expect(problemsOf({ PLUGIN_RESERVATIONS_USD: "fusion=0.05,free-one=0,tiny=0.0000000001" })).toEqual([
+      expect.stringMatching(/^PLUGIN_RESERVATIONS_USD: tiny's reservation must be at least 0\.000000001/),
+    ]);
+    const config = loadConfig({ PLUGIN_RESERVATIONS_USD: "fusion=0.05,free-one=0,tiny=0.0000000015" });
+    expect([...config.pluginReservationsNano]).toEqual([
+      ["fusion", 50_000_000],
+      ["free-one", 0],
+      ["tiny", 2], // rounded up: a reservation is never under-counted
+    ]);
+  });
+
+  test("fallback prices are rates in fractions of a nano-dollar per token: 0 and sub-nano rates are taken, negative ones not", () => {
+    const config = loadConfig({ FALLBACK_PROMPT_USD_PER_TOKEN: "0", FALLBACK_COMPLETION_USD_PER_TOKEN: "0.0000000005" });
+    expect([config.fallbackPromptUsdPerToken, config.fallbackCompletionUsdPerToken]).toEqual([0, 5e-10]);
+    expect(problemsOf({ FALLBACK_PROMPT_USD_PER_TOKEN: "-0.000001", FALLBACK_COMPLETION_USD_PER_TOKEN: "Infinity" })).toEqual([
+      expect.stringMatching(/^FALLBACK_PROMPT_USD_PER_TOKEN: /),
+      expect.stringMatching(/^FALLBACK_COMPLETION_USD_PER_TOKEN: /),
+    ]);
+  });
+
+  test("the problems join those of other keys, so one start names every bad key", () => {
+    const problems = problemsOf({ PORT: "abc", MAX_MONTHLY_USD: "1e-10" });
+    expect(problems.map((p) => p.slice(0, p.indexOf(":")))).toEqual(["PORT", "MAX_MONTHLY_USD"]);
+  });
+});
