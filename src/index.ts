@@ -59,7 +59,12 @@ const SETTLE_AFTER_CUT_MS = 2000;
 async function main(): Promise<void> {
   const config = readConfig();
   const storeLock = lockEmbeddedStore(config);
-  const deps = await openDeps(config);
+  const deps = await openDeps(config).catch((err: unknown) => {
+    // A secrets key that is malformed, missing, or does not open the store (src/secrets/).
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.message);
+    process.exit(2);
+  });
   await ensureDefaultApp(deps, (line) => console.log(line));
   if (config.demoMode) {
     deps.logger.warn("DEMO MODE: no UPSTREAM_API_KEY is set; chat completions are served by the built-in mock upstream");

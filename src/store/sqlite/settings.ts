@@ -16,4 +16,12 @@ export class SqliteSettingsRepository implements SettingsRepository {
   async claim(key: string, value: string): Promise<boolean> {
     return this.db.query("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)").run(key, value).changes === 1;
   }
+
+  async replace(key: string, expected: string, value: string): Promise<boolean> {
+    return this.db.query("UPDATE settings SET value = ? WHERE key = ? AND value = ?").run(value, key, expected).changes === 1;
+  }
+
+  async delete(key: string, expected: string): Promise<boolean> {
+    return this.db.query("DELETE FROM settings WHERE key = ? AND value = ?").run(key, expected).changes === 1;
+  }
 }
