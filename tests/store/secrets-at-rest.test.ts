@@ -5,11 +5,11 @@
  * `secrets reset` drops what that key cannot open.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Store } from "../../src/store";
-import { openSqliteStore } from "../../src/store/sqlite";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import { SealedSecretError, SecretBox, sealedContext } from "../../src/secrets/secret-box";
 import { forgetUnreadableSecrets, JWT_SECRET_SETTING, SecretsKeyMismatchError, secureStoredSecrets, storedJwtSecret } from "../../src/secrets/stored-secrets";
@@ -48,7 +48,7 @@ const engines: Array<[string, () => Promise<Opener>]> = [
   ],
 ];
 
-describe.each(engines)("secrets at rest on %s", (_engine, database) => {
+describe.each(engines)("secrets at rest on %s", (engine, database) => {
   async function withStore(work: (store: Store, open: Opener) => Promise<void>): Promise<void> {
     const open = await database();
     const store = await open(SecretBox.random());
@@ -121,6 +121,12 @@ describe.each(engines)("secrets at rest on %s", (_engine, database) => {
       expect(await storedJwtSecret(store, () => "a new one")).toBe("old-plain-jwt-secret");
       const [due] = await store.webhooks.claimDue(T0, 10, LEASE);
       expect(due!.secret).toBe("whsec_plainOldSecret");
+      if (engine === "sqlite") {
+        // Replaced, not left behind in the file's free space or in the WAL.
+        const path = (store as SqliteStore).db.filename;
+        const files = [path, `${path}-wal`].filter(existsSync).map((file) => readFileSync(file));
+        for (const secret of ["old-plain-jwt-secret", "whsec_plainOldSecret"]) expect(files.some((bytes) => bytes.includes(secret))).toBe(false);
+      }
     }));
 
   test("a store that holds no secret yet (JWT_SECRET set, no webhook) still refuses a second key: its key check", () =>

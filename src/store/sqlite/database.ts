@@ -28,3 +28,22 @@ export function openDatabase(path: string): Database {
   migrate(db);
   return db;
 }
+
+/**
+ * Runs `write`, which replaces or deletes a secret (sealing one an older version kept in
+ * clear, a key rotation, a reset), so that the old value leaves the files: SQLite's
+ * secure_delete zeroes the freed cell instead of leaving it in the page's free space, and a
+ * TRUNCATE checkpoint copies the page into the database file over its old image and empties
+ * the WAL, whose earlier frames may hold it. Rare writes, so the checkpoint's cost is no
+ * concern. A reader of another process holding an old snapshot can keep the checkpoint
+ * from finishing; the next one (SQLite's automatic checkpoints) does.
+ */
+export function scrubbingWrite<T>(db: Database, write: () => T): T {
+  db.exec("PRAGMA secure_delete = ON");
+  try {
+    return write();
+  } finally {
+    db.exec("PRAGMA secure_delete = OFF");
+    db.query("PRAGMA wal_checkpoint(TRUNCATE)").get();
+  }
+}

@@ -15,6 +15,7 @@ import {
 } from "../webhooks";
 import { sealEndpointSecret, subscribed, toEndpoint, toDelivery, toDueDelivery, toStoredSecret, type EndpointRow } from "../webhook-rows";
 import type { SecretBox } from "../../secrets/secret-box";
+import { scrubbingWrite } from "./database";
 
 /**
  * Records an event and its deliveries on `db`, inside the caller's transaction: the
@@ -154,8 +155,10 @@ export class SqliteWebhookRepository implements WebhookRepository {
     return this.db.query<Record<string, unknown>, []>("SELECT id, app_id, secret FROM webhook_endpoints ORDER BY id").all().map(toStoredSecret);
   }
 
+  /** The secret replaced does not stay in the file (scrubbingWrite): it may be in clear. */
   async replaceStoredSecret(endpointId: string, expected: string, replacement: string): Promise<boolean> {
-    return this.db.query("UPDATE webhook_endpoints SET secret = ? WHERE id = ? AND secret = ?").run(replacement, endpointId, expected).changes === 1;
+    const update = this.db.query("UPDATE webhook_endpoints SET secret = ? WHERE id = ? AND secret = ?");
+    return scrubbingWrite(this.db, () => update.run(replacement, endpointId, expected).changes === 1);
   }
 
   private endpoint(id: string): WebhookEndpoint | null {
