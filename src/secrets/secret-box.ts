@@ -2,7 +2,7 @@
  * Secrets the store must keep readable (the generated JWT signing secret, webhook signing
  * secrets) are sealed before they are written: AES-256-GCM (NIST SP 800-38D) under a key
  * kept outside the database (SECRETS_KEY, or a key file), so a copy of the database alone
- * reveals none of them (ARCHITECTURE.md §3 "Security").
+ * reveals none of them (ARCHITECTURE.md §3 "Secrets at rest").
  *
  * Stored form: `enc:v1:<keyId>:<iv>:<ciphertext+tag>`, base64url parts.
  * - A random 96-bit IV per value: the size SP 800-38D §8.2 recommends; with random IVs a

@@ -1,6 +1,6 @@
 /**
  * The store's files are readable by the service's user only (ARCHITECTURE.md §3
- * "Security"): the database and its `-wal`/`-shm`, the process lock, the secrets key file
+ * "Secrets at rest"): the database and its `-wal`/`-shm`, the process lock, the secrets key file
  * are created 0600, the folder the service creates for them 0700.
  *
  * Created private from the first byte (open with O_CREAT|O_EXCL and the mode), never
