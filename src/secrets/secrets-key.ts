@@ -53,12 +53,22 @@ export function parseSecretsKey(text: string, name: string): SecretsKey {
  * first's, complete (a linked file is already written, unlike one opened with O_EXCL).
  */
 function loadOrCreateKeyFile(path: string, databases: string[]): SecretsKey {
-  ensurePrivateFolder(dirname(path), databases);
-  const existing = readIfExists(path);
-  if (existing !== null) {
-    tightenFile(path);
-    return parseSecretsKey(existing.trim(), `the key file ${path}`);
+  let text: string;
+  try {
+    ensurePrivateFolder(dirname(path), databases);
+    const existing = readIfExists(path);
+    if (existing === null) createKeyFile(path);
+    else tightenFile(path);
+    text = existing ?? readFileSync(path, "utf8");
+  } catch (err) {
+    // Say what to set instead, e.g. for a read-only volume; a plain message, not a stack.
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new ConfigError([`SECRETS_KEY: unset, and the key file ${path} cannot be read or created (${code}); set SECRETS_KEY or SECRETS_KEY_FILE`]);
   }
+  return parseSecretsKey(text.trim(), `the key file ${path}`);
+}
+
+function createKeyFile(path: string): void {
   const draft = `${path}.${randomString(12)}.tmp`;
   const fd = openSync(draft, "wx", 0o600);
   try {
@@ -70,11 +80,11 @@ function loadOrCreateKeyFile(path: string, databases: string[]): SecretsKey {
   try {
     linkSync(draft, path);
   } catch (err) {
+    // Another process linked its key first: it is the one, complete.
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
   } finally {
     unlinkSync(draft);
   }
-  return readKeyFile(path, `the key file ${path}`);
 }
 
 function readKeyFile(path: string, name: string): SecretsKey {

@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "../../src/config";
@@ -95,6 +95,14 @@ describe("the secrets key", () => {
     expect([modeOf(folder), modeOf(join(folder, "secrets.key"))]).toEqual(["700", "600"]);
     expect(resolveSecretBox(config, noWarning).current.id).toBe(first.current.id);
     expect(first.source).toBe(`the key file ${join(folder, "secrets.key")}`);
+  });
+
+  test("a key file that cannot be read or created is a configuration error naming SECRETS_KEY and the path", () => {
+    const folder = join(tempDir(), "data");
+    mkdirSync(join(folder, "secrets.key"), { recursive: true }); // a folder where the file should be
+    const config = loadConfig({ DATABASE_URL: `sqlite:${join(folder, "proxy.sqlite")}` });
+    expect(() => resolveSecretBox(config, noWarning)).toThrow(ConfigError);
+    expect(() => resolveSecretBox(config, noWarning)).toThrow(/SECRETS_KEY: unset, and the key file .*secrets\.key cannot be read or created \(EISDIR\)/);
   });
 
   test("processes creating the key file at the same moment all end up with the one key", async () => {
