@@ -12,6 +12,7 @@ import { ApiError } from "./errors";
 import { OperatorService } from "./services/operator";
 import { COMMANDS, UsageError, type Command } from "./cli/commands";
 import { CLI_INPUT_NAMES } from "./cli/shared";
+import { resolveSecretBox } from "./secrets/secrets-key";
 
 const usageOf = (c: Command) => `  cli ${c.name}${c.usage ? ` ${c.usage}` : ""}\n      ${c.summary}`;
 const HELP = `usage: cli <command> [options]   (npm run cli -- …, or bun run cli …)\n\ncommands:\n${COMMANDS.map(usageOf).join("\n")}\n\nEvery command takes --help.`;
@@ -37,9 +38,12 @@ export async function runCli(argv: string[]): Promise<number> {
     const { values, positionals } = parseArgs({ args: argv, options: command.options, allowPositionals: true, strict: true });
     if (positionals.length > 2) throw new UsageError(`unexpected argument: ${positionals[2]}`);
     const config = loadConfig(process.env);
-    const store = await openStore(config.database, { poolSize: 1 });
+    // The server's own key for this DATABASE_URL: what the CLI seals, the server opens.
+    const secrets = resolveSecretBox(config, (message) => console.error(`warning: ${message}`));
+    const checkSecrets = command.skipsSecretsCheck ? false : undefined;
+    const store = await openStore(config.database, { poolSize: 1, secrets, checkSecrets });
     try {
-      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES), values);
+      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES), values, store);
       return 0;
     } finally {
       await store.close();

@@ -26,6 +26,10 @@ export const ConfigSchema = t.Object({
   UPSTREAM_BASE_URL: t.Optional(t.String({ pattern: "^https?://.+$" })),
   UPSTREAM_API_KEY: t.Optional(t.String({ minLength: 1 })),
   JWT_SECRET: t.Optional(t.String({ minLength: 32 })),
+  /** The key that seals the secrets kept in the store: base64 of 32 random bytes (src/secrets/). */
+  SECRETS_KEY: t.Optional(t.String({ minLength: 1 })),
+  /** A file holding SECRETS_KEY (e.g. a mounted secret), instead of the variable. */
+  SECRETS_KEY_FILE: t.Optional(t.String({ minLength: 1 })),
   SESSION_TTL_SECONDS: t.Optional(t.Integer({ minimum: 30, maximum: 86_400 })),
   /** Largest monthly cap a user may approve. */
   MAX_MONTHLY_USD: t.Optional(PositiveUsd),
@@ -84,7 +88,7 @@ export const ConfigSchema = t.Object({
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
-const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN", "ADMIN_TOKEN"]);
+const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN", "ADMIN_TOKEN", "SECRETS_KEY"]);
 
 type RawConfig = Static<typeof ConfigSchema>;
 
@@ -113,6 +117,9 @@ export interface Config {
   /** True when no upstream key is set outside production: the built-in mock serves. */
   demoMode: boolean;
   jwtSecret?: string;
+  /** SECRETS_KEY, checked to be the base64 of 32 bytes; unset: SECRETS_KEY_FILE, else a key file (src/secrets/secrets-key.ts). */
+  secretsKey?: string;
+  secretsKeyFile?: string;
   sessionTtlSeconds: number;
   maxMonthlyUsd: number;
   maxBodyBytes: number;
@@ -200,6 +207,7 @@ function fromRaw(raw: RawConfig): Config {
   if (env === "production" && !raw.UPSTREAM_API_KEY) {
     throw new ConfigError(["UPSTREAM_API_KEY: required when NODE_ENV=production (demo mode is for development only)"]);
   }
+  checkSecretsKey(raw, env, database);
   return {
     env,
     port: raw.PORT ?? 8787,
@@ -215,6 +223,8 @@ function fromRaw(raw: RawConfig): Config {
     upstreamApiKey: raw.UPSTREAM_API_KEY,
     demoMode: !raw.UPSTREAM_API_KEY,
     jwtSecret: raw.JWT_SECRET,
+    secretsKey: raw.SECRETS_KEY,
+    secretsKeyFile: raw.SECRETS_KEY_FILE,
     sessionTtlSeconds: raw.SESSION_TTL_SECONDS ?? 600,
     maxMonthlyUsd: raw.MAX_MONTHLY_USD ?? 1000,
     maxBodyBytes: raw.MAX_BODY_BYTES ?? 4 * 1024 * 1024,
@@ -268,6 +278,25 @@ function fromRaw(raw: RawConfig): Config {
     },
   };
 }
+
+/**
+ * SECRETS_KEY is the base64 of exactly 32 bytes (`openssl rand -base64 32`), never a
+ * passphrase: it is the AES-256 key itself. Instances sharing a PostgreSQL store must share
+ * it, so in production it cannot be left to a key file on one machine.
+ */
+function checkSecretsKey(raw: RawConfig, env: Config["env"], database: DatabaseTarget): void {
+  const problems: string[] = [];
+  if (raw.SECRETS_KEY !== undefined && !SECRETS_KEY_FORM.test(raw.SECRETS_KEY)) problems.push(`SECRETS_KEY: ${SECRETS_KEY_RULE}`);
+  if (raw.SECRETS_KEY !== undefined && raw.SECRETS_KEY_FILE !== undefined) problems.push("SECRETS_KEY_FILE: set SECRETS_KEY or SECRETS_KEY_FILE, not both");
+  if (env === "production" && database.engine === "postgres" && raw.SECRETS_KEY === undefined && raw.SECRETS_KEY_FILE === undefined) {
+    problems.push("SECRETS_KEY: required when NODE_ENV=production with PostgreSQL (every instance must seal and open the stored secrets with the same key)");
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/** Standard base64 of 32 bytes: 43 characters and one `=`. */
+export const SECRETS_KEY_FORM = /^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$/;
+export const SECRETS_KEY_RULE = "must be the base64 of 32 random bytes (e.g. `openssl rand -base64 32`)";
 
 /** `id=usd,id=usd` → [id, usd] pairs (the schema's pattern has checked the form). */
 function reservationPairs(text: string | undefined): Array<[string, number]> {

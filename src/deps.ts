@@ -2,6 +2,8 @@ import type { Config } from "./config";
 import { systemClock, type Clock } from "./clock";
 import { createLogger, type Logger } from "./logger";
 import { openStore, type Store } from "./store";
+import { resolveSecretBox } from "./secrets/secrets-key";
+import { storedJwtSecret } from "./secrets/stored-secrets";
 import { SessionTokens } from "./auth/session-token";
 import { InMemoryBudgetLedger, type BudgetLedger } from "./metering/budget-ledger";
 import { PricingCatalogue } from "./metering/pricing";
@@ -61,15 +63,16 @@ export interface DepsOverrides extends Partial<Deps> {
 export async function openDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
   const logger = overrides.logger ?? createLogger(config.logLevel);
   const store = overrides.store ?? (await openCachedStore(config, logger));
-  // A generated secret is kept in the store so tokens survive restarts and are shared by
-  // every process on the same database.
-  const jwtSecret = overrides.jwtSecret ?? config.jwtSecret ?? (await store.settings.getOrCreate("jwt_secret", () => randomString(64)));
+  // A generated secret is kept in the store (sealed) so tokens survive restarts and are
+  // shared by every process on the same database.
+  const jwtSecret = overrides.jwtSecret ?? config.jwtSecret ?? (await storedJwtSecret(store, () => randomString(64)));
   return createDeps(config, { ...overrides, logger, store, jwtSecret });
 }
 
 /** The configured store with its hot reads cached, invalidated by the engine's change feed. */
 async function openCachedStore(config: Config, logger: Logger): Promise<Store> {
-  const store = await openStore(config.database, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseTimeoutMs });
+  const secrets = resolveSecretBox(config, (message) => logger.warn(message));
+  const store = await openStore(config.database, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseTimeoutMs, secrets });
   try {
     const feed =
       store.engine === "postgres" ? await postgresChangeFeed((store as PostgresStore).database.sql, logger) : sqliteChangeFeed((store as SqliteStore).db);

@@ -60,7 +60,12 @@ const SETTLE_AFTER_CUT_MS = 2000;
 async function main(): Promise<void> {
   const config = readConfig();
   const storeLock = lockEmbeddedStore(config);
-  const deps = await openDeps(config);
+  const deps = await openDeps(config).catch((err: unknown) => {
+    // A secrets key that is malformed, missing, or does not open the store (src/secrets/).
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.message);
+    process.exit(2);
+  });
   keepServingOnStrayErrors(deps.logger);
   await ensureDefaultApp(deps, (line) => console.log(line));
   if (config.demoMode) {

@@ -1,6 +1,7 @@
 /** The operator commands on apps and keys; the ones on users, grants and usage are in data-commands.ts. */
 import { DATA_COMMANDS } from "./data-commands";
 import { WEBHOOK_COMMANDS } from "./webhook-commands";
+import { SECRETS_COMMANDS } from "./secrets-commands";
 import { APP, print, text, type Command, type Values } from "./shared";
 
 export { UsageError, type Command } from "./shared";
@@ -111,4 +112,4 @@ const APP_COMMANDS: Command[] = [
   },
 ];
 
-export const COMMANDS: Command[] = [...APP_COMMANDS, ...DATA_COMMANDS, ...WEBHOOK_COMMANDS];
+export const COMMANDS: Command[] = [...APP_COMMANDS, ...DATA_COMMANDS, ...WEBHOOK_COMMANDS, ...SECRETS_COMMANDS];

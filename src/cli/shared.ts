@@ -1,5 +1,6 @@
 import type { ParseArgsConfig } from "node:util";
 import type { InputNames, OperatorService } from "../services/operator";
+import type { Store } from "../store";
 
 /** A usage mistake: the message and the command's usage go to stderr, exit 2. */
 export class UsageError extends Error {}
@@ -18,7 +19,9 @@ export interface Command {
    * Runs the command; the operator service refuses with ApiError (invalid_request: exit 2
    * with the usage, not_found: exit 1), see src/cli.ts.
    */
-  run(operator: OperatorService, values: Values): Promise<void>;
+  run(operator: OperatorService, values: Values, store: Store): Promise<void>;
+  /** Opens the store without checking its secrets key: only `secrets reset`, which repairs a store that check refuses. */
+  skipsSecretsCheck?: boolean;
 }
 
 /** The service's refusals name the flags the operator typed. */

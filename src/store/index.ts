@@ -6,6 +6,7 @@ import type { UsageLedgerRepository } from "./usage-ledger";
 import type { GrantRepository } from "./grants";
 import type { IdempotencyKeyRepository } from "./idempotency-keys";
 import type { WebhookRepository } from "./webhooks";
+import type { SecretBox } from "../secrets/secret-box";
 
 export type StoreEngine = "sqlite" | "postgres";
 
@@ -25,6 +26,8 @@ export interface Store {
   readonly grants: GrantRepository;
   readonly idempotencyKeys: IdempotencyKeyRepository;
   readonly webhooks: WebhookRepository;
+  /** Seals the secrets this store keeps (webhook signing secrets, a generated JWT secret): src/secrets/. */
+  readonly secrets: SecretBox;
   /** One round trip to the database; throws when it is unreachable. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,17 +1,38 @@
 import type { DatabaseTarget } from "../config";
 import type { Store } from ".";
 import { openSqliteStore } from "./sqlite";
+import type { SecretBox } from "../secrets/secret-box";
+import { secureStoredSecrets } from "../secrets/stored-secrets";
 
 export interface OpenStoreOptions {
   /** PostgreSQL: connections in this process's pool. */
   poolSize?: number;
   /** PostgreSQL: longest wait for a pooled connection, and for a statement, before giving up. */
   statementTimeoutMs?: number;
+  /** Seals the secrets the store keeps (src/secrets/secrets-key.ts resolves it from the Config). */
+  secrets?: SecretBox;
 }
 
-/** Opens the configured engine and applies its pending migrations. */
-export async function openStore(target: DatabaseTarget, options: OpenStoreOptions = {}): Promise<Store> {
-  if (target.engine === "sqlite") return openSqliteStore(target.path);
+/**
+ * Opens the configured engine, applies its pending migrations, checks that `secrets` opens
+ * what the store has sealed and seals what an older version left in clear. What the service
+ * and the operator CLI open.
+ */
+export async function openStore(target: DatabaseTarget, options: OpenStoreOptions & { secrets: SecretBox; checkSecrets?: false }): Promise<Store> {
+  const store = await openEngine(target, options);
+  // Skipped only by `cli secrets reset`, which repairs a store this check refuses.
+  if (options.checkSecrets === false) return store;
+  try {
+    await secureStoredSecrets(store);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
+}
+
+async function openEngine(target: DatabaseTarget, options: OpenStoreOptions & { secrets: SecretBox }): Promise<Store> {
+  if (target.engine === "sqlite") return openSqliteStore(target.path, options.secrets);
   // Loaded only for PostgreSQL, so the embedded mode does not pay for the driver.
   const { openPostgresStore } = await import("./postgres");
   return openPostgresStore(target.url, options);

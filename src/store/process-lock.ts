@@ -13,8 +13,8 @@
  * server runs (ARCHITECTURE.md §4).
  */
 import { Database } from "bun:sqlite";
-import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
+import { createPrivateFile, ensurePrivateFolder } from "./private-files";
 
 /** Another process holds the lock of this database: this one must not serve it. */
 export class StoreLockedError extends Error {
@@ -47,7 +47,8 @@ const held = new Set<Database>();
 export function acquireStoreLock(databasePath: string): StoreLock {
   const absolute = resolve(databasePath);
   const lockPath = `${absolute}.lock`;
-  mkdirSync(dirname(lockPath), { recursive: true });
+  ensurePrivateFolder(dirname(lockPath), [absolute]);
+  createPrivateFile(lockPath);
   const db = new Database(lockPath, { create: true });
   try {
     // Fail at once instead of waiting: the owner holds it until it exits.

@@ -1,4 +1,5 @@
-import type { DeliveryRecord, DueDelivery, WebhookEndpoint, WebhookEventType } from "./webhooks";
+import { SecretBox, sealedContext } from "../secrets/secret-box";
+import type { DeliveryRecord, DueDelivery, StoredEndpointSecret, WebhookEndpoint, WebhookEventType } from "./webhooks";
 
 /** Row mappers shared by both engines: the webhook tables have the same columns on each. */
 export interface EndpointRow {
@@ -16,7 +17,6 @@ export const toEndpoint = (r: EndpointRow): WebhookEndpoint => ({
   id: r.id,
   appId: r.app_id,
   url: r.url,
-  secret: r.secret,
   eventTypes: r.event_types === null ? null : (JSON.parse(r.event_types) as WebhookEventType[]),
   createdAt: Number(r.created_at),
   disabledAt: r.disabled_at === null ? null : Number(r.disabled_at),
@@ -40,12 +40,29 @@ export const toDelivery = (r: Record<string, unknown>): DeliveryRecord => ({
 export const subscribed = (endpoints: WebhookEndpoint[], type: WebhookEventType) =>
   endpoints.filter((e) => e.disabledAt === null && (e.eventTypes === null || e.eventTypes.includes(type)));
 
-/** A claimed delivery, from the claim's row (delivery, event payload, endpoint url and secret). */
-export const toDueDelivery = (d: Record<string, unknown>): DueDelivery => ({
+/** The secret a new endpoint is stored with: sealed, bound to the endpoint's id. */
+export const sealEndpointSecret = (box: SecretBox, endpointId: string, secret: string) => box.seal(secret, sealedContext.webhookEndpoint(endpointId));
+
+export const toStoredSecret = (r: Record<string, unknown>): StoredEndpointSecret => ({
+  endpointId: String(r.id),
+  appId: String(r.app_id),
+  stored: String(r.secret),
+});
+
+/**
+ * A claimed delivery, from the claim's row (delivery, event payload, endpoint url and
+ * secret), with the secret opened. A value an older version stored in clear (not yet
+ * sealed at open) is used as it is.
+ */
+export const toDueDelivery = (d: Record<string, unknown>, box: SecretBox): DueDelivery => ({
   eventId: String(d.event_id),
   endpointId: String(d.endpoint_id),
   url: String(d.url),
-  secret: String(d.secret),
+  secret: openEndpointSecret(box, String(d.endpoint_id), String(d.secret)),
   payload: String(d.payload),
   attempts: Number(d.attempts),
 });
+
+function openEndpointSecret(box: SecretBox, endpointId: string, stored: string): string {
+  return SecretBox.isSealed(stored) ? box.open(stored, sealedContext.webhookEndpoint(endpointId)) : stored;
+}

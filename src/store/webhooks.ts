@@ -16,14 +16,26 @@ export interface WebhookEndpoint {
   id: string;
   appId: string;
   url: string;
-  /** `whsec_` + base64 key: the Standard Webhooks secret format, kept in clear because signing needs it. */
-  secret: string;
   /** The event types sent to it; null means all of them, including types added later. */
   eventTypes: WebhookEventType[] | null;
   createdAt: number;
   disabledAt: number | null;
   /** Why it was disabled: `gone` (the receiver answered 410) or `operator`. */
   disabledReason: string | null;
+}
+
+/**
+ * An endpoint as created: with its signing secret, `whsec_` + base64 key (the Standard
+ * Webhooks format), shown this once. It is stored sealed (src/secrets/secret-box.ts, bound
+ * to the endpoint's id) and opened only for signing (DueDelivery.secret).
+ */
+export type CreatedWebhookEndpoint = WebhookEndpoint & { secret: string };
+
+/** An endpoint's signing secret as the store holds it: sealed, or in clear when an older version wrote it. */
+export interface StoredEndpointSecret {
+  endpointId: string;
+  appId: string;
+  stored: string;
 }
 
 /** An event to record: one message, fanned out to the app's subscribed endpoints. */
@@ -42,6 +54,7 @@ export interface DueDelivery {
   eventId: string;
   endpointId: string;
   url: string;
+  /** The endpoint's signing secret, opened. */
   secret: string;
   /** The exact bytes that are signed and sent. */
   payload: string;
@@ -79,7 +92,8 @@ export function eventPayload(draft: WebhookEventDraft, now: number): string {
  * mid-send leaves the delivery due again once the lease runs out.
  */
 export interface WebhookRepository {
-  createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<WebhookEndpoint>;
+  /** Creates it with a new signing secret, stored sealed; the answer is the only one that carries the secret. */
+  createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<CreatedWebhookEndpoint>;
   listEndpoints(appId: string): Promise<WebhookEndpoint[]>;
   /** Deletes the endpoint and its deliveries; false when the app has no such endpoint. */
   deleteEndpoint(appId: string, endpointId: string): Promise<boolean>;
@@ -112,4 +126,8 @@ export interface WebhookRepository {
   listDeliveries(appId: string, limit: number, endpointId?: string): Promise<DeliveryRecord[]>;
   /** Deletes events whose deliveries all finished before `before`; returns how many. */
   purgeFinished(before: number, limit: number): Promise<number>;
+  /** Every endpoint's secret as stored (to seal the ones an older version kept in clear, or to rotate keys). */
+  storedSecrets(): Promise<StoredEndpointSecret[]>;
+  /** Replaces an endpoint's stored secret only while it is still `expected` (compare and set); true when it did. */
+  replaceStoredSecret(endpointId: string, expected: string, replacement: string): Promise<boolean>;
 }

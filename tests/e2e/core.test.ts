@@ -7,6 +7,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { cliCreateApp, runCli, runServerToExit, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { UUID } from "../helpers/expect";
+import { loadConfig } from "../../src/config";
+import { resolveSecretBox } from "../../src/secrets/secrets-key";
+import { sealedContext } from "../../src/secrets/secret-box";
 
 const db = tempDatabase();
 let server: RunningServer;
@@ -221,7 +224,9 @@ describe("a real server on an empty database", () => {
     const jwtSecret = store.query<{ value: string }, []>("SELECT value FROM settings WHERE key = 'jwt_secret'").get()?.value;
     store.close();
     expect(jwtSecret).toBeDefined();
+    // Stored sealed: the secret itself, opened with the key file beside the database, and its sealed form.
     remember(jwtSecret!);
+    remember(resolveSecretBox(loadConfig({ DATABASE_URL: db.databaseUrl }), () => {}).open(jwtSecret!, sealedContext.setting("jwt_secret")));
     expect(secrets.size).toBeGreaterThan(10);
 
     const all = [...server.stdout, ...server.stderr];

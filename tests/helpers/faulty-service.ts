@@ -11,9 +11,10 @@ import { loadConfig } from "../../src/config";
 import { connectDependencies, openDeps } from "../../src/deps";
 import { openStore, type Store } from "../../src/store";
 import { keepServingOnStrayErrors } from "../../src/stray-errors";
+import { resolveSecretBox } from "../../src/secrets/secrets-key";
 
 const config = loadConfig(process.env);
-const real = await openStore(config.database);
+const real = await openStore(config.database, { secrets: resolveSecretBox(config, () => {}) });
 const { app: created, key } = await real.apps.create("faulty", ["http://localhost:3000"], Date.now());
 
 let faults = 0;
@@ -38,6 +39,7 @@ const store: Store = {
   apps: failing(real.apps, "apps", ["find", "activeKeysOf"]),
   connections: failing(real.connections, "connections"),
   settings: real.settings,
+  secrets: real.secrets,
   usageTotals: failing(real.usageTotals, "usageTotals"),
   usageLedger: failing(real.usageLedger, "usageLedger"),
   grants: failing(real.grants, "grants"),

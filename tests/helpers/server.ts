@@ -150,10 +150,15 @@ export interface CliResult {
 }
 
 /** Runs the operator CLI (`bun src/cli.ts ...args`) against `databaseUrl`. */
-export async function runCli(databaseUrl: string, ...args: string[]): Promise<CliResult> {
+export function runCli(databaseUrl: string, ...args: string[]): Promise<CliResult> {
+  return runCliWithEnv({ DATABASE_URL: databaseUrl }, ...args);
+}
+
+/** Runs the operator CLI with `env` (DATABASE_URL and any other settings). */
+export async function runCliWithEnv(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
   const proc = Bun.spawn([process.execPath, "src/cli.ts", ...args], {
     cwd: REPO_ROOT,
-    env: childEnv({ DATABASE_URL: databaseUrl }),
+    env: childEnv(env),
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",

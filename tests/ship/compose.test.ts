@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from "../../src/config";
 
 // No Docker daemon runs here, so deploy/compose.yaml is checked by a linter (dclint: the
 // Compose schema plus its best-practice rules) and by reading it: two proxy instances on
-// one Postgres and one Redis, sharing the session secret, each drained before SIGKILL.
+// one Postgres and one Redis, sharing the session secret and the secrets key, each drained before SIGKILL.
 const COMPOSE = "deploy/compose.yaml";
 const composeText = readFileSync(join(REPO_ROOT, COMPOSE), "utf8");
 const compose = Bun.YAML.parse(composeText) as ComposeFile;
@@ -100,12 +100,13 @@ describe("deploy/compose.yaml", () => {
     for (const p of ports) expect(p.container).toBe(exposed);
   });
 
-  test("both proxies share Postgres, Redis and one JWT_SECRET, in production", () => {
+  test("both proxies share Postgres, Redis, one JWT_SECRET and one SECRETS_KEY, in production", () => {
     const [a, b] = PROXIES.map((name) => service(name).environment!);
     // Same environment on both: a session minted by one is accepted by the other.
     expect(b).toEqual(a!);
     expect(a!.NODE_ENV).toBe("production");
     expect(a!.JWT_SECRET).toMatch(/^\$\{JWT_SECRET(:\?[^}]*)?\}$/);
+    expect(a!.SECRETS_KEY).toMatch(/^\$\{SECRETS_KEY(:\?[^}]*)?\}$/);
     expect(a!.UPSTREAM_API_KEY).toMatch(/^\$\{UPSTREAM_API_KEY(:\?[^}]*)?\}$/);
     // compose's own ${VAR} interpolation, as written in the file
     const db = new URL(a!.DATABASE_URL!.replace("${POSTGRES_PASSWORD}", "pw"));
@@ -118,7 +119,12 @@ describe("deploy/compose.yaml", () => {
   });
 
   test("the proxies' environment, once interpolated, is a valid configuration", () => {
-    const values: Record<string, string> = { POSTGRES_PASSWORD: "0123abcd", UPSTREAM_API_KEY: "sk-or-v1-test", JWT_SECRET: "j".repeat(32) };
+    const values: Record<string, string> = {
+      POSTGRES_PASSWORD: "0123abcd",
+      UPSTREAM_API_KEY: "sk-or-v1-test",
+      JWT_SECRET: "j".repeat(32),
+      SECRETS_KEY: Buffer.alloc(32, 7).toString("base64"),
+    };
     // Compose interpolation: ${VAR}, ${VAR:?message}, ${VAR:-default}.
     const env = Object.fromEntries(
       Object.entries(service("proxy-a").environment!).map(([key, value]) => [
@@ -131,6 +137,7 @@ describe("deploy/compose.yaml", () => {
     expect(config.env).toBe("production");
     expect(config.redisUrl).toBe("redis://redis:6379");
     expect(config.jwtSecret).toBe(values.JWT_SECRET!);
+    expect(config.secretsKey).toBe(values.SECRETS_KEY!);
     expect(config.upstreamBaseUrl).toBe(loadConfig({}).upstreamBaseUrl);
   });
 
@@ -165,10 +172,11 @@ describe("deploy/compose.yaml", () => {
   test("deploy/.env.example defines every variable the file requires, with unusable placeholders", () => {
     const defined = new Map([...envExample.matchAll(/^([A-Z_][A-Z0-9_]*)=(.*)$/gm)].map((m) => [m[1]!, m[2]!]));
     const required = new Set([...composeText.matchAll(/\$\{([A-Z_][A-Z0-9_]*)(?::?\?[^}]*)?\}/g)].map((m) => m[1]!));
-    expect([...required].sort()).toEqual(["JWT_SECRET", "POSTGRES_PASSWORD", "UPSTREAM_API_KEY"]);
+    expect([...required].sort()).toEqual(["JWT_SECRET", "POSTGRES_PASSWORD", "SECRETS_KEY", "UPSTREAM_API_KEY"]);
     for (const name of required) expect(defined.has(name)).toBe(true);
-    // The JWT placeholder is too short for the config, so a copied example cannot serve.
+    // The JWT and secrets-key placeholders are refused by the config, so a copied example cannot serve.
     expect(() => loadConfig({ JWT_SECRET: defined.get("JWT_SECRET") })).toThrow(ConfigError);
+    expect(() => loadConfig({ SECRETS_KEY: defined.get("SECRETS_KEY") })).toThrow(ConfigError);
     // The password lands in a URL unescaped.
     expect(defined.get("POSTGRES_PASSWORD")).toMatch(/^[A-Za-z0-9._~-]+$/);
   });

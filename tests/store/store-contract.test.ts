@@ -136,6 +136,18 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.settings.get("once")).toBe(claims[0] ? "a" : "b");
     }));
 
+  test("settings: replace and delete change a value only while it is still the expected one", () =>
+    withStore(async (store) => {
+      await store.settings.claim("k", "plain");
+      const swaps = await Promise.all([store.settings.replace("k", "plain", "sealed-1"), store.settings.replace("k", "plain", "sealed-2")]);
+      expect(swaps.filter(Boolean)).toHaveLength(1);
+      expect(await store.settings.get("k")).toBe(swaps[0] ? "sealed-1" : "sealed-2");
+      expect(await store.settings.replace("absent", "x", "y")).toBe(false);
+      expect(await store.settings.delete("k", "plain")).toBe(false);
+      expect(await store.settings.delete("k", (await store.settings.get("k"))!)).toBe(true);
+      expect(await store.settings.get("k")).toBeNull();
+    }));
+
   test("usage ledger: a batch writes rows and totals once, replays change nothing, overruns freeze", () =>
     withStore(async (store) => {
       const a = row({ costNano: 1_000, startedAt: 1 });

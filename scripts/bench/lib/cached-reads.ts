@@ -38,6 +38,7 @@ export function withCachedReads(real: Store): Store {
     grants: real.grants,
     idempotencyKeys: real.idempotencyKeys,
     webhooks: real.webhooks,
+    secrets: real.secrets,
     ping: () => real.ping(),
     close: () => real.close(),
   };

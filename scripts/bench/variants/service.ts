@@ -27,6 +27,7 @@ import { UsageWriter } from "../../../src/metering/usage-writer";
 import type { UsageLedgerRepository, UsageRow } from "../../../src/store/usage-ledger";
 import type { RateLimiter } from "../../../src/ratelimit/rate-limiter";
 import { createLogger } from "../../../src/logger";
+import { resolveSecretBox } from "../../../src/secrets/secrets-key";
 import { withCachedReads } from "../lib/cached-reads";
 import { authenticateSecretKey } from "../../../src/auth/credentials";
 import { userBudgetTarget } from "../../../src/services/budget-target";
@@ -46,7 +47,9 @@ const allowAll: RateLimiter = {
 // Without cached-reads the store is the service's own: its read cache and change feed.
 const deps = await openDeps(config, {
   logger,
-  ...(variant.has("cached-reads") ? { store: withCachedReads(await openStore(config.database)) } : {}),
+  ...(variant.has("cached-reads")
+    ? { store: withCachedReads(await openStore(config.database, { secrets: resolveSecretBox(config, (m) => logger.warn(m)) })) }
+    : {}),
   ...(variant.has("no-writer") ? { usageWriter: new UsageWriter(discardingLedger, logger, config.usageFlushMs) } : {}),
   ...(variant.has("no-ratelimit") ? { rateLimiter: allowAll } : {}),
 });

@@ -10,6 +10,7 @@ import { PostgresUsageLedgerRepository } from "./usage-ledger";
 import { PostgresGrantRepository } from "./grants";
 import { PostgresIdempotencyKeyRepository } from "./idempotency-keys";
 import { PostgresWebhookRepository } from "./webhooks";
+import { processSecretBox } from "../../secrets/secret-box";
 
 /** The Postgres store also hands out its pool, for the budget ledger, rate limiter and change feed built on it. */
 export interface PostgresStore extends Store {
@@ -19,6 +20,8 @@ export interface PostgresStore extends Store {
 
 /** Connects, applies pending migrations (under the migration lock), and returns the store. */
 export async function openPostgresStore(url: string, options: OpenStoreOptions = {}): Promise<PostgresStore> {
+  // Without a box, this process's random key (tests: the service and the CLI pass the configured one).
+  const secrets = options.secrets ?? processSecretBox();
   const database = new PostgresDatabase(url, options);
   try {
     await migratePostgres(database.sql);
@@ -36,7 +39,8 @@ export async function openPostgresStore(url: string, options: OpenStoreOptions =
     usageLedger: new PostgresUsageLedgerRepository(database),
     grants: new PostgresGrantRepository(database),
     idempotencyKeys: new PostgresIdempotencyKeyRepository(database),
-    webhooks: new PostgresWebhookRepository(database),
+    webhooks: new PostgresWebhookRepository(database, secrets),
+    secrets,
     ping: async () => {
       await database.run((sql) => sql`SELECT 1`);
     },

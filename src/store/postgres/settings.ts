@@ -19,4 +19,14 @@ export class PostgresSettingsRepository implements SettingsRepository {
     const rows = await this.db.run((sql) => sql`INSERT INTO settings (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO NOTHING RETURNING key`);
     return rows.length === 1;
   }
+
+  async replace(key: string, expected: string, value: string): Promise<boolean> {
+    const rows = await this.db.run((sql) => sql`UPDATE settings SET value = ${value} WHERE key = ${key} AND value = ${expected} RETURNING key`);
+    return rows.length === 1;
+  }
+
+  async delete(key: string, expected: string): Promise<boolean> {
+    const rows = await this.db.run((sql) => sql`DELETE FROM settings WHERE key = ${key} AND value = ${expected} RETURNING key`);
+    return rows.length === 1;
+  }
 }

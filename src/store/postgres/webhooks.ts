@@ -4,14 +4,17 @@ import {
   newEndpointId,
   newEventId,
   newWebhookSecret,
+  type CreatedWebhookEndpoint,
   type DeliveryRecord,
   type DueDelivery,
+  type StoredEndpointSecret,
   type WebhookEndpoint,
   type WebhookEventDraft,
   type WebhookEventType,
   type WebhookRepository,
 } from "../webhooks";
-import { subscribed, toDelivery, toDueDelivery, toEndpoint, type EndpointRow } from "../webhook-rows";
+import { sealEndpointSecret, subscribed, toDelivery, toDueDelivery, toEndpoint, toStoredSecret, type EndpointRow } from "../webhook-rows";
+import type { SecretBox } from "../../secrets/secret-box";
 import type { PostgresDatabase } from "./database";
 
 type Rows = Array<Record<string, unknown>>;
@@ -39,15 +42,20 @@ export async function recordWebhookEvent(tx: SQL | ReservedSQL, draft: WebhookEv
 }
 
 export class PostgresWebhookRepository implements WebhookRepository {
-  constructor(private readonly db: PostgresDatabase) {}
+  constructor(
+    private readonly db: PostgresDatabase,
+    private readonly secrets: SecretBox,
+  ) {}
 
-  async createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<WebhookEndpoint> {
+  async createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<CreatedWebhookEndpoint> {
     const types = eventTypes === null ? null : JSON.stringify(eventTypes);
+    const id = newEndpointId();
+    const secret = newWebhookSecret();
     const [row] = await this.db.run(
       (sql) => sql`INSERT INTO webhook_endpoints (id, app_id, url, secret, event_types, created_at)
-        VALUES (${newEndpointId()}, ${appId}, ${url}, ${newWebhookSecret()}, ${types}, ${now}) RETURNING *`,
+        VALUES (${id}, ${appId}, ${url}, ${sealEndpointSecret(this.secrets, id, secret)}, ${types}, ${now}) RETURNING *`,
     );
-    return endpointOf(row);
+    return { ...endpointOf(row), secret };
   }
 
   async listEndpoints(appId: string): Promise<WebhookEndpoint[]> {
@@ -93,7 +101,8 @@ export class PostgresWebhookRepository implements WebhookRepository {
         WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id AND e.id = d.event_id AND p.id = d.endpoint_id
         RETURNING d.event_id, d.endpoint_id, d.attempts, e.payload, p.url, p.secret`,
     );
-    return rows.map(toDueDelivery);
+    // A secret that does not open (another key) fails this round; its deliveries are due again when the lease ends.
+    return rows.map((d) => toDueDelivery(d, this.secrets));
   }
 
   async markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void> {
@@ -129,6 +138,18 @@ export class PostgresWebhookRepository implements WebhookRepository {
         ORDER BY d.created_at DESC, d.event_id DESC LIMIT ${limit}`,
     );
     return rows.map(toDelivery);
+  }
+
+  async storedSecrets(): Promise<StoredEndpointSecret[]> {
+    const rows: Rows = await this.db.run((sql) => sql`SELECT id, app_id, secret FROM webhook_endpoints ORDER BY id`);
+    return rows.map(toStoredSecret);
+  }
+
+  async replaceStoredSecret(endpointId: string, expected: string, replacement: string): Promise<boolean> {
+    const rows: Rows = await this.db.run(
+      (sql) => sql`UPDATE webhook_endpoints SET secret = ${replacement} WHERE id = ${endpointId} AND secret = ${expected} RETURNING id`,
+    );
+    return rows.length === 1;
   }
 
   async purgeFinished(before: number, limit: number): Promise<number> {

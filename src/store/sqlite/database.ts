@@ -1,16 +1,23 @@
 import { Database } from "bun:sqlite";
-import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { migrate } from "./migrations";
+import { createPrivateFile, ensurePrivateFolder, tightenFile } from "../private-files";
 
 /**
  * Opens (creating if needed) the SQLite file, in WAL mode so readers never block the
  * usage writer, and applies pending migrations. `:memory:` gives a private database.
  */
 export function openDatabase(path: string): Database {
-  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  if (path !== ":memory:") {
+    // 0600 before SQLite opens it (an empty file is a new database to SQLite), 0700 folder:
+    // the file holds what the service keeps (src/store/private-files.ts).
+    ensurePrivateFolder(dirname(path), [path]);
+    createPrivateFile(path);
+  }
   const db = new Database(path, { create: true, strict: true });
   db.exec("PRAGMA journal_mode = WAL");
+  // New ones take the database's mode; these tighten the ones an older version left loose.
+  if (path !== ":memory:") for (const sidecar of ["-wal", "-shm"]) tightenFile(path + sidecar);
   // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the
   // last transactions: at most the last flush interval of ledger rows, a loss we accept
   // for not waiting on fsync at every commit.
@@ -20,4 +27,23 @@ export function openDatabase(path: string): Database {
   db.exec("PRAGMA foreign_keys = ON");
   migrate(db);
   return db;
+}
+
+/**
+ * Runs `write`, which replaces or deletes a secret (sealing one an older version kept in
+ * clear, a key rotation, a reset), so that the old value leaves the files: SQLite's
+ * secure_delete zeroes the freed cell instead of leaving it in the page's free space, and a
+ * TRUNCATE checkpoint copies the page into the database file over its old image and empties
+ * the WAL, whose earlier frames may hold it. Rare writes, so the checkpoint's cost is no
+ * concern. A reader of another process holding an old snapshot can keep the checkpoint
+ * from finishing; the next one (SQLite's automatic checkpoints) does.
+ */
+export function scrubbingWrite<T>(db: Database, write: () => T): T {
+  db.exec("PRAGMA secure_delete = ON");
+  try {
+    return write();
+  } finally {
+    db.exec("PRAGMA secure_delete = OFF");
+    db.query("PRAGMA wal_checkpoint(TRUNCATE)").get();
+  }
 }

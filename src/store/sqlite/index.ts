@@ -9,6 +9,7 @@ import { SqliteUsageLedgerRepository } from "./usage-ledger";
 import { SqliteGrantRepository } from "./grants";
 import { SqliteIdempotencyKeyRepository } from "./idempotency-keys";
 import { SqliteWebhookRepository } from "./webhooks";
+import { processSecretBox, type SecretBox } from "../../secrets/secret-box";
 
 /** The SQLite store also hands out its database handle, for tests and benchmarks that read it directly. */
 export interface SqliteStore extends Store {
@@ -16,8 +17,12 @@ export interface SqliteStore extends Store {
   readonly db: Database;
 }
 
-/** Opens (creating and migrating) a SQLite file, or `:memory:` for a private database. */
-export function openSqliteStore(path: string): SqliteStore {
+/**
+ * Opens (creating and migrating) a SQLite file, or `:memory:` for a private database.
+ * `secrets` seals what it keeps; without one, this process's random key (tests: the service
+ * and the CLI open through openStore, with the configured key).
+ */
+export function openSqliteStore(path: string, secrets: SecretBox = processSecretBox()): SqliteStore {
   const db = openDatabase(path);
   return {
     engine: "sqlite",
@@ -29,7 +34,8 @@ export function openSqliteStore(path: string): SqliteStore {
     usageLedger: new SqliteUsageLedgerRepository(db),
     grants: new SqliteGrantRepository(db),
     idempotencyKeys: new SqliteIdempotencyKeyRepository(db),
-    webhooks: new SqliteWebhookRepository(db),
+    webhooks: new SqliteWebhookRepository(db, secrets),
+    secrets,
     ping: async () => {
       db.query("SELECT 1").get();
     },

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { SettingsRepository } from "../settings";
+import { scrubbingWrite } from "./database";
 
 export class SqliteSettingsRepository implements SettingsRepository {
   constructor(private readonly db: Database) {}
@@ -15,5 +16,14 @@ export class SqliteSettingsRepository implements SettingsRepository {
 
   async claim(key: string, value: string): Promise<boolean> {
     return this.db.query("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)").run(key, value).changes === 1;
+  }
+
+  /** The value replaced does not stay in the file (scrubbingWrite): it may be a secret in clear. */
+  async replace(key: string, expected: string, value: string): Promise<boolean> {
+    return scrubbingWrite(this.db, () => this.db.query("UPDATE settings SET value = ? WHERE key = ? AND value = ?").run(value, key, expected).changes === 1);
+  }
+
+  async delete(key: string, expected: string): Promise<boolean> {
+    return scrubbingWrite(this.db, () => this.db.query("DELETE FROM settings WHERE key = ? AND value = ?").run(key, expected).changes === 1);
   }
 }

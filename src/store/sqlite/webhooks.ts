@@ -4,14 +4,18 @@ import {
   newEndpointId,
   newEventId,
   newWebhookSecret,
+  type CreatedWebhookEndpoint,
   type DeliveryRecord,
   type DueDelivery,
+  type StoredEndpointSecret,
   type WebhookEndpoint,
   type WebhookEventDraft,
   type WebhookEventType,
   type WebhookRepository,
 } from "../webhooks";
-import { subscribed, toEndpoint, toDelivery, toDueDelivery, type EndpointRow } from "../webhook-rows";
+import { sealEndpointSecret, subscribed, toEndpoint, toDelivery, toDueDelivery, toStoredSecret, type EndpointRow } from "../webhook-rows";
+import type { SecretBox } from "../../secrets/secret-box";
+import { scrubbingWrite } from "./database";
 
 /**
  * Records an event and its deliveries on `db`, inside the caller's transaction: the
@@ -37,14 +41,18 @@ export function recordWebhookEvent(db: Database, draft: WebhookEventDraft, now: 
 }
 
 export class SqliteWebhookRepository implements WebhookRepository {
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    private readonly secrets: SecretBox,
+  ) {}
 
-  async createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<WebhookEndpoint> {
+  async createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<CreatedWebhookEndpoint> {
     const id = newEndpointId();
+    const secret = newWebhookSecret();
     this.db
       .query("INSERT INTO webhook_endpoints (id, app_id, url, secret, event_types, created_at) VALUES (?, ?, ?, ?, ?, ?)")
-      .run(id, appId, url, newWebhookSecret(), eventTypes === null ? null : JSON.stringify(eventTypes), now);
-    return this.endpoint(id)!;
+      .run(id, appId, url, sealEndpointSecret(this.secrets, id, secret), eventTypes === null ? null : JSON.stringify(eventTypes), now);
+    return { ...this.endpoint(id)!, secret };
   }
 
   async listEndpoints(appId: string): Promise<WebhookEndpoint[]> {
@@ -76,7 +84,7 @@ export class SqliteWebhookRepository implements WebhookRepository {
   }
 
   async claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]> {
-    return this.db
+    const claimed = this.db
       .transaction(() => {
         const due = this.db
           .query<Record<string, unknown>, [number, number]>(
@@ -87,9 +95,12 @@ export class SqliteWebhookRepository implements WebhookRepository {
           .all(now, limit);
         const lease = this.db.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE event_id = ? AND endpoint_id = ?");
         for (const d of due) lease.run(now + leaseMs, String(d.event_id), String(d.endpoint_id));
-        return due.map(toDueDelivery);
+        return due;
       })
       .immediate();
+    // Opened once the leases are committed: a secret that does not open (another key) fails
+    // this round, and its deliveries are due again when the lease ends, none lost.
+    return claimed.map((d) => toDueDelivery(d, this.secrets));
   }
 
   async markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void> {
@@ -138,6 +149,16 @@ export class SqliteWebhookRepository implements WebhookRepository {
            LIMIT ?2)`,
       )
       .run(before, limit).changes;
+  }
+
+  async storedSecrets(): Promise<StoredEndpointSecret[]> {
+    return this.db.query<Record<string, unknown>, []>("SELECT id, app_id, secret FROM webhook_endpoints ORDER BY id").all().map(toStoredSecret);
+  }
+
+  /** The secret replaced does not stay in the file (scrubbingWrite): it may be in clear. */
+  async replaceStoredSecret(endpointId: string, expected: string, replacement: string): Promise<boolean> {
+    const update = this.db.query("UPDATE webhook_endpoints SET secret = ? WHERE id = ? AND secret = ?");
+    return scrubbingWrite(this.db, () => update.run(replacement, endpointId, expected).changes === 1);
   }
 
   private endpoint(id: string): WebhookEndpoint | null {
