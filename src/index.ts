@@ -66,7 +66,6 @@ async function main(): Promise<void> {
     console.error(err.message);
     process.exit(2);
   });
-  keepServingOnStrayErrors(deps.logger);
   await ensureDefaultApp(deps, (line) => console.log(line));
   if (config.demoMode) {
     deps.logger.warn("DEMO MODE: no UPSTREAM_API_KEY is set; chat completions are served by the built-in mock upstream");
@@ -99,6 +98,9 @@ async function main(): Promise<void> {
     reusePort: false,
   });
   deps.logger.info("listening", { url: `http://${config.host}:${app.server?.port}`, mode: config.demoMode ? "demo" : "upstream" });
+  // Only once serving: a failure while starting (a port in use, a store that will not
+  // open) must still end the process with its error.
+  keepServingOnStrayErrors(deps.logger);
 
   let stopping = false;
   const shutdown = async (signal: string) => {
