@@ -49,6 +49,12 @@ export interface DueDelivery {
   attempts: number;
 }
 
+/** A claim's per-endpoint bound: the most in flight to one endpoint, and what this claimer has in flight to each. */
+export interface ClaimBound {
+  perEndpoint: number;
+  sending: ReadonlyMap<string, number>;
+}
+
 export interface DeliveryRecord {
   eventId: string;
   endpointId: string;
@@ -94,9 +100,13 @@ export interface WebhookRepository {
   record(draft: WebhookEventDraft, now: number): Promise<string | null>;
   /**
    * Claims up to `limit` deliveries due at `now`: each is leased until `now + leaseMs`
-   * (its next attempt time moves there) so no other claim takes it meanwhile.
+   * (its next attempt time moves there) so no other claim takes it meanwhile. With a
+   * `bound`, no endpoint gets more than `perEndpoint` minus what `sending` already holds
+   * for it, so an endpoint at its bound is skipped and its deliveries stay due (unleased).
+   * Earliest first per endpoint, endpoints taking turns: one endpoint's backlog cannot fill
+   * the claim while another's first delivery waits.
    */
-  claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]>;
+  claimDue(now: number, limit: number, leaseMs: number, bound?: ClaimBound): Promise<DueDelivery[]>;
   markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void>;
   /** A failed attempt: retried at `nextAttemptAt`, or failed for good when that is null. */
   markAttemptFailed(

@@ -124,6 +124,46 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
       }
     }));
 
+  test("a claim lets endpoints take turns: one endpoint's older backlog does not fill it", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const early = await store.webhooks.createEndpoint(app.id, "https://hooks.example/early", ["connection.revoked"], T0);
+      const late = await store.webhooks.createEndpoint(app.id, "https://hooks.example/late", ["budget.threshold"], T0);
+      for (let i = 0; i < 3; i++) await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0 + i);
+      await store.webhooks.record({ appId: app.id, type: "budget.threshold", data: {} }, T0 + 5);
+      const claimed = await store.webhooks.claimDue(T0 + 10, 2, 30_000, { perEndpoint: 4, sending: new Map() });
+      expect(claimed.map((d) => d.endpointId).sort()).toEqual([early.id, late.id].sort());
+    }));
+
+  test("a bounded claim skips endpoints at their bound and gives the others their room", () =>
+    withStore(async (store, open) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const full = await store.webhooks.createEndpoint(app.id, "https://hooks.example/full", null, T0);
+      const busy = await store.webhooks.createEndpoint(app.id, "https://hooks.example/busy", null, T0);
+      const idle = await store.webhooks.createEndpoint(app.id, "https://hooks.example/idle", null, T0);
+      // Six events, each fanned out to the three endpoints.
+      for (let i = 0; i < 6; i++) await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0 + i);
+      const countBy = (claimed: Array<{ endpointId: string }>) => [full.id, busy.id, idle.id].map((id) => claimed.filter((d) => d.endpointId === id).length);
+      const sending = new Map([
+        [full.id, 4],
+        [busy.id, 1],
+      ]);
+
+      const first = await store.webhooks.claimDue(T0 + 10, 2, 30_000, { perEndpoint: 4, sending });
+      expect(countBy(first)).toEqual([0, 1, 1]);
+      expect(first.every((d) => d.payload.includes('"i":0'))).toBe(true);
+      sending.set(busy.id, 2).set(idle.id, 1);
+      const rest = await store.webhooks.claimDue(T0 + 10, 100, 30_000, { perEndpoint: 4, sending });
+      expect(countBy(rest)).toEqual([0, 2, 3]);
+      // The full endpoint's deliveries were not leased: still due for a claimer with room.
+      const other = open ? await open() : store;
+      try {
+        expect(countBy(await other.webhooks.claimDue(T0 + 10, 100, 30_000, { perEndpoint: 4, sending: new Map() }))).toEqual([4, 3, 2]);
+      } finally {
+        if (other !== store) await other.close();
+      }
+    }));
+
   test(`attempt outcomes, the deliveries listing, and the purge of finished events (${engine})`, () =>
     withStore(async (store) => {
       const { app } = await store.apps.create("a", [], T0);
