@@ -39,7 +39,8 @@ export async function runCli(argv: string[]): Promise<number> {
     const config = loadConfig(process.env);
     const store = await openStore(config.database, { poolSize: 1 });
     try {
-      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES), values);
+      const policy = { allowPrivateWebhookAddresses: config.webhooks.allowPrivateAddresses };
+      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES, policy), values);
       return 0;
     } finally {
       await store.close();

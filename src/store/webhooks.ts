@@ -37,6 +37,20 @@ export interface WebhookEventDraft {
 
 export type DeliveryState = "pending" | "delivered" | "failed";
 
+/** Why an endpoint was disabled: the receiver answered 410 Gone, or the operator did it. */
+export type DisableReason = "gone" | "operator";
+
+/**
+ * Why an attempt failed, as stored and listed: a coarse class, never the receiver's or the
+ * operating system's own words, so that a listing cannot serve to probe the network the
+ * service runs in (which ports refuse, which hosts exist). `timeout`: no answer within
+ * WEBHOOK_TIMEOUT_MS; `unreachable`: DNS failure, refused, reset, TLS failure;
+ * `address_refused`: the host resolved to a private, loopback or other non-public address.
+ */
+export type AttemptFailure = "timeout" | "unreachable" | "address_refused";
+/** The error field of a delivery: an attempt's failure, a receiver's status, or its endpoint disabled. */
+export type DeliveryFailure = AttemptFailure | `HTTP ${number}` | `endpoint disabled (${DisableReason})`;
+
 /** One message due to one endpoint, as the dispatcher sends it. */
 export interface DueDelivery {
   eventId: string;
@@ -63,7 +77,7 @@ export interface DeliveryRecord {
   attempts: number;
   nextAttemptAt: number | null;
   lastStatus: number | null;
-  lastError: string | null;
+  lastError: DeliveryFailure | null;
   createdAt: number;
   finishedAt: number | null;
 }
@@ -90,7 +104,7 @@ export interface WebhookRepository {
   /** Deletes the endpoint and its deliveries; false when the app has no such endpoint. */
   deleteEndpoint(appId: string, endpointId: string): Promise<boolean>;
   /** Disables it and fails its pending deliveries (nothing more is sent to it). */
-  disableEndpoint(endpointId: string, reason: string, now: number): Promise<void>;
+  disableEndpoint(endpointId: string, reason: DisableReason, now: number): Promise<void>;
   /** Enables it again; deliveries failed while it was disabled stay failed. */
   enableEndpoint(appId: string, endpointId: string): Promise<WebhookEndpoint | null>;
   /**
@@ -115,7 +129,7 @@ export interface WebhookRepository {
     attempts: number,
     nextAttemptAt: number | null,
     status: number | null,
-    error: string,
+    error: DeliveryFailure,
     now: number,
   ): Promise<void>;
   /** An app's deliveries, newest first. */

@@ -150,10 +150,15 @@ export interface CliResult {
 }
 
 /** Runs the operator CLI (`bun src/cli.ts ...args`) against `databaseUrl`. */
-export async function runCli(databaseUrl: string, ...args: string[]): Promise<CliResult> {
+export function runCli(databaseUrl: string, ...args: string[]): Promise<CliResult> {
+  return runCliWith({}, databaseUrl, ...args);
+}
+
+/** runCli with more environment for the command, e.g. `WEBHOOK_ALLOW_PRIVATE_ADDRESSES`. */
+export async function runCliWith(env: Record<string, string>, databaseUrl: string, ...args: string[]): Promise<CliResult> {
   const proc = Bun.spawn([process.execPath, "src/cli.ts", ...args], {
     cwd: REPO_ROOT,
-    env: childEnv({ DATABASE_URL: databaseUrl }),
+    env: childEnv({ ...env, DATABASE_URL: databaseUrl }),
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",

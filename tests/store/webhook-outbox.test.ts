@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
+import type { DeliveryFailure } from "../../src/store/webhooks";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
@@ -164,6 +165,24 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
       }
     }));
 
+  test("errors stored as raw text (before they were classes) are listed as classes", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const e = await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
+      const legacy: Record<string, DeliveryFailure> = {
+        "no answer within 10000 ms": "timeout",
+        "Unable to connect. Is the computer able to access the url?": "unreachable",
+        "HTTP 503": "HTTP 503",
+      };
+      for (const [i, stored] of Object.keys(legacy).entries()) {
+        const id = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0 + i))!;
+        // What the earlier dispatcher wrote: the error's own message.
+        await store.webhooks.markAttemptFailed(id, e.id, 1, T0 + 5000, null, stored as DeliveryFailure, T0 + i);
+      }
+      const listed = (await store.webhooks.listDeliveries(app.id, 10)).reverse();
+      expect(listed.map((d) => d.lastError)).toEqual(Object.values(legacy));
+    }));
+
   test(`attempt outcomes, the deliveries listing, and the purge of finished events (${engine})`, () =>
     withStore(async (store) => {
       const { app } = await store.apps.create("a", [], T0);
@@ -171,9 +190,9 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
       const first = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0))!;
       const second = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0 + 1))!;
       await store.webhooks.markAttemptFailed(first, e.id, 1, T0 + 5000, 500, "HTTP 500", T0);
-      await store.webhooks.markAttemptFailed(second, e.id, 1, null, null, "refused", T0 + 1);
+      await store.webhooks.markAttemptFailed(second, e.id, 1, null, null, "unreachable", T0 + 1);
       expect(await store.webhooks.listDeliveries(app.id, 10, e.id)).toMatchObject([
-        { eventId: second, state: "failed", attempts: 1, lastStatus: null, lastError: "refused", nextAttemptAt: null, finishedAt: T0 + 1 },
+        { eventId: second, state: "failed", attempts: 1, lastStatus: null, lastError: "unreachable", nextAttemptAt: null, finishedAt: T0 + 1 },
         { eventId: first, state: "pending", attempts: 1, lastStatus: 500, nextAttemptAt: T0 + 5000, finishedAt: null },
       ]);
       await store.webhooks.markDelivered(first, e.id, 200, T0 + 6000);

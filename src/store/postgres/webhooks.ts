@@ -5,7 +5,9 @@ import {
   newEventId,
   newWebhookSecret,
   type ClaimBound,
+  type DeliveryFailure,
   type DeliveryRecord,
+  type DisableReason,
   type DueDelivery,
   type WebhookEndpoint,
   type WebhookEventDraft,
@@ -61,7 +63,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
     return rows.length > 0;
   }
 
-  async disableEndpoint(endpointId: string, reason: string, now: number): Promise<void> {
+  async disableEndpoint(endpointId: string, reason: DisableReason, now: number): Promise<void> {
     await this.db.run((sql) =>
       sql.begin(async (tx) => {
         await tx`UPDATE webhook_endpoints SET disabled_at = ${now}, disabled_reason = ${reason} WHERE id = ${endpointId} AND disabled_at IS NULL`;
@@ -129,7 +131,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
     attempts: number,
     nextAttemptAt: number | null,
     status: number | null,
-    error: string,
+    error: DeliveryFailure,
     now: number,
   ): Promise<void> {
     const state = nextAttemptAt === null ? "failed" : "pending";

@@ -5,7 +5,9 @@ import {
   newEventId,
   newWebhookSecret,
   type ClaimBound,
+  type DeliveryFailure,
   type DeliveryRecord,
+  type DisableReason,
   type DueDelivery,
   type WebhookEndpoint,
   type WebhookEventDraft,
@@ -56,7 +58,7 @@ export class SqliteWebhookRepository implements WebhookRepository {
     return this.db.query("DELETE FROM webhook_endpoints WHERE app_id = ? AND id = ?").run(appId, endpointId).changes > 0;
   }
 
-  async disableEndpoint(endpointId: string, reason: string, now: number): Promise<void> {
+  async disableEndpoint(endpointId: string, reason: DisableReason, now: number): Promise<void> {
     this.db.transaction(() => {
       this.db.query("UPDATE webhook_endpoints SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL").run(now, reason, endpointId);
       this.db
@@ -123,7 +125,7 @@ export class SqliteWebhookRepository implements WebhookRepository {
     attempts: number,
     nextAttemptAt: number | null,
     status: number | null,
-    error: string,
+    error: DeliveryFailure,
     now: number,
   ): Promise<void> {
     this.db
