@@ -72,7 +72,7 @@ export function createApp(deps: Deps) {
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
   const grants = new GrantService(deps, meter);
   const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);
-  const operator = new OperatorService(deps.store, deps.clock);
+  const operator = new OperatorService(deps.store, deps.clock, undefined, { allowPrivateWebhookAddresses: deps.config.webhooks.allowPrivateAddresses });
   const api = new Elysia({ prefix: API_PREFIX })
     .use(sessionRoutes(deps, auth))
     .use(connectionRoutes(connections, auth))

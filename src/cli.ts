@@ -43,7 +43,8 @@ export async function runCli(argv: string[]): Promise<number> {
     const checkSecrets = command.skipsSecretsCheck ? false : undefined;
     const store = await openStore(config.database, { poolSize: 1, secrets, checkSecrets });
     try {
-      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES), values, store);
+      const policy = { allowPrivateWebhookAddresses: config.webhooks.allowPrivateAddresses };
+      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES, policy), values, store);
       return 0;
     } finally {
       await store.close();

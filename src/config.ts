@@ -85,6 +85,8 @@ export const ConfigSchema = t.Object({
   WEBHOOK_POLL_MS: t.Optional(t.Integer({ minimum: 10, maximum: 60_000 })),
   /** Longest wait for a webhook receiver's answer; past it the attempt failed. */
   WEBHOOK_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
+  /** Local development only: webhooks may go to private, loopback and other non-public addresses. */
+  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: t.Optional(t.Boolean()),
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
 });
 
@@ -146,7 +148,7 @@ export interface Config {
   imageTokensBound: number;
   /** Nano-dollars reserved per call for each plugin id or server-tool type the operator allows. */
   pluginReservationsNano: ReadonlyMap<string, number>;
-  webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number };
+  webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number; allowPrivateAddresses: boolean };
 }
 
 export class ConfigError extends Error {
@@ -275,6 +277,7 @@ function fromRaw(raw: RawConfig): Config {
       retryScheduleMs: (raw.WEBHOOK_RETRY_SCHEDULE_SECONDS ?? "5,300,1800,7200,18000,36000,36000").split(",").map((s) => Math.round(Number(s) * 1000)),
       pollMs: raw.WEBHOOK_POLL_MS ?? 1000,
       timeoutMs: raw.WEBHOOK_TIMEOUT_MS ?? 10_000,
+      allowPrivateAddresses: raw.WEBHOOK_ALLOW_PRIVATE_ADDRESSES ?? false,
     },
   };
 }

@@ -1,5 +1,5 @@
 import { SecretBox, sealedContext } from "../secrets/secret-box";
-import type { DeliveryRecord, DueDelivery, StoredEndpointSecret, WebhookEndpoint, WebhookEventType } from "./webhooks";
+import type { DeliveryFailure, DeliveryRecord, DueDelivery, StoredEndpointSecret, WebhookEndpoint, WebhookEventType } from "./webhooks";
 
 /** Row mappers shared by both engines: the webhook tables have the same columns on each. */
 export interface EndpointRow {
@@ -31,10 +31,21 @@ export const toDelivery = (r: Record<string, unknown>): DeliveryRecord => ({
   attempts: Number(r.attempts),
   nextAttemptAt: r.state === "pending" && r.next_attempt_at !== null ? Number(r.next_attempt_at) : null,
   lastStatus: r.last_status === null ? null : Number(r.last_status),
-  lastError: (r.last_error as string | null) ?? null,
+  lastError: failureClass((r.last_error as string | null) ?? null),
   createdAt: Number(r.created_at),
   finishedAt: r.finished_at === null ? null : Number(r.finished_at),
 });
+
+const FAILURE_CLASS = /^(timeout|unreachable|address_refused|HTTP \d{3}|endpoint disabled \((gone|operator)\))$/;
+
+/**
+ * A stored error as its class. Rows written before errors were stored as classes hold the
+ * raw error text; it is not shown (see DeliveryFailure), only the class it most likely was.
+ */
+export function failureClass(stored: string | null): DeliveryFailure | null {
+  if (stored === null || FAILURE_CLASS.test(stored)) return stored as DeliveryFailure | null;
+  return stored.startsWith("no answer within") ? "timeout" : "unreachable";
+}
 
 /** The endpoints of an app that want this type of event. */
 export const subscribed = (endpoints: WebhookEndpoint[], type: WebhookEventType) =>

@@ -49,6 +49,20 @@ export interface WebhookEventDraft {
 
 export type DeliveryState = "pending" | "delivered" | "failed";
 
+/** Why an endpoint was disabled: the receiver answered 410 Gone, or the operator did it. */
+export type DisableReason = "gone" | "operator";
+
+/**
+ * Why an attempt failed, as stored and listed: a coarse class, never the receiver's or the
+ * operating system's own words, so that a listing cannot serve to probe the network the
+ * service runs in (which ports refuse, which hosts exist). `timeout`: no answer within
+ * WEBHOOK_TIMEOUT_MS; `unreachable`: DNS failure, refused, reset, TLS failure;
+ * `address_refused`: the host resolved to a private, loopback or other non-public address.
+ */
+export type AttemptFailure = "timeout" | "unreachable" | "address_refused";
+/** The error field of a delivery: an attempt's failure, a receiver's status, or its endpoint disabled. */
+export type DeliveryFailure = AttemptFailure | `HTTP ${number}` | `endpoint disabled (${DisableReason})`;
+
 /** One message due to one endpoint, as the dispatcher sends it. */
 export interface DueDelivery {
   eventId: string;
@@ -62,6 +76,12 @@ export interface DueDelivery {
   attempts: number;
 }
 
+/** A claim's per-endpoint bound: the most in flight to one endpoint, and what this claimer has in flight to each. */
+export interface ClaimBound {
+  perEndpoint: number;
+  sending: ReadonlyMap<string, number>;
+}
+
 export interface DeliveryRecord {
   eventId: string;
   endpointId: string;
@@ -70,7 +90,7 @@ export interface DeliveryRecord {
   attempts: number;
   nextAttemptAt: number | null;
   lastStatus: number | null;
-  lastError: string | null;
+  lastError: DeliveryFailure | null;
   createdAt: number;
   finishedAt: number | null;
 }
@@ -98,7 +118,7 @@ export interface WebhookRepository {
   /** Deletes the endpoint and its deliveries; false when the app has no such endpoint. */
   deleteEndpoint(appId: string, endpointId: string): Promise<boolean>;
   /** Disables it and fails its pending deliveries (nothing more is sent to it). */
-  disableEndpoint(endpointId: string, reason: string, now: number): Promise<void>;
+  disableEndpoint(endpointId: string, reason: DisableReason, now: number): Promise<void>;
   /** Enables it again; deliveries failed while it was disabled stay failed. */
   enableEndpoint(appId: string, endpointId: string): Promise<WebhookEndpoint | null>;
   /**
@@ -108,9 +128,13 @@ export interface WebhookRepository {
   record(draft: WebhookEventDraft, now: number): Promise<string | null>;
   /**
    * Claims up to `limit` deliveries due at `now`: each is leased until `now + leaseMs`
-   * (its next attempt time moves there) so no other claim takes it meanwhile.
+   * (its next attempt time moves there) so no other claim takes it meanwhile. With a
+   * `bound`, no endpoint gets more than `perEndpoint` minus what `sending` already holds
+   * for it, so an endpoint at its bound is skipped and its deliveries stay due (unleased).
+   * Earliest first per endpoint, endpoints taking turns: one endpoint's backlog cannot fill
+   * the claim while another's first delivery waits.
    */
-  claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]>;
+  claimDue(now: number, limit: number, leaseMs: number, bound?: ClaimBound): Promise<DueDelivery[]>;
   markDelivered(eventId: string, endpointId: string, status: number, now: number): Promise<void>;
   /** A failed attempt: retried at `nextAttemptAt`, or failed for good when that is null. */
   markAttemptFailed(
@@ -119,7 +143,7 @@ export interface WebhookRepository {
     attempts: number,
     nextAttemptAt: number | null,
     status: number | null,
-    error: string,
+    error: DeliveryFailure,
     now: number,
   ): Promise<void>;
   /** An app's deliveries, newest first. */

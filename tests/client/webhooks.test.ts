@@ -27,7 +27,7 @@ import {
 } from "../../packages/client/src/server";
 import { fundingInvalidEvent } from "../../src/store/connection-events";
 import { pollUntil } from "../helpers/cluster";
-import { cliCreateApp, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { cliCreateApp, runCliWithEnv, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { fitsKind, shapeOf } from "./shape";
 
 setDefaultTimeout(60_000);
@@ -133,6 +133,8 @@ test("funding.invalid's data, as the service builds it, has the fields of Fundin
 
 describe("real deliveries from a real server", () => {
   const ORIGIN = "http://localhost:3000";
+  // The receiver is on this machine: allowed only with this setting (ARCHITECTURE.md §6).
+  const LOCAL_RECEIVERS = { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: "true" };
   const db = tempDatabase();
   const deliveries: Array<{ body: string; headers: Record<string, string> }> = [];
   let receiver: ReturnType<typeof Bun.serve>;
@@ -151,10 +153,18 @@ describe("real deliveries from a real server", () => {
       },
     });
     const app = await cliCreateApp(db.databaseUrl, "hooks", [ORIGIN]);
-    const added = await runCli(db.databaseUrl, "webhook", "add", "--app", app.appId, "--url", `http://127.0.0.1:${receiver.port}/hooks`);
+    const added = await runCliWithEnv(
+      { ...LOCAL_RECEIVERS, DATABASE_URL: db.databaseUrl },
+      "webhook",
+      "add",
+      "--app",
+      app.appId,
+      "--url",
+      `http://127.0.0.1:${receiver.port}/hooks`,
+    );
     expect(added.code).toBe(0);
     secret = added.json[0]!.secret;
-    server = await startServer({ databaseUrl: db.databaseUrl, env: { WEBHOOK_POLL_MS: "50" } });
+    server = await startServer({ databaseUrl: db.databaseUrl, env: { WEBHOOK_POLL_MS: "50", ...LOCAL_RECEIVERS } });
     client = createServerClient({ baseUrl: server.baseUrl, secretKey: app.secretKey });
     await causeEvents(app.appId);
   });

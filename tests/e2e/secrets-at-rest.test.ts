@@ -16,21 +16,13 @@ import { systemClock } from "../../src/clock";
 import { SessionTokens } from "../../src/auth/session-token";
 import { resolveSecretBox } from "../../src/secrets/secrets-key";
 import { SecretBox, sealedContext } from "../../src/secrets/secret-box";
-import {
-  cliCreateApp,
-  connectOverHttp,
-  freePort,
-  runCli,
-  runCliWithEnv,
-  runServerToExit,
-  startServer,
-  tempDatabase,
-  type RunningServer,
-} from "../helpers/server";
+import { cliCreateApp, connectOverHttp, freePort, runCliWithEnv, runServerToExit, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { pollUntil } from "../helpers/cluster";
 import { startReceiver, type ReceiverProcess } from "../helpers/webhook-receiver-process";
 
-const ENV = { WEBHOOK_POLL_MS: "50" };
+/** The receiver listens on this machine: private addresses are allowed for it (and only here). */
+const LOCAL_RECEIVERS = { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: "true" };
+const ENV = { WEBHOOK_POLL_MS: "50", ...LOCAL_RECEIVERS };
 const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
 
 /** A session token for `appId`/`appUserId` signed with `secret`, exactly as the service signs them. */
@@ -77,7 +69,7 @@ describe("a new store", () => {
     server = await startServer({ databaseUrl: db.databaseUrl, env: ENV });
     jwtRowAtStart = secretRows(db.path).jwt;
     app = await cliCreateApp(db.databaseUrl, "sealed");
-    const added = await runCli(db.databaseUrl, "webhook", "add", "--app", app.appId, "--url", receiver.url);
+    const added = await runCliWithEnv({ ...LOCAL_RECEIVERS, DATABASE_URL: db.databaseUrl }, "webhook", "add", "--app", app.appId, "--url", receiver.url);
     webhookSecret = added.json[0]!.secret as string;
     // What the server signs with, opened with the key file beside the database (as the server does).
     const box = resolveSecretBox(loadConfig({ DATABASE_URL: db.databaseUrl }), () => {});
@@ -151,7 +143,8 @@ describe("a store an older version left, with its secrets in clear", () => {
     // The schema as this version creates it, then the secrets, the modes and the missing key
     // file as an older version left them.
     app = await cliCreateApp(db.databaseUrl, "old");
-    const endpointId = (await runCli(db.databaseUrl, "webhook", "add", "--app", app.appId, "--url", receiver.url)).json[0]!.endpointId as string;
+    const endpointId = (await runCliWithEnv({ ...LOCAL_RECEIVERS, DATABASE_URL: db.databaseUrl }, "webhook", "add", "--app", app.appId, "--url", receiver.url))
+      .json[0]!.endpointId as string;
     const old = new Database(db.path);
     old.query("DELETE FROM settings WHERE key = 'secrets_key_check'").run();
     old.query("INSERT INTO settings (key, value) VALUES ('jwt_secret', ?)").run(OLD_JWT_SECRET);

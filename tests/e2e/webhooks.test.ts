@@ -3,17 +3,20 @@
  * CLI, a real server process, and a receiver in its own process that verifies every
  * signature with the `standardwebhooks` package. Delivery, a retry after the receiver
  * fails, an event caused by the CLI in another process, and an event that survives a
- * SIGKILL of the proxy while its receiver is down.
+ * SIGKILL of the proxy while its receiver is down (listed meanwhile as `unreachable`). The
+ * receiver is on this machine, which only WEBHOOK_ALLOW_PRIVATE_ADDRESSES allows.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { cliCreateApp, connectOverHttp, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { cliCreateApp, connectOverHttp, runCli, runCliWithEnv, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { pollUntil } from "../helpers/cluster";
 import { startReceiver, type ReceivedWebhook, type ReceiverProcess } from "../helpers/webhook-receiver-process";
 
 const db = tempDatabase();
 // Fast polls and retries, so that the test waits on delivery and not on the production schedule.
 const METRICS_TOKEN = "metrics-token-for-webhook-tests";
-const ENV = { WEBHOOK_POLL_MS: "50", WEBHOOK_RETRY_SCHEDULE_SECONDS: Array(20).fill("0.2").join(","), METRICS_TOKEN };
+// The receivers are on this machine: allowed only with WEBHOOK_ALLOW_PRIVATE_ADDRESSES (ARCHITECTURE.md §6).
+const LOCAL_RECEIVERS = { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: "true" };
+const ENV = { WEBHOOK_POLL_MS: "50", WEBHOOK_RETRY_SCHEDULE_SECONDS: Array(20).fill("0.2").join(","), METRICS_TOKEN, ...LOCAL_RECEIVERS };
 let receiver: ReceiverProcess;
 let server: RunningServer;
 let app: { appId: string; secretKey: string };
@@ -22,7 +25,7 @@ let secret: string;
 beforeAll(async () => {
   receiver = await startReceiver();
   app = await cliCreateApp(db.databaseUrl, "hooks");
-  const added = await runCli(db.databaseUrl, "webhook", "add", "--app", app.appId, "--url", receiver.url);
+  const added = await runCliWithEnv({ ...LOCAL_RECEIVERS, DATABASE_URL: db.databaseUrl }, "webhook", "add", "--app", app.appId, "--url", receiver.url);
   expect(added.code).toBe(0);
   secret = added.json[0]!.secret;
   await receiver.control({ secret });
@@ -47,6 +50,15 @@ describe("webhooks end to end", () => {
     const listed = await runCli(db.databaseUrl, "webhook", "list", "--app", app.appId);
     expect(listed.json).toEqual([expect.objectContaining({ url: receiver.url, events: "all", disabledAt: null })]);
     expect(listed.stdout).not.toContain(secret);
+  });
+
+  test("without WEBHOOK_ALLOW_PRIVATE_ADDRESSES the CLI refuses a receiver on this machine or a private network", async () => {
+    for (const url of [receiver.url, "https://169.254.169.254/latest"]) {
+      const refused = await runCli(db.databaseUrl, "webhook", "add", "--app", app.appId, "--url", url);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain("WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true");
+    }
+    expect((await runCli(db.databaseUrl, "webhook", "list", "--app", app.appId)).json).toHaveLength(1);
   });
 
   test("a user's approval reaches the receiver, signed, with the Standard Webhooks payload", async () => {
@@ -87,10 +99,12 @@ describe("webhooks end to end", () => {
     await receiver.stop();
     await connectOverHttp(server, app.secretKey, "carol", 5);
     // The proxy has at least tried (and failed) before it is killed.
-    await pollUntil("a failed attempt for carol", async () => {
+    const failed = await pollUntil("a failed attempt for carol", async () => {
       const listed = await runCli(db.databaseUrl, "webhook", "deliveries", "--app", app.appId, "--limit", "1");
-      return listed.json[0]?.attempts > 0 ? true : undefined;
+      return listed.json[0]?.attempts > 0 ? listed.json[0] : undefined;
     });
+    // Listed as a class, never the system's message (which would tell a port scan what it found).
+    expect(failed).toMatchObject({ state: "pending", lastStatus: null, lastError: "unreachable" });
     server.proc.kill("SIGKILL");
     await server.proc.exited;
     receiver = await startReceiver(port);

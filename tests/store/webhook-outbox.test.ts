@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
+import type { DeliveryFailure } from "../../src/store/webhooks";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
@@ -124,6 +125,64 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
       }
     }));
 
+  test("a claim lets endpoints take turns: one endpoint's older backlog does not fill it", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const early = await store.webhooks.createEndpoint(app.id, "https://hooks.example/early", ["connection.revoked"], T0);
+      const late = await store.webhooks.createEndpoint(app.id, "https://hooks.example/late", ["budget.threshold"], T0);
+      for (let i = 0; i < 3; i++) await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0 + i);
+      await store.webhooks.record({ appId: app.id, type: "budget.threshold", data: {} }, T0 + 5);
+      const claimed = await store.webhooks.claimDue(T0 + 10, 2, 30_000, { perEndpoint: 4, sending: new Map() });
+      expect(claimed.map((d) => d.endpointId).sort()).toEqual([early.id, late.id].sort());
+    }));
+
+  test("a bounded claim skips endpoints at their bound and gives the others their room", () =>
+    withStore(async (store, open) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const full = await store.webhooks.createEndpoint(app.id, "https://hooks.example/full", null, T0);
+      const busy = await store.webhooks.createEndpoint(app.id, "https://hooks.example/busy", null, T0);
+      const idle = await store.webhooks.createEndpoint(app.id, "https://hooks.example/idle", null, T0);
+      // Six events, each fanned out to the three endpoints.
+      for (let i = 0; i < 6; i++) await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0 + i);
+      const countBy = (claimed: Array<{ endpointId: string }>) => [full.id, busy.id, idle.id].map((id) => claimed.filter((d) => d.endpointId === id).length);
+      const sending = new Map([
+        [full.id, 4],
+        [busy.id, 1],
+      ]);
+
+      const first = await store.webhooks.claimDue(T0 + 10, 2, 30_000, { perEndpoint: 4, sending });
+      expect(countBy(first)).toEqual([0, 1, 1]);
+      expect(first.every((d) => d.payload.includes('"i":0'))).toBe(true);
+      sending.set(busy.id, 2).set(idle.id, 1);
+      const rest = await store.webhooks.claimDue(T0 + 10, 100, 30_000, { perEndpoint: 4, sending });
+      expect(countBy(rest)).toEqual([0, 2, 3]);
+      // The full endpoint's deliveries were not leased: still due for a claimer with room.
+      const other = open ? await open() : store;
+      try {
+        expect(countBy(await other.webhooks.claimDue(T0 + 10, 100, 30_000, { perEndpoint: 4, sending: new Map() }))).toEqual([4, 3, 2]);
+      } finally {
+        if (other !== store) await other.close();
+      }
+    }));
+
+  test("errors stored as raw text (before they were classes) are listed as classes", () =>
+    withStore(async (store) => {
+      const { app } = await store.apps.create("a", [], T0);
+      const e = await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
+      const legacy: Record<string, DeliveryFailure> = {
+        "no answer within 10000 ms": "timeout",
+        "Unable to connect. Is the computer able to access the url?": "unreachable",
+        "HTTP 503": "HTTP 503",
+      };
+      for (const [i, stored] of Object.keys(legacy).entries()) {
+        const id = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0 + i))!;
+        // What the earlier dispatcher wrote: the error's own message.
+        await store.webhooks.markAttemptFailed(id, e.id, 1, T0 + 5000, null, stored as DeliveryFailure, T0 + i);
+      }
+      const listed = (await store.webhooks.listDeliveries(app.id, 10)).reverse();
+      expect(listed.map((d) => d.lastError)).toEqual(Object.values(legacy));
+    }));
+
   test(`attempt outcomes, the deliveries listing, and the purge of finished events (${engine})`, () =>
     withStore(async (store) => {
       const { app } = await store.apps.create("a", [], T0);
@@ -131,9 +190,9 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
       const first = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0))!;
       const second = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0 + 1))!;
       await store.webhooks.markAttemptFailed(first, e.id, 1, T0 + 5000, 500, "HTTP 500", T0);
-      await store.webhooks.markAttemptFailed(second, e.id, 1, null, null, "refused", T0 + 1);
+      await store.webhooks.markAttemptFailed(second, e.id, 1, null, null, "unreachable", T0 + 1);
       expect(await store.webhooks.listDeliveries(app.id, 10, e.id)).toMatchObject([
-        { eventId: second, state: "failed", attempts: 1, lastStatus: null, lastError: "refused", nextAttemptAt: null, finishedAt: T0 + 1 },
+        { eventId: second, state: "failed", attempts: 1, lastStatus: null, lastError: "unreachable", nextAttemptAt: null, finishedAt: T0 + 1 },
         { eventId: first, state: "pending", attempts: 1, lastStatus: 500, nextAttemptAt: T0 + 5000, finishedAt: null },
       ]);
       await store.webhooks.markDelivered(first, e.id, 200, T0 + 6000);

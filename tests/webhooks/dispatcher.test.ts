@@ -2,7 +2,8 @@
  * The dispatcher's delivery rules against a receiver in its own process: retries on the
  * schedule (a manual clock, no waiting), the same webhook-id on every attempt, 410 Gone
  * disables the endpoint, a receiver that never answers times out, the last failure is final,
- * and a delivery claimed by a process that died is sent again once its lease runs out.
+ * a freed slot is used at once, and a delivery claimed by a process that died is sent again
+ * once its lease runs out.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock";
@@ -26,7 +27,8 @@ let appId: string;
 let endpointId: string;
 let seen = 0;
 
-const OPTIONS: DispatcherOptions = { pollMs: 1000, retryScheduleMs: [5_000, 300_000], timeoutMs: 3000 };
+// The receivers are on this machine: allowed only with allowPrivateAddresses (WEBHOOK_ALLOW_PRIVATE_ADDRESSES).
+const OPTIONS: DispatcherOptions = { pollMs: 1000, retryScheduleMs: [5_000, 300_000], timeoutMs: 3000, allowPrivateAddresses: true };
 const dispatcher = (options: Partial<DispatcherOptions> = {}) => new WebhookDispatcher(store.webhooks, clock, memoryLogger(), { ...OPTIONS, ...options });
 const newlyReceived = async () => (await receiver.received()).slice(seen);
 const deliveries = () => store.webhooks.listDeliveries(appId, 10);
@@ -75,7 +77,7 @@ describe("webhook dispatcher", () => {
   test("410 Gone disables the endpoint: its other pending deliveries fail and new events skip it", async () => {
     await store.connections.revoke(appId, "alice", T0);
     await receiver.control({ fail: 1, status: 410 });
-    await dispatcher({ batchSize: 1 }).runRound();
+    await dispatcher({ perEndpointInFlight: 1 }).runRound();
     const [endpoint] = await store.webhooks.listEndpoints(appId);
     expect(endpoint).toMatchObject({ disabledReason: "gone" });
     expect(endpoint!.disabledAt).not.toBeNull();
@@ -92,10 +94,19 @@ describe("webhook dispatcher", () => {
       await store.connections.revoke(appId, "alice", T0);
       await dispatcher({ timeoutMs: 200 }).runRound();
       const slow = (await deliveries()).filter((d) => d.endpointId !== endpointId);
-      expect(slow[0]).toMatchObject({ state: "pending", attempts: 1, lastError: "no answer within 200 ms" });
+      expect(slow[0]).toMatchObject({ state: "pending", attempts: 1, lastError: "timeout" });
     } finally {
       silent.stop(true);
     }
+  });
+
+  test("a send that finishes frees its slot for the endpoint's next delivery at once, not at the next poll", async () => {
+    await store.connections.revoke(appId, "alice", T0);
+    await store.connections.approve(appId, "alice", 1e9, T0);
+    // One at a time to the endpoint, and no poll during the test: only finished sends can claim the rest.
+    await dispatcher({ perEndpointInFlight: 1, pollMs: 60_000 }).runRound();
+    expect(await newlyReceived()).toMatchObject([{ status: 204 }, { status: 204 }, { status: 204 }]);
+    expect((await deliveries()).map((d) => d.state)).toEqual(["delivered", "delivered", "delivered"]);
   });
 
   test("a delivery claimed by a process that died is sent once its lease runs out", async () => {

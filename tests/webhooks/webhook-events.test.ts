@@ -19,15 +19,20 @@ afterAll(async () => {
   await receiver?.stop();
 });
 
+// The receiver is on this machine: allowed only with WEBHOOK_ALLOW_PRIVATE_ADDRESSES.
+const LOCAL_RECEIVERS = { allowPrivateAddresses: true };
+const operator = () => new OperatorService(t.deps.store, t.clock, undefined, { allowPrivateWebhookAddresses: true });
+
 let t: ChatTestApp;
 let dispatcher: WebhookDispatcher;
 let seen = 0;
 
 beforeEach(async () => {
   t = await chatTestApp({ env: { RL_CHAT_LIMIT: "100000" } });
-  const endpoint = await new OperatorService(t.deps.store, t.clock).webhooks.add(t.appId, { url: receiver.url });
+  const endpoint = await operator().webhooks.add(t.appId, { url: receiver.url });
   await receiver.control({ secret: endpoint.secret, fail: 0 });
-  dispatcher = new WebhookDispatcher(t.deps.store.webhooks, t.clock, t.deps.logger, { pollMs: 1000, retryScheduleMs: [1000], timeoutMs: 5000 });
+  const options = { pollMs: 1000, retryScheduleMs: [1000], timeoutMs: 5000, ...LOCAL_RECEIVERS };
+  dispatcher = new WebhookDispatcher(t.deps.store.webhooks, t.clock, t.deps.logger, options);
   seen = (await receiver.received()).length;
 });
 
@@ -143,7 +148,7 @@ describe("webhook events", () => {
   });
 
   test("an endpoint subscribed to some types gets only those; a disabled one gets nothing", async () => {
-    const ops = new OperatorService(t.deps.store, t.clock).webhooks;
+    const ops = operator().webhooks;
     const [all] = await ops.list(t.appId);
     await ops.disable(t.appId, all!.endpointId);
     const only = await ops.add(t.appId, { url: receiver.url, events: ["connection.revoked"] });

@@ -14,6 +14,10 @@ import { UsageExportOperations } from "./usage-export";
 import { UserConnectionOperations } from "./user-connections";
 import { WebhookOperations } from "./webhooks";
 
+export interface OperatorPolicy {
+  allowPrivateWebhookAddresses: boolean;
+}
+
 export class OperatorService {
   readonly apps: AppOperations;
   readonly keys: KeyOperations;
@@ -22,9 +26,12 @@ export class OperatorService {
   readonly usage: UsageExportOperations;
   readonly webhooks: WebhookOperations;
 
-  /** `names`: how the caller's surface names the inputs, for the messages of refusals. */
-  constructor(store: Store, clock: Clock, names: InputNames = JSON_INPUT_NAMES) {
-    const context = { store, clock, names };
+  /**
+   * `names`: how the caller's surface names the inputs, for the messages of refusals;
+   * `policy`: the settings operations follow (config.webhooks.allowPrivateAddresses).
+   */
+  constructor(store: Store, clock: Clock, names: InputNames = JSON_INPUT_NAMES, policy: OperatorPolicy = { allowPrivateWebhookAddresses: false }) {
+    const context = { store, clock, names, ...policy };
     this.apps = new AppOperations(context);
     this.keys = new KeyOperations(context);
     this.connections = new UserConnectionOperations(context);

@@ -49,6 +49,8 @@ export interface OperatorContext {
   store: Store;
   clock: Clock;
   names: InputNames;
+  /** WEBHOOK_ALLOW_PRIVATE_ADDRESSES: receivers on this machine or a private network may be registered. */
+  allowPrivateWebhookAddresses: boolean;
 }
 
 export const invalid = (message: string) => new ApiError("invalid_request", message);

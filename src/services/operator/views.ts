@@ -158,7 +158,10 @@ export const WebhookDeliveryView = t.Object({
   attempts: t.Integer(),
   nextAttemptAt: TimeOrNull,
   lastStatus: t.Union([t.Integer(), t.Null()]),
-  lastError: t.Union([t.String(), t.Null()]),
+  lastError: t.Union([t.String(), t.Null()], {
+    description:
+      "Why the last attempt failed, as a class: `timeout`, `unreachable` (DNS, refused, reset, TLS), `address_refused` (not a public address), `HTTP <status>`, or `endpoint disabled (gone|operator)`.",
+  }),
   createdAt: Time,
   finishedAt: TimeOrNull,
 });

@@ -1,8 +1,9 @@
 import { WEBHOOK_EVENT_TYPES, type DeliveryRecord, type WebhookEndpoint, type WebhookEventType } from "../../store/webhooks";
 import { invalid, isoOrNull, isoTime, notFound, requireApp, type OperatorContext } from "./input";
 import type { CreatedWebhookEndpointView, RemovedWebhookEndpointView, WebhookDeliveryView, WebhookEndpointView } from "./views";
+import { isIpLiteral, isLocalhostName, isLoopbackHost, specialUseRange } from "../../webhooks/special-addresses";
 
-const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/;
+const ALLOW_SETTING = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true";
 
 /** Webhook endpoints (ARCHITECTURE.md §6): register, list, disable, enable, remove; and their deliveries. */
 export class WebhookOperations {
@@ -57,9 +58,12 @@ export class WebhookOperations {
   }
 
   /**
-   * https, or http to this machine only (a receiver in development): the payloads name
-   * users and their budgets, so they never cross a network in clear. A user name or
-   * password in the URL is refused: URLs are shown in listings and logs.
+   * https, or http to this machine only, and only where private addresses are allowed (a
+   * receiver in development): the payloads name users and their budgets, so they never
+   * cross a network in clear. A host that is a non-public IP address or a localhost name is
+   * refused unless private addresses are allowed; a name that resolves to one is refused at
+   * each delivery (src/webhooks/attempt.ts), since what a name resolves to can change. A user
+   * name or password in the URL is refused: URLs are shown in listings and logs.
    */
   private receiverUrl(raw: string): string {
     const name = this.context.names.url;
@@ -70,8 +74,13 @@ export class WebhookOperations {
       throw invalid(`${name} ${JSON.stringify(raw)} is not a URL`);
     }
     if (url.username || url.password) throw invalid(`${name} may not carry a user name or password`);
-    if (url.protocol === "https:" || (url.protocol === "http:" && LOOPBACK.test(url.hostname))) return url.href;
-    throw invalid(`${name} must be https (http only to localhost or 127.0.0.1)`);
+    const allowPrivate = this.context.allowPrivateWebhookAddresses;
+    const range = isIpLiteral(url.hostname) ? specialUseRange(url.hostname) : isLocalhostName(url.hostname) ? "loopback" : null;
+    if (range !== null && !allowPrivate)
+      throw invalid(`${name} points at a ${range} address; webhooks go to public addresses only (${ALLOW_SETTING} for local development)`);
+    // A loopback host got here only if private addresses are allowed (refused just above otherwise).
+    if (url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHost(url.hostname))) return url.href;
+    throw invalid(`${name} must be https (http only to this machine, with ${ALLOW_SETTING} for local development)`);
   }
 
   private eventTypes(raw: string[] | undefined): WebhookEventType[] | null {

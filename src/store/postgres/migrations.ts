@@ -217,6 +217,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     name: "a chat call's rate-limit check in the same statement as its reservation",
     sql: RESERVE_LIMITED_BATCH_SQL,
   },
+  {
+    version: 10,
+    name: "each endpoint's due webhook deliveries in order, for claims bounded per endpoint",
+    sql: "CREATE INDEX webhook_deliveries_due_by_endpoint ON webhook_deliveries(endpoint_id, next_attempt_at) WHERE state = 'pending'",
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */

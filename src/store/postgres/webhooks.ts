@@ -5,7 +5,10 @@ import {
   newEventId,
   newWebhookSecret,
   type CreatedWebhookEndpoint,
+  type ClaimBound,
+  type DeliveryFailure,
   type DeliveryRecord,
+  type DisableReason,
   type DueDelivery,
   type StoredEndpointSecret,
   type WebhookEndpoint,
@@ -68,7 +71,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
     return rows.length > 0;
   }
 
-  async disableEndpoint(endpointId: string, reason: string, now: number): Promise<void> {
+  async disableEndpoint(endpointId: string, reason: DisableReason, now: number): Promise<void> {
     await this.db.run((sql) =>
       sql.begin(async (tx) => {
         await tx`UPDATE webhook_endpoints SET disabled_at = ${now}, disabled_reason = ${reason} WHERE id = ${endpointId} AND disabled_at IS NULL`;
@@ -89,13 +92,32 @@ export class PostgresWebhookRepository implements WebhookRepository {
     return this.db.run((sql) => sql.begin((tx) => recordWebhookEvent(tx, draft, now)));
   }
 
-  /** SKIP LOCKED: instances polling together each take different deliveries, none waits. */
-  async claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]> {
+  /**
+   * SKIP LOCKED: instances polling together each take different deliveries, none waits. Each
+   * endpoint's share is picked (and locked) by its own subquery, an index seek however long
+   * its backlog, so an instance skips the rows another has just locked and takes that
+   * endpoint's next ones instead (the bound is per instance). The due condition sits on the
+   * locked rows: a row another instance leased after this statement's snapshot is re-read
+   * when locked, and then is no longer due.
+   */
+  async claimDue(now: number, limit: number, leaseMs: number, bound?: ClaimBound): Promise<DueDelivery[]> {
+    const perEndpoint = bound?.perEndpoint ?? limit;
+    const sending = JSON.stringify(Object.fromEntries(bound?.sending ?? []));
     const rows: Rows = await this.db.run(
-      (sql) => sql`WITH due AS (
-          SELECT event_id, endpoint_id FROM webhook_deliveries
-          WHERE state = 'pending' AND next_attempt_at <= ${now}
-          ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+      (sql) => sql`WITH sending AS (SELECT key AS endpoint_id, value::int AS count FROM jsonb_each_text(${sending}::text::jsonb)),
+        endpoints AS (
+          SELECT p.id AS endpoint_id, ${perEndpoint} - COALESCE(s.count, 0) AS room
+          FROM webhook_endpoints p LEFT JOIN sending s ON s.endpoint_id = p.id
+          WHERE p.disabled_at IS NULL AND COALESCE(s.count, 0) < ${perEndpoint}),
+        picked AS (
+          SELECT x.* FROM endpoints p CROSS JOIN LATERAL (
+            SELECT d.event_id, d.endpoint_id, d.next_attempt_at FROM webhook_deliveries d
+            WHERE d.endpoint_id = p.endpoint_id AND d.state = 'pending' AND d.next_attempt_at <= ${now}
+            ORDER BY d.next_attempt_at, d.created_at, d.event_id LIMIT p.room FOR UPDATE SKIP LOCKED) x),
+        due AS (
+          SELECT event_id, endpoint_id FROM (
+            SELECT *, row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, event_id) AS turn FROM picked) r
+          ORDER BY turn, next_attempt_at LIMIT ${limit})
         UPDATE webhook_deliveries d SET next_attempt_at = ${now + leaseMs}
         FROM due, webhook_events e, webhook_endpoints p
         WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id AND e.id = d.event_id AND p.id = d.endpoint_id
@@ -118,7 +140,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
     attempts: number,
     nextAttemptAt: number | null,
     status: number | null,
-    error: string,
+    error: DeliveryFailure,
     now: number,
   ): Promise<void> {
     const state = nextAttemptAt === null ? "failed" : "pending";

@@ -204,6 +204,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries(endpoint_id);
     `,
   },
+  {
+    version: 8,
+    name: "each endpoint's due webhook deliveries in order, for claims bounded per endpoint",
+    sql: `
+      CREATE INDEX webhook_deliveries_due_by_endpoint ON webhook_deliveries(endpoint_id, next_attempt_at) WHERE state = 'pending';
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {

@@ -5,7 +5,10 @@ import {
   newEventId,
   newWebhookSecret,
   type CreatedWebhookEndpoint,
+  type ClaimBound,
+  type DeliveryFailure,
   type DeliveryRecord,
+  type DisableReason,
   type DueDelivery,
   type StoredEndpointSecret,
   type WebhookEndpoint,
@@ -63,7 +66,7 @@ export class SqliteWebhookRepository implements WebhookRepository {
     return this.db.query("DELETE FROM webhook_endpoints WHERE app_id = ? AND id = ?").run(appId, endpointId).changes > 0;
   }
 
-  async disableEndpoint(endpointId: string, reason: string, now: number): Promise<void> {
+  async disableEndpoint(endpointId: string, reason: DisableReason, now: number): Promise<void> {
     this.db.transaction(() => {
       this.db.query("UPDATE webhook_endpoints SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL").run(now, reason, endpointId);
       this.db
@@ -83,16 +86,32 @@ export class SqliteWebhookRepository implements WebhookRepository {
     return this.db.transaction(() => recordWebhookEvent(this.db, draft, now)).immediate();
   }
 
-  async claimDue(now: number, limit: number, leaseMs: number): Promise<DueDelivery[]> {
+  async claimDue(now: number, limit: number, leaseMs: number, bound?: ClaimBound): Promise<DueDelivery[]> {
+    const perEndpoint = bound?.perEndpoint ?? limit;
+    const sending = JSON.stringify(Object.fromEntries(bound?.sending ?? []));
     const claimed = this.db
       .transaction(() => {
+        // Per endpoint with room, its earliest due deliveries (an index seek each, however long
+        // its backlog); then turns across endpoints. Ties go in the order they were recorded.
+        // CROSS JOIN keeps the join order: left to itself, SQLite may scan every event instead.
         const due = this.db
-          .query<Record<string, unknown>, [number, number]>(
-            `SELECT d.event_id, d.endpoint_id, d.attempts, e.payload, p.url, p.secret
-           FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints p ON p.id = d.endpoint_id
-           WHERE d.state = 'pending' AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`,
+          .query<Record<string, unknown>, [number, number, string, number]>(
+            `WITH sending AS (SELECT key AS endpoint_id, value AS count FROM json_each(?3)),
+             open AS (
+               SELECT p.id, ?4 - COALESCE(s.count, 0) AS room FROM webhook_endpoints p LEFT JOIN sending s ON s.endpoint_id = p.id
+               WHERE p.disabled_at IS NULL AND COALESCE(s.count, 0) < ?4),
+             picked AS (
+               SELECT d.rowid AS position, d.event_id, d.endpoint_id, d.attempts, d.next_attempt_at, o.room
+               FROM open o JOIN webhook_deliveries d ON d.rowid IN (
+                 SELECT x.rowid FROM webhook_deliveries x WHERE x.endpoint_id = o.id AND x.state = 'pending' AND x.next_attempt_at <= ?1
+                 ORDER BY x.next_attempt_at, x.rowid LIMIT ?4)),
+             ranked AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, position) AS turn FROM picked)
+           SELECT r.event_id, r.endpoint_id, r.attempts, e.payload, p.url, p.secret
+           FROM ranked r CROSS JOIN webhook_events e ON e.id = r.event_id CROSS JOIN webhook_endpoints p ON p.id = r.endpoint_id
+           WHERE r.turn <= r.room
+           ORDER BY r.turn, r.next_attempt_at, r.position LIMIT ?2`,
           )
-          .all(now, limit);
+          .all(now, limit, sending, perEndpoint);
         const lease = this.db.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE event_id = ? AND endpoint_id = ?");
         for (const d of due) lease.run(now + leaseMs, String(d.event_id), String(d.endpoint_id));
         return due;
@@ -117,7 +136,7 @@ export class SqliteWebhookRepository implements WebhookRepository {
     attempts: number,
     nextAttemptAt: number | null,
     status: number | null,
-    error: string,
+    error: DeliveryFailure,
     now: number,
   ): Promise<void> {
     this.db
