@@ -109,17 +109,24 @@ export function jsonBoundExceeded(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH, 
 
 /**
  * The index of the quote that closes the string whose contents start at `from` (or the
- * end of the bytes). The search for the quote is native (no JavaScript step per byte of a
- * long string); a quote is escaped when an odd run of backslashes precedes it, and each
- * run is looked at once, so the scan stays linear.
+ * end of the bytes). The first quote is found by a native search, with no JavaScript step
+ * per byte: most strings hold no escaped quote. When the quote found is escaped (an odd
+ * run of backslashes before it), the rest of the string is stepped through byte by byte,
+ * skipping each escaped byte: a search per escaped quote would cost a call for every two
+ * bytes of `\"\"\"…` (measured on 4 MiB of them: 6.5 ms a MiB, against under 1.2 stepping;
+ * scripts/bench/hostile-bodies.ts).
  */
 function closingQuote(bytes: Uint8Array, from: number): number {
-  for (let at = from; ;) {
-    const quote = bytes.indexOf(QUOTE, at);
-    if (quote === -1) return bytes.length;
-    let backslashes = 0;
-    while (quote - backslashes - 1 >= from && bytes[quote - backslashes - 1] === BACKSLASH) backslashes++;
-    if (backslashes % 2 === 0) return quote;
-    at = quote + 1;
+  const quote = bytes.indexOf(QUOTE, from);
+  if (quote === -1) return bytes.length;
+  let backslashes = 0;
+  while (quote - backslashes > from && bytes[quote - backslashes - 1] === BACKSLASH) backslashes++;
+  if (backslashes % 2 === 0) return quote;
+  const length = bytes.length;
+  for (let at = quote + 1; at < length; at++) {
+    const byte = bytes[at];
+    if (byte === QUOTE) return at;
+    if (byte === BACKSLASH) at++;
   }
+  return length;
 }

@@ -63,8 +63,17 @@ describe("what is inside a string is text, not structure", () => {
     expect(scan(text, 3, 5)).toBe(tooMany(5));
   });
 
-  test("a string that never closes ends the scan (the parser refuses it)", () => {
-    expect(scan('["abc\\"')).toBeNull();
+  test("after an escaped quote, further escapes are still skipped: escaped quotes and backslashes", () => {
+    // ["x\"y\"[[[[", "z\"\\", [[0]]]: both strings end only at their last quote.
+    const text = '["x\\"y\\"[[[[", "z\\"\\\\", [[0]]]';
+    expect(JSON.parse(text)).toEqual(['x"y"[[[[', 'z"\\', [[0]]]);
+    expect(scan(text, 3, 6)).toBeNull();
+    expect(scan(text, 3, 5)).toBe(tooMany(5));
+  });
+
+  test("a string that never closes ends the scan, whatever follows its quote (the parser refuses it)", () => {
+    expect(scan('["abc [[[[', 1)).toBeNull();
+    expect(scan('["[[[[\\" x', 1)).toBeNull();
   });
 });
 
