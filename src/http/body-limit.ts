@@ -57,6 +57,15 @@ export function throwIfBodyRefused(request: Request): void {
   if (refusal) throw refusal;
 }
 
+/**
+ * Why `request`'s body was refused, if it was: the error handler answers with it whatever
+ * error followed (Elysia's multipart parser, its refusal swallowed for an optional body,
+ * fails on the missing form with a ParseError of its own).
+ */
+export function bodyRefusal(request: Request): ApiError | undefined {
+  return refusedBodies.get(request);
+}
+
 async function readWithin(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];

@@ -2,6 +2,7 @@ import { Elysia, type ValidationError } from "elysia";
 import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
 import { accessEntry } from "./access-log";
+import { bodyRefusal } from "./body-limit";
 
 /**
  * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
@@ -10,7 +11,7 @@ import { accessEntry } from "./access-log";
  */
 export function errorHandler(logger: Logger) {
   return new Elysia().onError({ as: "global" }, ({ code, error, set, request }) => {
-    const apiError = toApiError(code, error);
+    const apiError = bodyRefusal(request) ?? toApiError(code, error);
     accessEntry(request).errorCode = apiError.code;
     if (apiError.code === "internal") {
       logger.error("unhandled error", {

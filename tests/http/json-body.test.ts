@@ -155,6 +155,16 @@ describe("form bodies", () => {
     await expectError(urlencoded, 400, "invalid_request", /not application\/x-www-form-urlencoded$/);
   });
 
+  test("where the body is optional (POST /connections) too: Elysia's own parse error after the refusal does not replace it", async () => {
+    const t = await chatApp();
+    const token = await t.session("erin");
+    const res = await t.app.handle(
+      new Request("http://localhost/api/v1/connections", { method: "POST", headers: { authorization: `Bearer ${token}` }, body: form() }),
+    );
+    await expectError(res, 400, "invalid_request", /^request body must be JSON \(content-type application\/json\), not multipart\/form-data$/);
+    expect(await t.deps.store.connections.find(t.appId, "erin")).toBeNull();
+  });
+
   test("a stranger's form body is 401, not 400", async () => {
     const t = await chatApp();
     const res = await t.app.handle(
