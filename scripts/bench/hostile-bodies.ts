@@ -6,13 +6,15 @@
  * 2. A real server process (the bundle `npm start` runs): each hostile shape of
  *    tests/helpers/hostile-shapes.ts sent `--rounds` times, one at a time, to one route with
  *    the credential that reaches its body, while /healthz is polled; per shape, the answer,
- *    its slowest time and the slowest /healthz meanwhile.
+ *    its slowest time and the slowest /healthz meanwhile. Then the bodies aimed at the
+ *    route's own schema (schemaShapes).
  *
  *   bun scripts/bench/hostile-bodies.ts [--rounds 5] [--route /api/v1/chat/completions]
  */
 import { jsonBoundExceeded } from "../../src/http/json-bounds";
 import { cliCreateApp, startServer, tempDatabase } from "../../tests/helpers/server";
-import { hostileShapes } from "../../tests/helpers/hostile-shapes";
+import { hostileShapes, schemaShapes } from "../../tests/helpers/hostile-shapes";
+import { makeAdminTestApp } from "../../tests/helpers/admin";
 import { flagReader } from "./lib/flags";
 
 const flag = flagReader();
@@ -60,7 +62,8 @@ const db = tempDatabase();
 const server = await startServer({ databaseUrl: db.databaseUrl, env: { RL_CHAT_LIMIT: "1000000", RL_SESSIONS_LIMIT: "1000000" } });
 try {
   const app = await cliCreateApp(db.databaseUrl, "bench");
-  const shapes = hostileShapes();
+  const schema = makeAdminTestApp().app.routes.find((r) => r.method === "POST" && r.path === route)?.hooks.body;
+  const shapes = [...hostileShapes(), ...(typeof schema === "object" && schema !== null ? schemaShapes(schema) : [])];
   let polling = true;
   let slowestPoll = 0;
   const poll = (async () => {

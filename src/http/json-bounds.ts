@@ -22,7 +22,7 @@
  * spends about two levels per level of the schema (`properties`, then the property), on top
  * of the five levels down to the schema itself, so 64 leaves room for a schema nested some
  * 25 deep; OpenAI accepts fewer for structured outputs. Everything recursive after the
- * parse (JavaScriptCore's JSON.stringify, TypeBox) handles thousands of levels.
+ * parse (JavaScriptCore's JSON.stringify, TypeBox's errors) handles 20,000 levels here.
  */
 export const MAX_JSON_DEPTH = 64;
 
@@ -30,10 +30,11 @@ export const MAX_JSON_DEPTH = 64;
  * Most values accepted in one body (every object, array, string, number, true, false and
  * null; keys are not counted). A long agent conversation, 2,048 messages half of which are
  * tool calls, with 128 tools of 50 parameters each, holds about 41,000
- * (tests/http/json-bounds.test.ts builds it). Refusing an invalid body costs Elysia about
- * 0.3 us a value in development mode (its ValidationError serialises the whole body, pretty
- * printed, into its message): some 30 ms at this bound, against 0.3 to 1.6 s for the 2
- * million values 4 MB can hold (scripts/bench/hostile-bodies.ts).
+ * (tests/helpers/heavy-chat-request.ts). What follows the parse costs up to about 0.3 us a
+ * value (Elysia's cleaning, its ValidationError, which serialises the whole body into its
+ * message in development mode): under 30 ms at this bound, against 0.2 to 0.5 s on a
+ * server, 1.6 s in process, for the 2 million values 4 MB can hold
+ * (scripts/bench/hostile-bodies.ts).
  */
 export const MAX_JSON_VALUES = 100_000;
 
