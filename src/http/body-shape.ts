@@ -25,24 +25,27 @@ import { describeValueError } from "./error-handler";
  * 33 us for a 2,048-message conversation with 128 tools.
  */
 export class BodyShapes {
-  private readonly checkers = new Map<string, TypeCheck<TSchema>>();
+  /** By route path, then method: no key is built per request. */
+  private readonly checkers = new Map<string, Map<string, TypeCheck<TSchema>>>();
 
   /** Reads the built app's routes: a checker for each body schema whose cleaning loops or spreads. */
   learn(routes: ReadonlyArray<{ method: string; path: string; hooks: unknown }>): void {
     for (const { method, path, hooks } of routes) {
       const schema = (hooks as { body?: unknown }).body;
       if (!isSchema(schema) || !cleaningLoopsOrSpreads(schema)) continue;
-      this.checkers.set(`${method} ${path}`, TypeCompiler.Compile(allowingExtraProperties(CloneType(schema))));
+      const byMethod = this.checkers.get(path) ?? new Map<string, TypeCheck<TSchema>>();
+      byMethod.set(method, TypeCompiler.Compile(allowingExtraProperties(CloneType(schema))));
+      this.checkers.set(path, byMethod);
     }
   }
 
   /** The routes ("METHOD /path") whose bodies are checked. */
   get routes(): string[] {
-    return [...this.checkers.keys()];
+    return [...this.checkers].flatMap(([path, byMethod]) => [...byMethod.keys()].map((method) => `${method} ${path}`));
   }
 
   check(method: string, route: string, body: unknown): void {
-    const checker = this.checkers.get(`${method} ${route}`);
+    const checker = this.checkers.get(route)?.get(method);
     // No body: Elysia's validation says what is missing, and its cleaning has nothing to walk.
     if (checker === undefined || body === undefined || checker.Check(body)) return;
     throw new ApiError("invalid_request", describeValueError("body", checker.Errors(body).First()));

@@ -10,7 +10,7 @@ import { jsonBoundExceeded } from "./json-bounds";
  * Where: Elysia parses an `application/json` body with `request.json()` after every parse
  * hook, and the auth macros authenticate in their parse hooks, so, as body-limit.ts does,
  * this replaces the body readers of this one request and leaves the reading to Elysia:
- * strangers' bodies are still never read. The bytes come from `request.bytes()`, which is
+ * strangers' bodies are still never read. The text comes from `request.text()`, which is
  * body-limit.ts's bounded reader when the body declared no length, so a chunked body is
  * cut at MAX_BODY_BYTES before it is scanned.
  *
@@ -18,31 +18,30 @@ import { jsonBoundExceeded } from "./json-bounds";
  * multipart parser would build what no scan has bounded: it JSON-parses field values that
  * start with `[` or `{` and nests an object level per `.` in a field name (measured: a
  * field of 10^5 `[` then `]` answered 500). It calls `request.formData()` for
- * `multipart/form-data` and `request.text()` for `application/x-www-form-urlencoded`.
+ * `multipart/form-data` and `request.text()` for `application/x-www-form-urlencoded`,
+ * deciding by `mediaType`: the content-type up to its `;`, as Elysia hands it to parse hooks.
  */
-export function boundJsonBody(request: Request): void {
+export function boundJsonBody(request: Request, mediaType: string): void {
   if (request.body === null) return;
-  const readBytes = request.bytes;
+  const readText = request.text;
   define(request, "json", async () => {
-    const bytes = await readBytes.call(request);
-    const exceeded = jsonBoundExceeded(bytes);
+    // The WHATWG "parse JSON from bytes" that request.json() runs is JSON.parse of what
+    // text() decodes: UTF-8, BOM dropped, invalid bytes replaced (checked against Bun's).
+    const text = await readText.call(request);
+    const exceeded = jsonBoundExceeded(text);
     if (exceeded !== null) throw refuseBody(request, new ApiError("invalid_request", exceeded));
-    // The WHATWG "parse JSON from bytes" that request.json() runs: UTF-8, BOM dropped,
-    // invalid bytes replaced (checked against Bun's own request.json()).
-    return JSON.parse(UTF8.decode(bytes)) as unknown;
+    return JSON.parse(text) as unknown;
   });
-  define(request, "formData", async () => {
-    throw refuseBody(request, notJson("multipart/form-data"));
-  });
-  const mediaType = (request.headers.get("content-type") ?? "").split(";", 1)[0]!.trim().toLowerCase();
-  if (mediaType === "application/x-www-form-urlencoded") {
+  if (mediaType === "multipart/form-data") {
+    define(request, "formData", async () => {
+      throw refuseBody(request, notJson(mediaType));
+    });
+  } else if (mediaType === "application/x-www-form-urlencoded") {
     define(request, "text", async () => {
       throw refuseBody(request, notJson(mediaType));
     });
   }
 }
-
-const UTF8 = new TextDecoder();
 
 function define(request: Request, method: "json" | "formData" | "text", value: () => Promise<unknown>): void {
   Object.defineProperty(request, method, { configurable: true, value });

@@ -1,5 +1,5 @@
 /**
- * The structural bounds of a JSON request body, checked on its bytes before it is parsed.
+ * The structural bounds of a JSON request body, checked on its text before it is parsed.
  *
  * Parsing is not what costs: what comes after it walks the parsed value recursively
  * (Elysia's body cleaning, TypeBox's checks, the ValidationError that serialises the whole
@@ -7,13 +7,11 @@
  * costs per value. 200 KB of `[` then `]` (10^5 levels) overflowed the stack in Elysia's
  * ValidationError after seconds of blocking the event loop; 4 MB of `0,` (2 × 10^6 values)
  * took 0.3 to 1.6 s to refuse. So both the depth and the number of values are bounded here,
- * in one pass over the bytes with no recursion and nothing allocated per byte.
+ * in one pass over the text with no recursion and nothing allocated per character.
  *
- * The bytes are scanned as UTF-8 without decoding: every byte of a multi-byte sequence is
- * 0x80 or above, so the ASCII bytes that give JSON its structure (RFC 8259 §2) are never
- * part of one, and a decoder that meets invalid bytes replaces them without swallowing the
- * ASCII byte after them (WHATWG Encoding, UTF-8 decoder), so the text that is parsed has the
- * structure that was scanned.
+ * The scan reads the decoded text that JSON.parse is then given, so what is counted is what
+ * is parsed: its structural characters (RFC 8259 §2) are compared as UTF-16 code units,
+ * and string contents are skipped by a native search for the closing quote.
  */
 
 /**
@@ -58,17 +56,17 @@ const openContainers = new Uint8Array(MAX_JSON_DEPTH + 1);
  * Why the body is refused, or null when it is within the bounds. Malformed JSON is not this
  * function's business: it is counted as well as it can be and left for the parser to refuse.
  */
-export function jsonBoundExceeded(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH, maxValues = MAX_JSON_VALUES): string | null {
+export function jsonBoundExceeded(text: string, maxDepth = MAX_JSON_DEPTH, maxValues = MAX_JSON_VALUES): string | null {
   if (maxDepth > MAX_JSON_DEPTH) throw new RangeError(`maxDepth above ${MAX_JSON_DEPTH}`);
   let depth = 0;
   let values = 0;
   // Whether the next token starts a value: at the start, after `[`, `:`, and `,` in an
   // array. After `{` and `,` in an object a key comes instead, which is not counted.
   let valueNext = true;
-  const length = bytes.length;
+  const length = text.length;
   for (let i = 0; i < length; i++) {
-    const byte = bytes[i]!;
-    switch (byte) {
+    const char = text.charCodeAt(i);
+    switch (char) {
       case SPACE:
       case TAB:
       case LINE_FEED:
@@ -77,14 +75,14 @@ export function jsonBoundExceeded(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH, 
       case QUOTE:
         if (valueNext) values++;
         valueNext = false;
-        i = closingQuote(bytes, i + 1);
+        i = closingQuote(text, i + 1);
         break;
       case OPEN_ARRAY:
       case OPEN_OBJECT:
         values++;
         if (++depth > maxDepth) return `request body nests deeper than ${maxDepth} levels`;
-        openContainers[depth] = byte;
-        valueNext = byte === OPEN_ARRAY;
+        openContainers[depth] = char;
+        valueNext = char === OPEN_ARRAY;
         break;
       case CLOSE_ARRAY:
       case CLOSE_OBJECT:
@@ -98,7 +96,7 @@ export function jsonBoundExceeded(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH, 
         valueNext = true;
         break;
       default:
-        // The first byte of a number, `true`, `false` or `null`; its other bytes come after
+        // The first character of a number, `true`, `false` or `null`; its others come after
         // valueNext is cleared, so a token is counted once.
         if (valueNext) values++;
         valueNext = false;
@@ -110,24 +108,24 @@ export function jsonBoundExceeded(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH, 
 
 /**
  * The index of the quote that closes the string whose contents start at `from` (or the
- * end of the bytes). The first quote is found by a native search, with no JavaScript step
- * per byte: most strings hold no escaped quote. When the quote found is escaped (an odd
- * run of backslashes before it), the rest of the string is stepped through byte by byte,
- * skipping each escaped byte: a search per escaped quote would cost a call for every two
- * bytes of `\"\"\"…` (measured on 4 MiB of them: 6.5 ms a MiB, against under 1.2 stepping;
- * scripts/bench/hostile-bodies.ts).
+ * end of the text). The first quote is found by a native search, with no JavaScript step
+ * per character: most strings hold no escaped quote. When the quote found is escaped (an
+ * odd run of backslashes before it), the rest of the string is stepped through character
+ * by character, skipping each escaped one: a search per escaped quote would cost a call
+ * for every two characters of `\"\"\"…` (measured on 4 MiB of them: 6.5 ms a MiB, against
+ * under 1.2 stepping; scripts/bench/hostile-bodies.ts).
  */
-function closingQuote(bytes: Uint8Array, from: number): number {
-  const quote = bytes.indexOf(QUOTE, from);
-  if (quote === -1) return bytes.length;
+function closingQuote(text: string, from: number): number {
+  const quote = text.indexOf('"', from);
+  if (quote === -1) return text.length;
   let backslashes = 0;
-  while (quote - backslashes > from && bytes[quote - backslashes - 1] === BACKSLASH) backslashes++;
+  while (quote - backslashes > from && text.charCodeAt(quote - backslashes - 1) === BACKSLASH) backslashes++;
   if (backslashes % 2 === 0) return quote;
-  const length = bytes.length;
+  const length = text.length;
   for (let at = quote + 1; at < length; at++) {
-    const byte = bytes[at];
-    if (byte === QUOTE) return at;
-    if (byte === BACKSLASH) at++;
+    const char = text.charCodeAt(at);
+    if (char === QUOTE) return at;
+    if (char === BACKSLASH) at++;
   }
   return length;
 }

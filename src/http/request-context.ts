@@ -25,10 +25,10 @@ export function requestContext(maxBodyBytes: number) {
         throw new ApiError("payload_too_large", `request body exceeds ${maxBodyBytes} bytes`);
       }
     })
-    .onParse({ as: "global" }, ({ request }) => {
+    .onParse({ as: "global" }, ({ request }, mediaType) => {
       limitUndeclaredBody(request, maxBodyBytes);
       // After the limit: its bounded reader is the one the JSON bound reads through.
-      boundJsonBody(request);
+      boundJsonBody(request, mediaType);
     })
     .onTransform({ as: "global" }, ({ request }) => throwIfBodyRefused(request));
 }
