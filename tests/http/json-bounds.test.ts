@@ -1,5 +1,5 @@
 /**
- * The byte scan that bounds a JSON body's nesting and number of values before it is parsed
+ * The scan that bounds a JSON body's nesting and number of values before it is parsed
  * (src/http/json-bounds.ts): exact at the bounds, blind to what is inside strings, agreeing
  * with JSON.parse on how many values a body holds, and linear on hostile shapes.
  */
