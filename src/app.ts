@@ -5,6 +5,7 @@ import { apiDocs } from "./http/api-docs";
 import type { DocumentedBody, DocumentedContent, Documentation } from "./http/openapi-document";
 import { errorHandler } from "./http/error-handler";
 import { requestContext } from "./http/request-context";
+import { BodyShapes, bodyShapeGuard } from "./http/body-shape";
 import { ConnectionService } from "./services/connections";
 import { connectionsCors } from "./routes/connections-cors";
 import { ApproveRequest, connectionRoutes } from "./routes/connections";
@@ -86,16 +87,20 @@ export function createApp(deps: Deps) {
     .use(adminRoutes(deps, operator, auth, meter));
 
   const metrics = createMetrics(deps, chat);
-  return new Elysia()
+  const bodyShapes = new BodyShapes();
+  const app = new Elysia()
     .use(accessLog(deps.logger, metrics ?? undefined))
     .use(requestContext(deps.config.maxBodyBytes))
     .use(errorHandler(deps.logger))
+    .use(bodyShapeGuard(bodyShapes))
     .use(connectionsCors(deps.store))
     .use(apiDocs(API_PREFIX, { documentation: DOCUMENTATION, requestBodies: DOCUMENTED_BODIES, extraContent: DOCUMENTED_CONTENT }))
     .use(healthRoutes(deps, chat, meter.overruns))
     .use(metricsRoute(metrics, deps.config.metricsToken))
     .use(api)
     .decorate("chat", chat);
+  bodyShapes.learn(app.routes);
+  return app;
 }
 
 export type ProxyApp = ReturnType<typeof createApp>;

@@ -20,8 +20,14 @@ import { ApiError } from "../errors";
  */
 const BODY_READERS = ["json", "text", "arrayBuffer", "formData", "blob", "bytes"] as const;
 
-/** Requests whose undeclared body went past the limit (see `throwIfBodyOverLimit`). */
-const overLimit = new WeakSet<Request>();
+/** Requests whose body a reader refused, with why (see `throwIfBodyRefused`). */
+const refusedBodies = new WeakMap<Request, ApiError>();
+
+/** Remembers that `request`'s body was refused, and returns the error for the reader to throw. */
+export function refuseBody(request: Request, error: ApiError): ApiError {
+  refusedBodies.set(request, error);
+  return error;
+}
 
 export function limitUndeclaredBody(request: Request, maxBytes: number): void {
   if (request.headers.has("content-length") || request.body === null) return;
@@ -30,8 +36,7 @@ export function limitUndeclaredBody(request: Request, maxBytes: number): void {
   let bytes: Promise<Uint8Array> | undefined;
   const readOnce = async () =>
     (bytes ??= readWithin(body, maxBytes).catch((err) => {
-      if (err instanceof ApiError) overLimit.add(request);
-      throw err;
+      throw err instanceof ApiError ? refuseBody(request, err) : err;
     }));
   for (const method of BODY_READERS) {
     Object.defineProperty(request, method, {
@@ -44,10 +49,21 @@ export function limitUndeclaredBody(request: Request, maxBytes: number): void {
 
 /**
  * Elysia swallows parse errors of optional bodies (POST /connections), which would turn
- * a 413 into "no body". Called after parsing, so the 413 stands either way.
+ * a refused body (413 here, 400 in json-body.ts) into "no body". Called after parsing, so
+ * the refusal stands either way.
  */
-export function throwIfBodyOverLimit(request: Request, maxBytes: number): void {
-  if (overLimit.has(request)) throw tooLarge(maxBytes);
+export function throwIfBodyRefused(request: Request): void {
+  const refusal = refusedBodies.get(request);
+  if (refusal) throw refusal;
+}
+
+/**
+ * Why `request`'s body was refused, if it was: the error handler answers with it whatever
+ * error followed (Elysia's multipart parser, its refusal swallowed for an optional body,
+ * fails on the missing form with a ParseError of its own).
+ */
+export function bodyRefusal(request: Request): ApiError | undefined {
+  return refusedBodies.get(request);
 }
 
 async function readWithin(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {

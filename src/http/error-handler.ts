@@ -1,7 +1,9 @@
 import { Elysia, type ValidationError } from "elysia";
+import type { ValueError } from "@sinclair/typebox/errors";
 import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
 import { accessEntry } from "./access-log";
+import { bodyRefusal } from "./body-limit";
 
 /**
  * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
@@ -10,7 +12,7 @@ import { accessEntry } from "./access-log";
  */
 export function errorHandler(logger: Logger) {
   return new Elysia().onError({ as: "global" }, ({ code, error, set, request }) => {
-    const apiError = toApiError(code, error);
+    const apiError = bodyRefusal(request) ?? toApiError(code, error);
     accessEntry(request).errorCode = apiError.code;
     if (apiError.code === "internal") {
       logger.error("unhandled error", {
@@ -49,8 +51,11 @@ function toApiError(code: string | number, error: unknown): ApiError {
 
 /** "body.requestLimit.monthlyUsd: Expected number greater than 0" — names the bad field. */
 function describeValidation(error: ValidationError): string {
-  const where = error.type ?? "request";
-  const first = error.valueError;
+  return describeValueError(error.type ?? "request", error.valueError);
+}
+
+/** The message for the first error TypeBox found in `where` (body, query, ...); also body-shape.ts's. */
+export function describeValueError(where: string, first: ValueError | undefined): string {
   if (!first) return `invalid ${where}`;
   const field = first.path.replace(/^\//, "").replaceAll("/", ".");
   const message = first.value === undefined ? "is required" : first.message;

@@ -1,13 +1,15 @@
 import { Elysia } from "elysia";
 import { ApiError } from "../errors";
-import { limitUndeclaredBody, throwIfBodyOverLimit } from "./body-limit";
+import { limitUndeclaredBody, throwIfBodyRefused } from "./body-limit";
+import { boundJsonBody } from "./json-body";
 import { accessEntry } from "./access-log";
 
 /**
  * Per-request basics that every route shares: an `x-request-id` on every response (also
  * errors, since the error handler keeps `set.headers`), and 413 for bodies over the limit:
  * a declared length is refused before anything reads the body; a body without a length
- * (chunked) is cut where it passes the limit, see body-limit.ts.
+ * (chunked) is cut where it passes the limit, see body-limit.ts; and 400 for JSON bodies
+ * past their structural bounds (nesting, number of values) or in a form, see json-body.ts.
  */
 export function requestContext(maxBodyBytes: number) {
   return new Elysia()
@@ -23,6 +25,10 @@ export function requestContext(maxBodyBytes: number) {
         throw new ApiError("payload_too_large", `request body exceeds ${maxBodyBytes} bytes`);
       }
     })
-    .onParse({ as: "global" }, ({ request }) => limitUndeclaredBody(request, maxBodyBytes))
-    .onTransform({ as: "global" }, ({ request }) => throwIfBodyOverLimit(request, maxBodyBytes));
+    .onParse({ as: "global" }, ({ request }, mediaType) => {
+      limitUndeclaredBody(request, maxBodyBytes);
+      // After the limit: its bounded reader is the one the JSON bound reads through.
+      boundJsonBody(request, mediaType);
+    })
+    .onTransform({ as: "global" }, ({ request }) => throwIfBodyRefused(request));
 }
