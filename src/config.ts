@@ -5,11 +5,15 @@
 import { Type as t, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { usdAmountProblem, usdToNanoCeil, usdToNanoFloor, type UsdAmountRule } from "./money";
+import { PRICED_TIER_KEYS } from "./metering/service-tier";
+import { DEFAULT_WEB_RESULT_USD } from "./metering/web-results";
 
 const Port = t.Integer({ minimum: 1, maximum: 65535 });
 const PositiveInt = t.Integer({ minimum: 1 });
 const PositiveUsd = t.Number({ exclusiveMinimum: 0 });
 const NonNegativeUsd = t.Number({ minimum: 0 });
+const TIER_KEY = `(${PRICED_TIER_KEYS.join("|")})=[0-9]+(\\.[0-9]+)?`;
+const TIER_MULTIPLIERS_PATTERN = `^${TIER_KEY}(,${TIER_KEY})*$`;
 
 export const ConfigSchema = t.Object({
   NODE_ENV: t.Optional(t.Union([t.Literal("production"), t.Literal("development"), t.Literal("test")])),
@@ -88,6 +92,10 @@ export const ConfigSchema = t.Object({
   /** Local development only: webhooks may go to private, loopback and other non-public addresses. */
   WEBHOOK_ALLOW_PRIVATE_ADDRESSES: t.Optional(t.Boolean()),
   PLUGIN_RESERVATIONS_USD: t.Optional(t.String({ pattern: "^[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?(,[A-Za-z0-9:_.-]+=[0-9]+(\\.[0-9]+)?)*$" })),
+  /** USD per web result from the upstream's own search engine, on models that list no positive web_search price. */
+  WEB_SEARCH_RESULT_USD: t.Optional(PositiveUsd),
+  /** Service tiers (and `fast` for `speed: "fast"`) as multipliers of the listed prices: `priority=2,fast=6`. */
+  SERVICE_TIER_PRICE_MULTIPLIERS: t.Optional(t.String({ pattern: TIER_MULTIPLIERS_PATTERN })),
 });
 
 const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN", "ADMIN_TOKEN", "SECRETS_KEY"]);
@@ -148,6 +156,10 @@ export interface Config {
   imageTokensBound: number;
   /** Nano-dollars reserved per call for each plugin id or server-tool type the operator allows. */
   pluginReservationsNano: ReadonlyMap<string, number>;
+  /** Nano-dollars per web result from the upstream's own engine (src/metering/web-results.ts). */
+  webSearchResultNano: number;
+  /** Service tiers (and `fast` for `speed: "fast"`) priced as multipliers of the listed prices (src/metering/service-tier.ts). */
+  serviceTierMultipliers: ReadonlyMap<string, number>;
   webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number; allowPrivateAddresses: boolean };
 }
 
@@ -184,7 +196,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
  * schema checks. Keys the schema already refused are not told twice.
  */
 const CAP: UsdAmountRule = { rounding: "floor" };
-const USD_AMOUNT_KEYS = { MAX_MONTHLY_USD: CAP, DEFAULT_MAX_GRANT_USD: CAP, GRANT_DAILY_CEILING_USD: CAP } as const;
+/** A price the service reserves is never under-counted, and never 0 (a search reserved as free is the hole it closes). */
+const PRICE: UsdAmountRule = { rounding: "ceil" };
+const USD_AMOUNT_KEYS = { MAX_MONTHLY_USD: CAP, DEFAULT_MAX_GRANT_USD: CAP, GRANT_DAILY_CEILING_USD: CAP, WEB_SEARCH_RESULT_USD: PRICE } as const;
 /** A plugin's per-call reservation may be 0: the operator allows it and reserves nothing for it. */
 const PLUGIN_RESERVATION: UsdAmountRule = { rounding: "ceil", zeroAllowed: true };
 
@@ -198,6 +212,12 @@ function usdAmountProblems(parsed: RawConfig, given: Record<string, unknown>, re
   for (const [id, usd] of refused.has("PLUGIN_RESERVATIONS_USD") ? [] : reservationPairs(parsed.PLUGIN_RESERVATIONS_USD)) {
     const problem = usdAmountProblem(usd, PLUGIN_RESERVATION);
     if (problem) problems.push(`PLUGIN_RESERVATIONS_USD: ${id}'s reservation ${problem}`);
+  }
+  for (const [tier, multiplier] of refused.has("SERVICE_TIER_PRICE_MULTIPLIERS") ? [] : reservationPairs(parsed.SERVICE_TIER_PRICE_MULTIPLIERS)) {
+    // Below 1 a tier would reserve less than the listed price, which the provider bills when it
+    // serves the request on its standard tier instead (flex may fall back so).
+    if (!(multiplier >= 1 && multiplier <= 1000))
+      problems.push(`SERVICE_TIER_PRICE_MULTIPLIERS: ${tier}'s multiplier must be from 1 to 1000 (got ${multiplier})`);
   }
   return problems;
 }
@@ -271,6 +291,10 @@ function fromRaw(raw: RawConfig): Config {
     // 1.1k, Anthropic about 1.6k, Gemini 258 per image); the context length caps it anyway.
     imageTokensBound: raw.IMAGE_TOKENS_BOUND ?? 4096,
     pluginReservationsNano: parseReservations(raw.PLUGIN_RESERVATIONS_USD),
+    // OpenRouter's web search pricing: $4 per 1,000 results from its engine (Exa).
+    webSearchResultNano: usdToNanoCeil(raw.WEB_SEARCH_RESULT_USD ?? DEFAULT_WEB_RESULT_USD),
+    // Unset: every premium tier is refused, since the catalogue lists no tier's rate.
+    serviceTierMultipliers: new Map(reservationPairs(raw.SERVICE_TIER_PRICE_MULTIPLIERS)),
     webhooks: {
       // First try at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: about 27.5 hours
       // in all, so a receiver down for most of a day still gets every event.

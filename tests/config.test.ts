@@ -65,6 +65,26 @@ describe("dollar amounts in the environment", () => {
     ]);
   });
 
+  test("WEB_SEARCH_RESULT_USD: $0.004 unless set, kept in nano-dollars rounded up; 0 is refused (a search is never free)", () => {
+    expect(loadConfig({}).webSearchResultNano).toBe(4_000_000);
+    expect(loadConfig({ WEB_SEARCH_RESULT_USD: "0.0050000001" }).webSearchResultNano).toBe(5_000_001);
+    expect(problemsOf({ WEB_SEARCH_RESULT_USD: "0" })).toEqual([expect.stringMatching(/^WEB_SEARCH_RESULT_USD: /)]);
+    expect(problemsOf({ WEB_SEARCH_RESULT_USD: "0.0000000001" })).toEqual([expect.stringMatching(/^WEB_SEARCH_RESULT_USD: must be at least 0\.000000001/)]);
+  });
+
+  test("SERVICE_TIER_PRICE_MULTIPLIERS: unset prices no tier; known keys only, each from 1 to 1000", () => {
+    expect([...loadConfig({}).serviceTierMultipliers]).toEqual([]);
+    expect([...loadConfig({ SERVICE_TIER_PRICE_MULTIPLIERS: "priority=2,fast=6,flex=1" }).serviceTierMultipliers]).toEqual([
+      ["priority", 2],
+      ["fast", 6],
+      ["flex", 1],
+    ]);
+    expect(problemsOf({ SERVICE_TIER_PRICE_MULTIPLIERS: "prority=2" })).toEqual([expect.stringMatching(/^SERVICE_TIER_PRICE_MULTIPLIERS: /)]);
+    expect(problemsOf({ SERVICE_TIER_PRICE_MULTIPLIERS: "priority=2,flex=0.5" })).toEqual([
+      "SERVICE_TIER_PRICE_MULTIPLIERS: flex's multiplier must be from 1 to 1000 (got 0.5)",
+    ]);
+  });
+
   test("the problems join those of other keys, so one start names every bad key", () => {
     const problems = problemsOf({ PORT: "abc", MAX_MONTHLY_USD: "1e-10" });
     expect(problems.map((p) => p.slice(0, p.indexOf(":")))).toEqual(["PORT", "MAX_MONTHLY_USD"]);

@@ -39,6 +39,8 @@ export interface RequestShape {
   pdfEngine: string | null;
   /** Web search results from `plugins` (`:online` ids are counted where models are resolved). */
   webResults: number;
+  /** `tools` were sent: providers may add a tool-use system prompt the body does not hold (./tool-prompt.ts). */
+  tools: boolean;
   /** `n` (or `best_of`): completions per request. */
   choices: number;
   /** Bytes of `prediction.content`: rejected prediction tokens are billed as completion tokens. */
@@ -63,6 +65,7 @@ export function readRequestShape(body: Record<string, unknown>, allowed: Operato
     fileParts: false,
     pdfEngine: null,
     webResults: 0,
+    tools: Array.isArray(body.tools) && body.tools.length > 0,
     choices: Math.max(choiceCount(body, "n"), choiceCount(body, "best_of")),
     predictionBytes: predictionBytes(body.prediction),
     reasoning: reasoningAsk(body),

@@ -10,6 +10,9 @@ import type { ModelPrice } from "./model-price";
 import type { PricePin } from "./price-pin";
 import type { PricingCatalogue } from "./pricing";
 import { DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
+import { atTierPrices } from "./service-tier";
+import { toolPromptTokens } from "./tool-prompt";
+import { DEFAULT_WEB_RESULT_NANO, webResultPrice } from "./web-results";
 
 /** One model's worst case for the request, apart from the output limits sent. */
 export interface ModelBound {
@@ -45,6 +48,10 @@ export interface BoundsInput {
   clientPin: PricePin;
   /** Tokens one input image may cost; it is below every model's context length. */
   imageTokenBound: number;
+  /** Nano-dollars per web result from the upstream's own engine (WEB_SEARCH_RESULT_USD); default $0.004. */
+  engineResultNano?: number;
+  /** The request's service tier (and speed) as a multiplier of the listed prices (./service-tier.ts); default 1. */
+  priceMultiplier?: number;
 }
 
 export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): CostBounds {
@@ -72,14 +79,19 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
   }
   const webResults = shape.webResults + (online ? DEFAULT_WEB_RESULTS : 0);
   refuseUnbounded(shape, models, webResults);
+  // A premium tier bills every price of the provider at its rate: reserve and pin at it. The
+  // pin is raised with the reservation: the upstream compares it with the price of the tier
+  // it routes to, so a pin at the listed price would refuse every provider of that tier,
+  // while one at the tier's price admits only what the reservation covers.
+  const priced = models.map((m) => atTierPrices(m, input.priceMultiplier ?? 1));
   // The pin is the lower of the client's own and the priciest model that may serve the call.
   const pinned = (dimension: keyof PricePin) =>
     Math.min(
       clientPin[dimension],
-      models.reduce((max, m) => Math.max(max, m[dimension]), 0),
+      priced.reduce((max, m) => Math.max(max, m[dimension]), 0),
     );
   return {
-    models: models.map((m) => modelBound(m, shape, webResults, input)),
+    models: priced.map((m) => modelBound(m, shape, webResults, input)),
     choices: shape.choices,
     predictionTokens: shape.predictionBytes,
     pin: { prompt: pinned("prompt"), completion: pinned("completion"), request: pinned("request"), image: pinned("image") },
@@ -88,14 +100,15 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
 
 function modelBound(m: ModelPrice, shape: RequestShape, webResults: number, input: BoundsInput): ModelBound {
   // Web results are added to the prompt, and media other than images has no size bound
-  // in bytes: then only the context length bounds the prompt.
+  // in bytes: then only the context length bounds the prompt. A provider's tool-use prompt
+  // is not in the body either, but it has a known size (./tool-prompt.ts).
+  const addedTokens = shape.images * input.imageTokenBound + (shape.tools ? toolPromptTokens(m.id) : 0);
   const promptTokens =
-    webResults > 0 || shape.opaqueMedia
-      ? m.contextLength
-      : Math.min(m.contextLength, Math.max(1, input.bodyBytes - shape.imageUrlBytes) + shape.images * input.imageTokenBound);
+    webResults > 0 || shape.opaqueMedia ? m.contextLength : Math.min(m.contextLength, Math.max(1, input.bodyBytes - shape.imageUrlBytes) + addedTokens);
+  const webNano = webResults * webResultPrice(m, input.engineResultNano ?? DEFAULT_WEB_RESULT_NANO);
   return {
     id: m.id,
-    fixedNano: Math.ceil(m.request + shape.images * m.image + webResults * m.webSearch + shape.operatorReservedNano),
+    fixedNano: Math.ceil(m.request + shape.images * m.image + webNano + shape.operatorReservedNano),
     promptTokens,
     promptPrice: Math.max(m.prompt, m.cacheWrite, shape.audioInput ? m.audio : 0, shape.images > 0 ? m.imageToken : 0),
     outputPrice: Math.max(m.completion, m.reasons ? m.internalReasoning : 0, shape.audioOutput ? m.audioOutput : 0),

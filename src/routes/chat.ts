@@ -65,12 +65,14 @@ export const ChatCompletionStream = t.String({
 
 const CHAT_DESCRIPTION = [
   "Send `x-service-user: <appUserId>` (or `x-service-grant`). Before the call goes upstream its worst-case cost is reserved against the budget:",
-  "per-request fee + images × image price + web results × web-search price + prompt bound × the highest input rate (prompt or cache write) +",
-  "(max_tokens + reasoning budget) × n × the highest output rate (completion or internal reasoning), at the priciest of `model` and its `models` fallbacks.",
+  "per-request fee + images × image price + web results × web-search price (the upstream engine's, WEB_SEARCH_RESULT_USD, where the model lists none) +",
+  "prompt bound (with `tools`, plus the tool-use prompt the provider adds) × the highest input rate (prompt or cache write) +",
+  "(max_tokens + reasoning budget) × n × the highest output rate (completion or internal reasoning), at the priciest of `model` and its `models` fallbacks;",
+  'a premium `service_tier` or `speed: "fast"` multiplies every price by the operator\'s SERVICE_TIER_PRICE_MULTIPLIERS.',
   "`max_tokens` defaults to DEFAULT_MAX_TOKENS (4096) and is clamped to what the remaining budget affords; on reasoning models `reasoning.max_tokens` is always sent (an `effort` becomes its token budget).",
   "`provider.max_price` is set to the prices reserved on (the lower of these and the client's own), so the upstream refuses a pricier provider or routed model.",
   "Response headers `x-metering-max-tokens`, `x-metering-reasoning-max-tokens` and `x-metering-reserved-usd` say what was sent and reserved.",
-  "400 `invalid_request` for an unknown model, a plugin or server tool whose cost cannot be bounded (unless the operator set PLUGIN_RESERVATIONS_USD), image output billed per image, per-page PDF parsing, or a request the upstream refused (its 400/404/413/422).",
+  "400 `invalid_request` for an unknown model, a plugin or server tool whose cost cannot be bounded (unless the operator set PLUGIN_RESERVATIONS_USD), image output billed per image, per-page PDF parsing, a premium service tier or fast mode the operator has not priced, or a request the upstream refused (its 400/404/413/422).",
   "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt; also after an overrun until the period resets or the cap is raised) or `funding_invalid`;",
   "502 `upstream` for any other upstream failure.",
   "With an `Idempotency-Key` header, a retry of a call that finished replays its answer (`Idempotent-Replayed: true`) and is not charged again;",

@@ -4,6 +4,7 @@ import type { MeteringTicket } from "../metering/meter";
 import { clientPin } from "../metering/price-pin";
 import type { PricingCatalogue } from "../metering/pricing";
 import { readRequestShape } from "../metering/request-shape";
+import { tierPriceMultiplier } from "../metering/service-tier";
 import { grantedLimits, planReservation, type ReservationPlan } from "../metering/reservation";
 import { grantDayAccount } from "../metering/accounts";
 import { ApiError } from "../errors";
@@ -35,7 +36,14 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   const { body, target, requestId } = request;
   const { config } = deps;
   const shape = readRequestShape(body, config.pluginReservationsNano);
-  const bounds = costBounds(catalogue, { shape, bodyBytes: request.bodyBytes, clientPin: clientPin(body), imageTokenBound: config.imageTokensBound });
+  const bounds = costBounds(catalogue, {
+    shape,
+    bodyBytes: request.bodyBytes,
+    clientPin: clientPin(body),
+    imageTokenBound: config.imageTokensBound,
+    engineResultNano: config.webSearchResultNano,
+    priceMultiplier: tierPriceMultiplier(body, config.serviceTierMultipliers),
+  });
   const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
   // The row's start, and the UTC day whose grant ceiling the call draws on: one instant.
   const startedAt = deps.clock.now();

@@ -68,6 +68,10 @@ export const PICO = {
   pricey: { prompt: 15_000_000, completion: 60_000_000 },
   multi: { prompt: 1_000_000, completion: 4_000_000 },
   o1pro: { prompt: 150_000_000, completion: 600_000_000 },
+  unpricedSearch: { prompt: 20_000, completion: 50_000 },
+  opus: { prompt: 15_000_000, completion: 75_000_000 },
+  /** A web result from OpenRouter's own engine: $0.004. */
+  engineResult: 4_000_000_000,
 } as const;
 
 /** usage.cost is the expected bill, cost_details add up to it, and the mock's log agrees. */

@@ -1,8 +1,10 @@
 /**
  * A catalogue for spend-cap tests: one model per way OpenRouter bills beyond prompt and
  * completion tokens (PublicPricing: request, image, web_search, internal_reasoning,
- * input_cache_*), plus fallbacks, multi-provider pricing and a "-1" router. Magnitudes are
- * realistic: they follow real models' published prices.
+ * input_cache_*), plus fallbacks, multi-provider pricing and a "-1" router, and models that
+ * are billed for what their listing does not show: web results from OpenRouter's engine on a
+ * `:free` model and on models listing web_search as 0 or not at all, and an Anthropic model's
+ * tool-use prompt. Magnitudes are realistic: they follow real models' published prices.
  */
 import { DEFAULT_SUPPORTED_PARAMETERS, type MockModel } from "./models";
 
@@ -83,6 +85,32 @@ export const BILLING_MODELS: readonly MockModel[] = Object.freeze([
     pricing: { prompt: "0.00015", completion: "0.0006" },
     contextLength: 200000,
     maxCompletionTokens: 16384,
+  },
+  {
+    id: "bill/llama:free",
+    name: "Bill: Free (a :free id)",
+    // Listed free with web_search "0", as OpenRouter lists its :free models; web results are still billed.
+    pricing: { prompt: "0", completion: "0" },
+    contextLength: 16384,
+    maxCompletionTokens: 4096,
+  },
+  {
+    id: "bill/unpriced-search",
+    name: "Bill: No web_search price listed",
+    // Llama 3.1 8B's prices; the listing leaves web_search out altogether.
+    pricing: { prompt: "0.00000002", completion: "0.00000005" },
+    contextLength: 16384,
+    maxCompletionTokens: 4096,
+    unlistedPrices: ["web_search"],
+  },
+  {
+    id: "anthropic/claude-opus-4",
+    name: "Bill: Anthropic Opus-priced",
+    // Claude Opus 4's prices, $15/$75 per million tokens; an anthropic/ id, so tools add its tool-use prompt.
+    pricing: { prompt: "0.000015", completion: "0.000075" },
+    contextLength: 200000,
+    maxCompletionTokens: 32000,
+    tokenizer: "Claude",
   },
   {
     id: "bill/auto",

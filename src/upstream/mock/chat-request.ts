@@ -1,9 +1,11 @@
 /**
  * The parts of a ChatRequest (spec/openrouter-openapi.yaml, components.schemas.ChatRequest)
  * that decide who serves it and what it costs: the candidate models, `provider.max_price`,
- * images, the web plugin, `cache_control` and the reasoning settings. Malformed values throw
- * BadRequest, which the handler answers with a 400 (OpenRouter validates its schema too).
+ * images, the web plugin, `cache_control`, the reasoning settings, `tools`, the service tier
+ * and `speed`. Malformed values throw BadRequest, which the handler answers with a 400
+ * (OpenRouter validates its schema too).
  */
+import { MOCK_FAST_SPEED_MULTIPLIER, MOCK_TIER_MULTIPLIERS } from "./billing";
 
 export class BadRequest extends Error {}
 
@@ -137,22 +139,63 @@ export function readReasoning(body: Json): ReasoningRequest {
   return request;
 }
 
+/** `tools` sent, and whether `tool_choice` forces a tool (`required`, or a named function). */
+export type ToolUse = "none" | "choosing" | "forced";
+
+function toolUse(body: Json): ToolUse {
+  if (!Array.isArray(body.tools) || body.tools.length === 0) return "none";
+  const choice = body.tool_choice;
+  return choice === "required" || (isObject(choice) && choice.type === "function") ? "forced" : "choosing";
+}
+
+/** ChatRequest.service_tier's values (`fast` is its alias for `priority`). */
+const SERVICE_TIERS = new Set(Object.keys(MOCK_TIER_MULTIPLIERS));
+
+/** The premium the request is billed at: its service tier's multiplier times its speed's. */
+function tierMultiplier(body: Json): number {
+  const tier = body.service_tier;
+  if (tier !== undefined && tier !== null && (typeof tier !== "string" || !SERVICE_TIERS.has(tier))) {
+    throw new BadRequest(`service_tier must be one of ${[...SERVICE_TIERS].join(", ")}`);
+  }
+  const speed = body.speed;
+  if (speed !== undefined && speed !== null && speed !== "fast" && speed !== "standard") throw new BadRequest("speed must be fast or standard");
+  return (typeof tier === "string" ? MOCK_TIER_MULTIPLIERS[tier]! : 1) * (speed === "fast" ? MOCK_FAST_SPEED_MULTIPLIER : 1);
+}
+
+/**
+ * max_price holds at the price of the tier served: a premium tier's endpoints are priced at
+ * its rate, so each limit admits a standard price that much lower.
+ */
+function atTier(max: MaxPrice | null, multiplier: number): MaxPrice | null {
+  if (max === null || multiplier === 1) return max;
+  const out: MaxPrice = {};
+  for (const [key, value] of Object.entries(max) as Array<[keyof MaxPrice, number]>) out[key] = value / multiplier;
+  return out;
+}
+
 /** Everything in the request, besides the models, that changes what serves it and what it costs. */
 export interface BillableRequest {
+  /** provider.max_price in the standard tier's terms (see atTier), as routing compares listed prices with it. */
   maxPrice: MaxPrice | null;
   images: number;
   webPluginResults: number | null;
   cacheWrite: boolean;
   reasoning: ReasoningRequest;
+  tools: ToolUse;
+  /** The service tier's and speed's premium: every price of the provider times this. */
+  tierMultiplier: number;
 }
 
 /** Throws BadRequest on a malformed field. */
 export function readBillableRequest(body: Json, messages: readonly unknown[]): BillableRequest {
+  const tier = tierMultiplier(body);
   return {
-    maxPrice: readMaxPrice(body),
+    maxPrice: atTier(readMaxPrice(body), tier),
     images: countImages(messages),
     webPluginResults: webPluginResults(body),
     cacheWrite: asksForCacheWrite(body, messages),
     reasoning: readReasoning(body),
+    tools: toolUse(body),
+    tierMultiplier: tier,
   };
 }

@@ -4,7 +4,7 @@
  * ./routing.ts), then the scenario decides between an error, a stall and a completion,
  * billed as OpenRouter documents (./billing.ts) and answered by ./chat-answer.ts.
  */
-import { billFor, totalPromptTokens, usageObject } from "./billing";
+import { billFor, toolPromptTokens, totalPromptTokens, usageObject } from "./billing";
 import { answerCompletion } from "./chat-answer";
 import { BadRequest, candidateModels, readBillableRequest, webResultsFor } from "./chat-request";
 import { estimatePromptTokens, messageText, plannedReasoningTokens } from "./completion";
@@ -120,6 +120,7 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     scenario.imageTokens,
     webResults,
     scenario.resultTokens,
+    toolPromptTokens(model, billable.tools),
   );
   entry.promptTokens = promptTokens;
   if (promptTokens + (maxTokens ?? 0) > model.contextLength) {
@@ -142,7 +143,7 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
 
   const contentTokens = Math.min(maxTokens ?? Infinity, scenario.tokens);
   const reasoningTokens = plannedReasoningTokens(model, scenario, billable.reasoning);
-  const bill = billFor(model, multiplier, {
+  const bill = billFor(model, multiplier * billable.tierMultiplier, {
     promptTokens,
     images: billable.images,
     webResults,

@@ -48,6 +48,8 @@ export interface MockModel {
   providers?: MockProvider[];
   /** A "-1"-priced router only: the models it routes to, in its order of preference. */
   routesTo?: string[];
+  /** Extra prices the listing leaves out instead of showing "0", as some OpenRouter listings do (billed as absent). */
+  unlistedPrices?: ReadonlyArray<"request" | "image" | "web_search" | "internal_reasoning">;
 }
 
 /** Real prices of real models at the time of writing, plus a free one. */
@@ -110,8 +112,8 @@ export const DEFAULT_SUPPORTED_PARAMETERS: readonly string[] = [
   "tool_choice",
 ];
 
-/** PublicPricing as published: the four extra prices default to "0"; cache prices only when set. */
-function publishedPricing(pricing: MockPricing): Record<string, string> {
+/** PublicPricing as published: the four extra prices default to "0" unless left out; cache prices only when set. */
+function publishedPricing(pricing: MockPricing, unlisted: MockModel["unlistedPrices"] = []): Record<string, string> {
   const published: Record<string, string> = {
     prompt: pricing.prompt,
     completion: pricing.completion,
@@ -122,6 +124,7 @@ function publishedPricing(pricing: MockPricing): Record<string, string> {
   };
   if (pricing.input_cache_read !== undefined) published.input_cache_read = pricing.input_cache_read;
   if (pricing.input_cache_write !== undefined) published.input_cache_write = pricing.input_cache_write;
+  for (const key of unlisted) delete published[key];
   return published;
 }
 
@@ -143,7 +146,7 @@ function modelEntry(model: MockModel) {
       tokenizer: model.tokenizer ?? "Other",
       instruct_type: null,
     },
-    pricing: publishedPricing(model.pricing),
+    pricing: publishedPricing(model.pricing, model.unlistedPrices),
     top_provider: {
       context_length: model.contextLength,
       max_completion_tokens: model.maxCompletionTokens,
