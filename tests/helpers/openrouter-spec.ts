@@ -36,6 +36,9 @@ export const validateChatChunk = validator(schemas.chatChunk);
 /** A GET /models 200 body (ModelsListResponse). */
 export const validateModels = validator(schemas.models);
 
+/** A GET /generation 200 body (GenerationResponse): a generation's record. */
+export const validateGeneration = validator(schemas.generation);
+
 const anyError = validator(schemas.error);
 const byStatus = new Map(Object.entries(schemas.errorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]));
 
@@ -46,7 +49,18 @@ const byStatus = new Map(Object.entries(schemas.errorsByStatus).map(([status, sc
  */
 export function validateError(body: unknown, status?: number): string[] {
   if (status === undefined) return anyError(body);
-  const check = byStatus.get(status);
+  return checkErrorStatus(byStatus, body, status);
+}
+
+const generationByStatus = new Map(Object.entries(schemas.generationErrorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]));
+
+/** An error body of GET /generation, against that status's schema (and `error.code` equal to it). */
+export function validateGenerationError(body: unknown, status: number): string[] {
+  return checkErrorStatus(generationByStatus, body, status);
+}
+
+function checkErrorStatus(checks: Map<number, (body: unknown) => string[]>, body: unknown, status: number): string[] {
+  const check = checks.get(status);
   if (!check) return [`the spec defines no error body for HTTP ${status}`];
   const problems = check(body);
   const code = (body as { error?: { code?: unknown } } | null)?.error?.code;

@@ -5,7 +5,16 @@
 import { describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
 import fixture from "../fixtures/openrouter-schemas.json";
-import { checkChatStream, parseSseEvents, validateChatChunk, validateChatCompletion, validateError, validateModels } from "../helpers/openrouter-spec";
+import {
+  checkChatStream,
+  parseSseEvents,
+  validateChatChunk,
+  validateChatCompletion,
+  validateError,
+  validateGeneration,
+  validateGenerationError,
+  validateModels,
+} from "../helpers/openrouter-spec";
 
 const specPath = resolve(import.meta.dir, "../../spec/openrouter-openapi.yaml");
 
@@ -67,6 +76,18 @@ describe("validators", () => {
     expect(validateModels({ data: [], total_count: 0, links: { next: null } })).toEqual([]);
     expect(validateModels({ data: [{ id: "x" }], total_count: 1, links: { next: null } })).not.toEqual([]);
     expect(validateModels({ data: [] })).not.toEqual([]);
+  });
+
+  test("generation: accepts the spec's own example, names a missing or mistyped field", async () => {
+    const spec = Bun.YAML.parse(await Bun.file(specPath).text()) as any;
+    // The schema's example (the path's own lacks workspace_id, which the schema requires).
+    const example = spec.components.schemas.GenerationResponse.example;
+    expect(validateGeneration(example)).toEqual([]);
+    const { total_cost: _, ...missing } = example.data;
+    expect(validateGeneration({ data: missing }).join()).toContain("total_cost");
+    expect(validateGeneration({ data: { ...example.data, cancelled: "no" } })).not.toEqual([]);
+    expect(validateGenerationError({ error: { code: 404, message: "Not found" } }, 404)).toEqual([]);
+    expect(validateGenerationError({ error: { code: 404, message: "Not found" } }, 401)).not.toEqual([]);
   });
 });
 

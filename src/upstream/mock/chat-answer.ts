@@ -2,11 +2,13 @@
  * The 200 answer of a served completion: a JSON ChatResult (components.schemas.ChatResult),
  * possibly cut mid-body, or an SSE stream of ChatStreamChunk events. `model` is the model
  * that served (after fallbacks and routing) and `provider` the provider that served it.
+ * It tells the generation how it ended, which decides the final bill (./generation.ts).
  */
-import { completionText, contentPieces } from "./completion";
+import { completionText, contentPieces, pieceCount, tokensInPieces } from "./completion";
+import type { Generation, PlannedEnd } from "./generation";
 import { partialJsonBody } from "./json-body";
 import type { Scenario } from "./scenario";
-import { sseBody, type StreamPlan } from "./sse-stream";
+import { failurePoint, sseBody, type StreamOutcome, type StreamPlan } from "./sse-stream";
 import type { ServedRequest } from "./types";
 
 export interface Completion {
@@ -24,7 +26,27 @@ export interface Completion {
 /** Reasoning arrives before the content in a few `delta.reasoning` chunks, not one per token. */
 const REASONING_CHUNKS = 8;
 
-export function answerCompletion(request: Request, overSocket: boolean, headers: Headers, entry: ServedRequest, completion: Completion): Response {
+/**
+ * Where a generation's plan ends. A stream planned to meet a mid-stream error ends there,
+ * with the content before it; every other plan ends with its whole completion (a stall or a
+ * cut is the connection's failure, not the model's).
+ */
+export function plannedEnd(stream: boolean, scenario: Scenario, contentTokens: number, reasoningTokens: number, finishReason: "stop" | "length"): PlannedEnd {
+  if (stream && scenario.midStreamError && !scenario.resetMidStream) {
+    const failAt = failurePoint(scenario, pieceCount(contentTokens, scenario.chunks));
+    return { contentTokens: tokensInPieces(failAt, contentTokens, scenario.chunks), reasoningTokens, finishReason: "error" };
+  }
+  return { contentTokens, reasoningTokens, finishReason };
+}
+
+export function answerCompletion(
+  request: Request,
+  overSocket: boolean,
+  headers: Headers,
+  entry: ServedRequest,
+  generation: Generation,
+  completion: Completion,
+): Response {
   const { scenario } = completion;
   const reasoningShown = completion.showReasoning ? completion.reasoningTokens : 0;
   if (!entry.stream) {
@@ -52,6 +74,9 @@ export function answerCompletion(request: Request, overSocket: boolean, headers:
     };
     if (completion.usage) result.usage = completion.usage;
     headers.set("content-type", "application/json");
+    // A JSON answer is whole before its first byte leaves: the generation has ended, and it
+    // is billed in full whatever happens to the body (OpenRouter's streaming page).
+    generation.end({ kind: "completed" });
     if (scenario.resetMidStream || scenario.stallMidStream) {
       // Half the body, then a cut or silence: nothing usable was delivered.
       const mode = scenario.resetMidStream ? "reset" : "stall";
@@ -70,19 +95,29 @@ export function answerCompletion(request: Request, overSocket: boolean, headers:
     model: entry.servedModel,
     provider: entry.provider,
     created: completion.created,
-    reasoningPieces: contentPieces(reasoningShown, Math.min(REASONING_CHUNKS, reasoningShown)),
+    reasoningPieces: contentPieces(completion.reasoningTokens, Math.min(REASONING_CHUNKS, completion.reasoningTokens)),
+    showReasoning: completion.showReasoning,
     pieces: contentPieces(completion.contentTokens, scenario.chunks),
     finishReason: completion.finishReason,
     usage: completion.usage,
     scenario,
   };
+  let reasoningProduced = 0;
   const stream = sseBody(plan, request.signal, {
     onContent: (tokens) => {
       entry.deliveredTokens += tokens;
     },
-    onEnd: (completed, aborted) => {
-      entry.completed = completed;
-      entry.aborted = aborted;
+    onReasoning: (tokens) => {
+      reasoningProduced += tokens;
+    },
+    onEnd: (outcome: StreamOutcome) => {
+      entry.completed = outcome === "complete";
+      entry.aborted = outcome === "aborted";
+      const produced = { contentTokens: entry.deliveredTokens, reasoningTokens: reasoningProduced };
+      if (outcome === "complete") generation.end({ kind: "completed" });
+      else if (outcome === "error") generation.end({ kind: "failed", produced });
+      // A cut connection is, to the upstream, the same as a client that went away.
+      else generation.end({ kind: "disconnected", produced });
     },
     overSocket,
   });

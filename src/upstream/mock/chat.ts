@@ -2,13 +2,16 @@
  * POST /chat/completions of the mock upstream: request checks in OpenRouter's order
  * (auth, body, model), then routing (fallbacks, routers, providers within max_price, see
  * ./routing.ts), then the scenario decides between an error, a stall and a completion,
- * billed as OpenRouter documents (./billing.ts) and answered by ./chat-answer.ts.
+ * priced as OpenRouter documents (./billing.ts), answered by ./chat-answer.ts and billed
+ * in the end by how it ended (./generation.ts).
  */
 import { billFor, toolPromptTokens, totalPromptTokens, usageObject } from "./billing";
-import { answerCompletion } from "./chat-answer";
+import { answerCompletion, plannedEnd } from "./chat-answer";
 import { BadRequest, candidateModels, readBillableRequest, webResultsFor } from "./chat-request";
 import { estimatePromptTokens, messageText, plannedReasoningTokens } from "./completion";
 import { errorResponse } from "./errors";
+import { Generation, NO_OUTPUT } from "./generation";
+import type { GenerationLog } from "./generation-log";
 import type { MockModel } from "./models";
 import { findModel, routeRequest } from "./routing";
 import { resolveScenario, type ScenarioInput } from "./scenario";
@@ -24,9 +27,13 @@ export interface ChatContext {
   record(entry: ServedRequest): void;
   /** Served by startMockUpstream (see StreamHooks.overSocket). */
   overSocket: boolean;
+  generations: GenerationLog;
+  /** MockUpstreamOptions.generationRecordDelayMs. */
+  recordDelayMs: number;
 }
 
-const BEARER = /^Bearer\s+(\S+)\s*$/i;
+/** A bearer key, as OpenRouter requires on every endpoint (the mock takes any). */
+export const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 export async function handleChat(request: Request, ctx: ChatContext): Promise<Response> {
   const now = ctx.now();
@@ -50,6 +57,7 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     status: 200,
     completed: false,
     aborted: false,
+    cancelled: false,
     receivedAt: now,
     headers: Object.fromEntries(request.headers),
     body: undefined,
@@ -135,22 +143,20 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     if (scenario.status === 429) headers.set("retry-after", String(scenario.retryAfter));
     return fail(scenario.status);
   }
-  if (scenario.error200) {
-    // OpenRouter: once the model started processing, errors come back in a 200 body.
-    entry.completed = true;
-    return errorResponse(502, headers, { httpStatus: 200 });
-  }
 
   const contentTokens = Math.min(maxTokens ?? Infinity, scenario.tokens);
   const reasoningTokens = plannedReasoningTokens(model, scenario, billable.reasoning);
-  const bill = billFor(model, multiplier * billable.tierMultiplier, {
+  // The serving provider's prices at the request's service tier (./billing.ts).
+  const priceMultiplier = multiplier * billable.tierMultiplier;
+  const work = {
     promptTokens,
     images: billable.images,
     webResults,
     cacheWrite: billable.cacheWrite,
     contentTokens,
     reasoningTokens,
-  });
+  };
+  const bill = billFor(model, priceMultiplier, work);
   Object.assign(entry, {
     completionTokens: bill.completionTokens,
     reasoningTokens: bill.reasoningTokens,
@@ -160,14 +166,58 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     costUsd: bill.costUsd,
   });
   headers.set("x-generation-id", entry.id);
-  return answerCompletion(request, ctx.overSocket, headers, entry, {
+  const finishReason = contentTokens < scenario.tokens ? "length" : "stop";
+  const generation = new Generation({
+    entry,
+    work,
+    plannedBill: bill,
+    bill: (other) => billFor(model, priceMultiplier, other),
+    planned: plannedEnd(entry.stream, scenario, contentTokens, reasoningTokens, finishReason),
+    cancellable: scenario.cancellable ?? routed.route.cancellable,
+    router: routed.route.router,
+    recordDelayMs: scenario.recordAfterMs ?? ctx.recordDelayMs,
+    log: ctx.generations,
+    now: ctx.now,
+  });
+
+  if (scenario.error200) {
+    // OpenRouter's error docs: once the model started processing, errors come back in a 200
+    // body. The generation exists (its id is in the header) and ended in an error.
+    entry.completed = true;
+    generation.end({ kind: "failed", produced: NO_OUTPUT });
+    return errorResponse(502, headers, { httpStatus: 200 });
+  }
+  if (scenario.delayMs > 0 && !(await answerAfter(scenario.delayMs, request.signal))) {
+    // The client left before the answer: a stream's generation is cancelled (if its provider
+    // can be), anything else runs on and is billed in full. Rejects like fetch, as a stall does.
+    entry.aborted = true;
+    generation.end({ kind: "disconnected", produced: NO_OUTPUT });
+    throw request.signal.reason;
+  }
+  return answerCompletion(request, ctx.overSocket, headers, entry, generation, {
     created,
     contentTokens,
-    finishReason: contentTokens < scenario.tokens ? "length" : "stop",
+    finishReason,
     reasoningTokens,
     showReasoning: !billable.reasoning.hidden,
     usage: scenario.noUsage ? null : usageObject(bill, !scenario.noCost),
     scenario,
+  });
+}
+
+/** `delay_ms`: true once `ms` have passed, false as soon as the request is aborted. */
+function answerAfter(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const abort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", abort);
+      resolve(true);
+    }, ms);
+    signal.addEventListener("abort", abort, { once: true });
   });
 }
 

@@ -75,10 +75,21 @@ export interface ContentPiece {
   tokens: number;
 }
 
+/** How many pieces contentPieces makes of `tokens` words. */
+export function pieceCount(tokens: number, chunks: number | null): number {
+  return tokens === 0 ? 0 : Math.min(Math.max(chunks ?? tokens, 1), tokens);
+}
+
+/** The tokens in the first `pieces` of contentPieces(tokens, chunks), without building their text. */
+export function tokensInPieces(pieces: number, tokens: number, chunks: number | null): number {
+  const count = pieceCount(tokens, chunks);
+  return count === 0 ? 0 : Math.floor((Math.min(pieces, count) * tokens) / count);
+}
+
 /** Splits `tokens` words into `chunks` nearly equal, non-empty content pieces. */
 export function contentPieces(tokens: number, chunks: number | null): ContentPiece[] {
   if (tokens === 0) return [];
-  const count = Math.min(Math.max(chunks ?? tokens, 1), tokens);
+  const count = pieceCount(tokens, chunks);
   const pieces = new Array<ContentPiece>(count);
   for (let k = 0; k < count; k++) {
     const from = Math.floor((k * tokens) / count);

@@ -1,10 +1,19 @@
 /**
  * A mock of OpenRouter's API (spec/openrouter-openapi.yaml) for demo mode, tests and
- * load runs: GET /models and POST /chat/completions (JSON and SSE), steered per request by
- * `[[mock …]]` directives (see ./scenario.ts). A plain fetch handler, no framework.
+ * load runs: GET /models, POST /chat/completions (JSON and SSE) and GET /generation, steered
+ * per request by `[[mock …]]` directives (see ./scenario.ts). A plain fetch handler, no framework.
+ *
+ * It bills as OpenRouter documents, so its books are what a proxy must agree with: every
+ * generation's final cost is in `served[].costUsd` and in its record at GET /generation
+ * (./generation.ts: a stream aborted on a cancellable provider stops billing; anything else
+ * is billed to its end; an error finish waives the tokens, per Zero Completion Insurance).
+ * A request that fails before a generation starts (an HTTP error, a stall before headers)
+ * has no record, ever.
  */
 import { handleChat, type ChatContext } from "./chat";
 import { errorBody } from "./errors";
+import { handleGenerationLookup } from "./generation-endpoint";
+import { GenerationLog, DEFAULT_GENERATION_RECORD_LIMIT } from "./generation-log";
 import { DEFAULT_MODELS, modelsListBody } from "./models";
 import { parseScenarioDefaults } from "./scenario";
 import type { MockUpstream, MockUpstreamOptions } from "./types";
@@ -12,20 +21,13 @@ import type { MockUpstream, MockUpstreamOptions } from "./types";
 export type { MockModel, MockPricing, MockProvider } from "./models";
 export type { Scenario, ScenarioInput, UsageShape } from "./scenario";
 export type { MockUpstream, MockUpstreamOptions, ServedRequest } from "./types";
+export type { GenerationRecord } from "./generation-log";
 export { DEFAULT_MODELS, DEFAULT_SUPPORTED_PARAMETERS } from "./models";
 export { BILLING_MODELS } from "./billing-models";
 export { DEFAULT_SCENARIO, parseDirectives } from "./scenario";
 export { completionText, estimatePromptTokens } from "./completion";
 
 const BASE_PATH = "/api/v1";
-const ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
-function randomPrefix(length: number): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(length));
-  let out = "";
-  for (const b of bytes) out += ID_ALPHABET[b % ID_ALPHABET.length];
-  return out;
-}
 
 export function createMockUpstream(options: MockUpstreamOptions = {}): MockUpstream {
   return buildMock(options, false);
@@ -38,11 +40,8 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
   const record = options.recordServed ?? true;
   const limit = options.rateLimitPerMinute ?? 1000;
   const served: MockUpstream["served"] = [];
+  const generations = new GenerationLog(options.generationRecordLimit ?? DEFAULT_GENERATION_RECORD_LIMIT);
 
-  // Ids look like OpenRouter's `gen-<unix seconds>-<20 chars>`: a random per-instance
-  // prefix and a counter keep them unique without a random draw per request.
-  const prefix = randomPrefix(14);
-  let counter = 0;
   let window = -1;
   let used = 0;
 
@@ -50,7 +49,7 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
     models,
     defaults,
     now,
-    nextId: (created) => `gen-${created}-${prefix}${(counter++).toString(36).padStart(6, "0")}`,
+    nextId: (created) => generations.nextId(created),
     baseHeaders() {
       // A fixed one-minute window: enough for clients that read these headers.
       const minute = Math.floor(now() / 60_000);
@@ -69,6 +68,8 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
       if (record) served.push(entry);
     },
     overSocket,
+    generations,
+    recordDelayMs: options.generationRecordDelayMs ?? 0,
   };
 
   async function fetch(request: Request): Promise<Response> {
@@ -88,13 +89,17 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
       if (request.method !== "GET" && request.method !== "HEAD") return methodNotAllowed("GET");
       return new Response(modelsListBody(models), { headers: { "content-type": "application/json" } });
     }
+    if (path === "/generation") {
+      if (request.method !== "GET" && request.method !== "HEAD") return methodNotAllowed("GET");
+      return handleGenerationLookup(request, generations, now());
+    }
     return new Response(errorBody(404, `No route for ${request.method} ${path}`), {
       status: 404,
       headers: { "content-type": "application/json" },
     });
   }
 
-  return { fetch, served, models };
+  return { fetch, served, models, generation: (id) => generations.get(id) };
 }
 
 function methodNotAllowed(allow: string): Response {

@@ -28,6 +28,12 @@ export interface MockPricing {
 export interface MockProvider {
   name: string;
   priceMultiplier: number;
+  /**
+   * Aborting a stream stops the generation and its bill (OpenRouter's streaming page:
+   * "Stream Cancellation" lists the providers that support it). Absent or false: the
+   * generation runs to its end and is billed in full, like the providers that do not.
+   */
+  cancellable?: boolean;
 }
 
 export interface MockModel {

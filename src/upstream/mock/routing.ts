@@ -16,12 +16,16 @@ export interface Route {
   multiplier: number;
   /** The candidate id was `…:online` (web search). */
   online: boolean;
+  /** The provider stops billing when a stream is aborted (MockProvider.cancellable). */
+  cancellable: boolean;
+  /** The "-1" router the request named (the generation record's `router`); null when none. */
+  router: string | null;
 }
 
 export type RouteResult = { route: Route } | { status: 404; message: string };
 
 /** A model without `providers` has one, at the listed prices. */
-const IMPLICIT_PROVIDER: MockProvider = { name: "Mock", priceMultiplier: 1 };
+const IMPLICIT_PROVIDER: MockProvider = { name: "Mock", priceMultiplier: 1, cancellable: false };
 
 /** The catalogue model for a candidate id (a `:online` suffix names the same model). */
 export function findModel(models: readonly MockModel[], candidate: string): MockModel | undefined {
@@ -67,12 +71,16 @@ function serve(models: readonly MockModel[], candidate: string, max: MaxPrice | 
       const routed = models.find((m) => m.id === target);
       if (!routed || isVariableRouter(routed)) continue;
       const provider = pickProvider(routed, max);
-      if (provider) return { model: routed, provider: provider.name, multiplier: provider.priceMultiplier, online };
+      if (provider) return routeThrough(routed, provider, online, model.id);
     }
     return null;
   }
   const provider = pickProvider(model, max);
-  return provider ? { model, provider: provider.name, multiplier: provider.priceMultiplier, online } : null;
+  return provider ? routeThrough(model, provider, online, null) : null;
+}
+
+function routeThrough(model: MockModel, provider: MockProvider, online: boolean, router: string | null): Route {
+  return { model, provider: provider.name, multiplier: provider.priceMultiplier, online, cancellable: provider.cancellable === true, router };
 }
 
 /**

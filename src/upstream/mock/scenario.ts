@@ -62,6 +62,12 @@ export interface Scenario {
   failOver: number;
   /** The messages' prompt tokens instead of the estimate: a denser tokenizer (images and results still add theirs). */
   promptTokens: number | null;
+  /** A completion's answer, headers included, comes this many ms after the request (a slow provider). */
+  delayMs: number;
+  /** Whether aborting the stream stops the generation and its bill; null: the serving provider's `cancellable`. */
+  cancellable: boolean | null;
+  /** The generation's record appears this long (mock clock) after the generation ends; null: the mock's `generationRecordDelayMs`. */
+  recordAfterMs: number | null;
 }
 
 export type ScenarioInput = Partial<Scenario>;
@@ -96,6 +102,9 @@ export const DEFAULT_SCENARIO: Readonly<Scenario> = Object.freeze({
   resultTokens: 300,
   failOver: 0,
   promptTokens: null,
+  delayMs: 0,
+  cancellable: null,
+  recordAfterMs: null,
 });
 
 const MAX_BIG_LINE_BYTES = 64 * 1024 * 1024;
@@ -103,7 +112,19 @@ const MAX_BIG_LINE_BYTES = 64 * 1024 * 1024;
 type Setter = (value: string | undefined, into: ScenarioInput) => string | null;
 
 type CountField =
-  "tokens" | "chunks" | "pauseMs" | "keepaliveMs" | "retryAfter" | "after" | "reasoning" | "imageTokens" | "resultTokens" | "failOver" | "promptTokens";
+  | "tokens"
+  | "chunks"
+  | "pauseMs"
+  | "keepaliveMs"
+  | "retryAfter"
+  | "after"
+  | "reasoning"
+  | "imageTokens"
+  | "resultTokens"
+  | "failOver"
+  | "promptTokens"
+  | "delayMs"
+  | "recordAfterMs";
 
 function count(field: CountField): Setter {
   return (value, into) => {
@@ -139,11 +160,18 @@ type FlagField =
   | "multilineData"
   | "badJson";
 
+/** A flag's value: bare or =true/1 is true, =false/0 is false; anything else is null. */
+function flagValue(value: string | undefined): boolean | null {
+  if (value === undefined || value === "1" || value === "true") return true;
+  if (value === "0" || value === "false") return false;
+  return null;
+}
+
 function flag(field: FlagField): Setter {
   return (value, into) => {
-    if (value === undefined || value === "1" || value === "true") into[field] = true;
-    else if (value === "0" || value === "false") into[field] = false;
-    else return "is a flag (bare, or =true/false)";
+    const on = flagValue(value);
+    if (on === null) return "is a flag (bare, or =true/false)";
+    into[field] = on;
     return null;
   };
 }
@@ -188,6 +216,21 @@ const SETTERS: Record<string, Setter> = {
   result_tokens: count("resultTokens"),
   fail_over: count("failOver"),
   prompt_tokens: count("promptTokens"),
+  delay_ms: count("delayMs"),
+  record_after_ms: count("recordAfterMs"),
+  // `cancellable` and `no_cancel` pick the provider's kind for one request (MockProvider.cancellable).
+  cancellable: (value, into) => {
+    const on = flagValue(value);
+    if (on === null) return "is a flag (bare, or =true/false)";
+    into.cancellable = on;
+    return null;
+  },
+  no_cancel: (value, into) => {
+    const on = flagValue(value);
+    if (on === null) return "is a flag (bare, or =true/false)";
+    into.cancellable = !on;
+    return null;
+  },
 };
 
 const DIRECTIVE = /\[\[mock(?:\s+([^\]]*))?\]\]/g;

@@ -17,8 +17,10 @@ export interface StreamPlan {
   /** The provider that served: every chunk's `provider`. */
   provider: string;
   created: number;
-  /** `delta.reasoning` chunks sent before the content (ChatStreamDelta.reasoning); empty for most models. */
+  /** Reasoning produced before the content, in a few pieces; empty for most models. */
   reasoningPieces: ContentPiece[];
+  /** Send the reasoning as `delta.reasoning` chunks (ChatStreamDelta.reasoning); hidden reasoning is produced all the same. */
+  showReasoning: boolean;
   pieces: ContentPiece[];
   finishReason: "stop" | "length";
   /** The usage object, or null when the scenario sends none. */
@@ -26,11 +28,19 @@ export interface StreamPlan {
   scenario: Scenario;
 }
 
+/**
+ * How a stream ended: as planned; with its mid-stream error chunk; cut by the mock
+ * (`reset_mid_stream`); or because the reader went away (body cancelled, request aborted).
+ */
+export type StreamOutcome = "complete" | "error" | "reset" | "aborted";
+
 export interface StreamHooks {
   /** A content chunk carrying `tokens` tokens was handed to the stream. */
   onContent(tokens: number): void;
-  /** Called once: `completed` when the stream ended as planned, `aborted` when the reader went away. */
-  onEnd(completed: boolean, aborted: boolean): void;
+  /** The model produced `tokens` more reasoning tokens (sent or hidden). */
+  onReasoning(tokens: number): void;
+  /** Called once, when the stream ends. */
+  onEnd(outcome: StreamOutcome): void;
   /**
    * Served over a socket: error the stream with `undefined`, which Bun.serve turns into a
    * silent connection cut (any other reason is also printed to stderr). In-process, readers
@@ -49,6 +59,15 @@ function resetError(): Error {
 class StreamReset extends Error {}
 
 type Outcome = "complete" | "failed";
+
+/**
+ * The content piece at which a failing scenario (mid-stream error, stall, reset) strikes:
+ * after `after` pieces, by default half of them; -1 when the scenario does not fail.
+ */
+export function failurePoint(s: Scenario, pieceCount: number): number {
+  const failing = s.midStreamError || s.stallMidStream || s.resetMidStream;
+  return failing ? Math.min(s.after ?? Math.ceil(pieceCount / 2), pieceCount) : -1;
+}
 
 const encoder = new TextEncoder();
 
@@ -116,8 +135,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
     }
   }
 
-  const failing = s.midStreamError || s.stallMidStream || s.resetMidStream;
-  const failAt = failing ? Math.min(s.after ?? Math.ceil(plan.pieces.length / 2), plan.pieces.length) : -1;
+  const failAt = failurePoint(s, plan.pieces.length);
 
   yield* wait(s.pauseMs);
   if (gate.closed) return "failed";
@@ -126,7 +144,9 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
   for (const piece of plan.reasoningPieces) {
     yield* wait(s.pauseMs);
     if (gate.closed) return "failed";
-    yield event(head + choice(`{"content":"","reasoning":${JSON.stringify(piece.text)}}`, "null") + "]}");
+    // Counted as it is produced: an abort bills the reasoning done so far, shown or not.
+    hooks.onReasoning(piece.tokens);
+    if (plan.showReasoning) yield event(head + choice(`{"content":"","reasoning":${JSON.stringify(piece.text)}}`, "null") + "]}");
   }
 
   for (let k = 0; k <= plan.pieces.length; k++) {
@@ -164,18 +184,18 @@ export function sseBody(plan: StreamPlan, signal: AbortSignal, hooks: StreamHook
   let controller!: ReadableStreamDefaultController<Uint8Array>;
   let ended = false;
 
-  const end = (completed: boolean, aborted: boolean) => {
+  const end = (outcome: StreamOutcome) => {
     if (ended) return;
     ended = true;
     gate.close();
     signal.removeEventListener("abort", onAbort);
-    hooks.onEnd(completed, aborted);
+    hooks.onEnd(outcome);
   };
   // The request's signal aborts when the client goes away (Bun.serve) or the in-process
   // caller aborts; like fetch, a read after that fails with the abort reason.
   function onAbort() {
     if (ended) return;
-    end(false, true);
+    end("aborted");
     controller.error(hooks.overSocket ? undefined : signal.reason);
   }
 
@@ -200,7 +220,8 @@ export function sseBody(plan: StreamPlan, signal: AbortSignal, hooks: StreamHook
           const rest = splitter?.flush();
           if (rest) c.enqueue(rest);
           c.close();
-          end(step.value === "complete", false);
+          // The generator returns "failed" before the end only after its mid-stream error chunk.
+          end(step.value === "complete" ? "complete" : "error");
           return;
         }
         const bytes = encoder.encode(step.value);
@@ -212,13 +233,13 @@ export function sseBody(plan: StreamPlan, signal: AbortSignal, hooks: StreamHook
         }
       } catch (err) {
         if (ended) return;
-        end(false, false);
+        end("reset");
         if (!(err instanceof StreamReset)) throw err;
         c.error(hooks.overSocket ? undefined : resetError());
       }
     },
     cancel() {
-      end(false, true);
+      end("aborted");
     },
   });
 }

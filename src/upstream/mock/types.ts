@@ -1,3 +1,4 @@
+import type { GenerationRecord } from "./generation-log";
 import type { MockModel } from "./models";
 import type { Scenario, ScenarioInput } from "./scenario";
 
@@ -16,7 +17,11 @@ export interface ServedRequest {
   maxTokens: number | null;
   /** All prompt tokens: the text's plus those images and web search results add. */
   promptTokens: number;
-  /** Completion tokens the usage reports (or would report): the whole planned completion, reasoning included. */
+  /**
+   * Completion tokens, reasoning included: the whole planned completion (what the usage
+   * reports) until the generation ends, then what it produced (less when a stream was
+   * cancelled or met a mid-stream error).
+   */
   completionTokens: number;
   /** Reasoning tokens inside completionTokens (they are not limited by max_tokens). */
   reasoningTokens: number;
@@ -29,8 +34,11 @@ export interface ServedRequest {
   /** Prompt tokens billed at the cache-write price. */
   cacheWriteTokens: number;
   /**
-   * USD the generation costs, as usage.cost reports it (also when `no_cost` hides it): tokens,
-   * request fee, images, web results, reasoning and cache writes, at the serving provider's prices.
+   * USD the upstream bills for the generation in the end, its record's `total_cost`: tokens,
+   * request fee, images, web results, reasoning and cache writes, at the serving provider's
+   * prices. While it runs, the planned bill (usage.cost, also when `no_cost` hides it); once
+   * it has ended, what was billed: less for a cancelled stream, the tokens waived for an
+   * error (see ./generation.ts). 0 for a request that never became a generation.
    */
   costUsd: number;
   /** The resolved scenario; null when the request failed before it was read. */
@@ -41,6 +49,8 @@ export interface ServedRequest {
   completed: boolean;
   /** The client went away (body cancelled or request aborted) before the end. */
   aborted: boolean;
+  /** The stream was aborted on a cancellable provider: the generation stopped there (its record's `cancelled`). */
+  cancelled: boolean;
   /** Mock clock, ms since the epoch. */
   receivedAt: number;
   /** Request headers as received, lower-case names. */
@@ -60,6 +70,13 @@ export interface MockUpstreamOptions {
   recordServed?: boolean;
   /** Requests per minute announced in the x-ratelimit-* headers (default 1000). */
   rateLimitPerMinute?: number;
+  /**
+   * How long after a generation ends its record appears at GET /generation (404 until
+   * then), on the `now` clock; default 0. The `record_after_ms` directive sets it per request.
+   */
+  generationRecordDelayMs?: number;
+  /** Records kept for GET /generation: those of the latest N generation ids (default 10,000; 0 keeps none). */
+  generationRecordLimit?: number;
 }
 
 export interface MockUpstream {
@@ -67,4 +84,6 @@ export interface MockUpstream {
   fetch(request: Request): Promise<Response>;
   served: ServedRequest[];
   models: MockModel[];
+  /** A generation's record whether or not it has appeared yet; undefined when there is none (yet). */
+  generation(id: string): GenerationRecord | undefined;
 }
