@@ -7,6 +7,7 @@ import { ApiError } from "../errors";
 import { nanoToUsd, parsePeriod, periodAt } from "../money";
 import type { UsageRow } from "../store/usage-ledger";
 import { AppUserId, errorResponses } from "./models";
+import { UsageSourceView } from "../services/operator/views";
 
 const UsageRowModel = t.Object({
   requestId: t.String({ description: "Equals the x-request-id of the chat call." }),
@@ -15,7 +16,7 @@ const UsageRowModel = t.Object({
   promptTokens: Type.Integer(),
   completionTokens: Type.Integer(),
   costUsd: t.Number(),
-  source: t.Union([t.Literal("upstream"), t.Literal("computed"), t.Literal("estimated")]),
+  source: UsageSourceView,
   status: t.String(),
   streamed: t.Boolean(),
   startedAt: t.String({ format: "date-time" }),

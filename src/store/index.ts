@@ -6,6 +6,7 @@ import type { UsageLedgerRepository } from "./usage-ledger";
 import type { GrantRepository } from "./grants";
 import type { IdempotencyKeyRepository } from "./idempotency-keys";
 import type { WebhookRepository } from "./webhooks";
+import type { CallJournalRepository, InstanceLeaseRepository } from "./call-journal";
 import type { SecretBox } from "../secrets/secret-box";
 
 export type StoreEngine = "sqlite" | "postgres";
@@ -26,6 +27,9 @@ export interface Store {
   readonly grants: GrantRepository;
   readonly idempotencyKeys: IdempotencyKeyRepository;
   readonly webhooks: WebhookRepository;
+  /** Calls that may have reached the upstream and are not settled yet (src/store/call-journal.ts). */
+  readonly callJournal: CallJournalRepository;
+  readonly instances: InstanceLeaseRepository;
   /** Seals the secrets this store keeps (webhook signing secrets, a generated JWT secret): src/secrets/. */
   readonly secrets: SecretBox;
   /** One round trip to the database; throws when it is unreachable. */

@@ -1,4 +1,10 @@
-export type UsageSource = "upstream" | "computed" | "estimated";
+/**
+ * How a row's cost was found: the upstream's `usage.cost` ("upstream"), its token counts at
+ * our prices ("computed"), the upstream's record of the generation ("generation"), or the
+ * reservation charged whole when no record could say ("reservation"). "estimated" is kept
+ * for rows written before calls were reconciled.
+ */
+export type UsageSource = "upstream" | "computed" | "generation" | "reservation" | "estimated";
 
 /** One metered request, as written to the ledger. Amounts in nano-dollars. */
 export interface UsageRow {

@@ -97,7 +97,7 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
       overrunUsd: "number",
     });
     expect(row).toEqual(schemaShape(schema.properties.data.items));
-    const source: UsageRow["source"][] = ["upstream", "computed", "estimated"];
+    const source: UsageRow["source"][] = ["upstream", "computed", "generation", "reservation", "estimated"];
     expect(schema.properties.data.items.properties.source.enum).toEqual(source);
   });
 

@@ -45,6 +45,8 @@ const store: Store = {
   grants: failing(real.grants, "grants"),
   idempotencyKeys: failing(real.idempotencyKeys, "idempotencyKeys"),
   webhooks: failing(real.webhooks, "webhooks"),
+  callJournal: failing(real.callJournal, "callJournal"),
+  instances: real.instances,
   ping: () => real.ping(),
   close: () => real.close(),
 };

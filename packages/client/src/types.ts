@@ -42,8 +42,12 @@ export interface UsageRow {
   promptTokens: number;
   completionTokens: number;
   costUsd: number;
-  /** `upstream`: the upstream's `usage.cost`; `computed`: tokens × price; `estimated`: the usage never came. */
-  source: "upstream" | "computed" | "estimated";
+  /**
+   * How the cost was found: the answer's usage (`upstream`, `computed`), the upstream's record
+   * of the generation when the proxy did not see the usage (`generation`), or the whole
+   * reservation when nothing could say (`reservation`); `estimated` on older rows.
+   */
+  source: "upstream" | "computed" | "generation" | "reservation" | "estimated";
   /** `ok`, or what went wrong (e.g. `upstream_500`). */
   status: string;
   streamed: boolean;

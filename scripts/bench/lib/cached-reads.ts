@@ -38,6 +38,8 @@ export function withCachedReads(real: Store): Store {
     grants: real.grants,
     idempotencyKeys: real.idempotencyKeys,
     webhooks: real.webhooks,
+    callJournal: real.callJournal,
+    instances: real.instances,
     secrets: real.secrets,
     ping: () => real.ping(),
     close: () => real.close(),

@@ -6,6 +6,15 @@
  */
 import { Type as t, type Static, type TSchema } from "@sinclair/typebox";
 
+/** How a ledger row's cost was found (src/store/usage-ledger.ts UsageSource); shared by /usage and the operator's export. */
+export const UsageSourceView = t.Union(
+  [t.Literal("upstream"), t.Literal("computed"), t.Literal("generation"), t.Literal("reservation"), t.Literal("estimated")],
+  {
+    description:
+      "How the cost was found: `upstream` (the answer's usage.cost), `computed` (its token counts at the listed prices), `generation` (the upstream's record of the generation, for a call whose usage the proxy did not see: the client left, a timeout, a cut stream, an instance that died), `reservation` (the reservation charged whole: no record could say), `estimated` (rows from before calls were reconciled).",
+  },
+);
+
 const Time = t.String({ format: "date-time" });
 const TimeOrNull = t.Union([Time, t.Null()]);
 const Usd = t.Number({ description: "US dollars." });
@@ -99,7 +108,7 @@ export const UsageExportRowView = t.Object({
   promptTokens: t.Integer(),
   completionTokens: t.Integer(),
   costUsd: Usd,
-  source: t.Union([t.Literal("upstream"), t.Literal("computed"), t.Literal("estimated")]),
+  source: UsageSourceView,
   status: t.String(),
   streamed: t.Boolean(),
   reservedUsd: t.Union([Usd, t.Null()]),

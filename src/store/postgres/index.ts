@@ -10,6 +10,7 @@ import { PostgresUsageLedgerRepository } from "./usage-ledger";
 import { PostgresGrantRepository } from "./grants";
 import { PostgresIdempotencyKeyRepository } from "./idempotency-keys";
 import { PostgresWebhookRepository } from "./webhooks";
+import { PostgresCallJournalRepository, PostgresInstanceLeaseRepository } from "./call-journal";
 import { processSecretBox } from "../../secrets/secret-box";
 
 /** The Postgres store also hands out its pool, for the budget ledger, rate limiter and change feed built on it. */
@@ -40,6 +41,8 @@ export async function openPostgresStore(url: string, options: OpenStoreOptions =
     grants: new PostgresGrantRepository(database),
     idempotencyKeys: new PostgresIdempotencyKeyRepository(database),
     webhooks: new PostgresWebhookRepository(database, secrets),
+    callJournal: new PostgresCallJournalRepository(database),
+    instances: new PostgresInstanceLeaseRepository(database),
     secrets,
     ping: async () => {
       await database.run((sql) => sql`SELECT 1`);

@@ -4,6 +4,7 @@ import { BUDGETS_BATCH_SQL } from "./budgets-batch-sql";
 import { RATE_LIMITS_BATCH_SQL } from "./rate-limits-batch-sql";
 import { RATE_LIMITS_SQL } from "./rate-limits-sql";
 import { RESERVE_LIMITED_BATCH_SQL } from "./reserve-limited-batch-sql";
+import { CALL_JOURNAL_SQL } from "./call-journal-sql";
 
 /**
  * PostgreSQL migrations: numbered and append-only like the SQLite ones (../sqlite/migrations.ts),
@@ -221,6 +222,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     version: 10,
     name: "each endpoint's due webhook deliveries in order, for claims bounded per endpoint",
     sql: "CREATE INDEX webhook_deliveries_due_by_endpoint ON webhook_deliveries(endpoint_id, next_attempt_at) WHERE state = 'pending'",
+  },
+  {
+    version: 11,
+    name: "the journal of calls that may have reached the upstream; settles end their entry, and a dead instance's journaled reservations stay held",
+    sql: CALL_JOURNAL_SQL,
   },
 ];
 

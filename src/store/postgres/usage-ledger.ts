@@ -167,6 +167,9 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
           SELECT i.request_id, i.account, i.cost_nano, f.cap AS frozen FROM inserted i LEFT JOIN frozen f USING (request_id)
           UNION ALL
           SELECT i.request_id, s.grant_day, i.cost_nano, NULL FROM inserted i JOIN src s USING (request_id) WHERE s.grant_day IS NOT NULL
+        ), closed AS (
+          -- A call whose row is written is no longer in flight (src/store/call-journal.ts).
+          DELETE FROM call_journal WHERE request_id IN (SELECT request_id FROM src)
         ), per_account AS (
           SELECT account, sum(cost_nano) AS spent, count(*) AS n, max(frozen) AS frozen FROM charged GROUP BY account
         ), totals AS (

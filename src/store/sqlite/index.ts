@@ -9,6 +9,7 @@ import { SqliteUsageLedgerRepository } from "./usage-ledger";
 import { SqliteGrantRepository } from "./grants";
 import { SqliteIdempotencyKeyRepository } from "./idempotency-keys";
 import { SqliteWebhookRepository } from "./webhooks";
+import { SqliteCallJournalRepository, SqliteInstanceLeaseRepository } from "./call-journal";
 import { processSecretBox, type SecretBox } from "../../secrets/secret-box";
 
 /** The SQLite store also hands out its database handle, for tests and benchmarks that read it directly. */
@@ -35,6 +36,8 @@ export function openSqliteStore(path: string, secrets: SecretBox = processSecret
     grants: new SqliteGrantRepository(db),
     idempotencyKeys: new SqliteIdempotencyKeyRepository(db),
     webhooks: new SqliteWebhookRepository(db, secrets),
+    callJournal: new SqliteCallJournalRepository(db),
+    instances: new SqliteInstanceLeaseRepository(db),
     secrets,
     ping: async () => {
       db.query("SELECT 1").get();

@@ -211,6 +211,65 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX webhook_deliveries_due_by_endpoint ON webhook_deliveries(endpoint_id, next_attempt_at) WHERE state = 'pending';
     `,
   },
+  {
+    version: 9,
+    name: "the journal of calls that may have reached the upstream, and the leases of the processes that own them",
+    sql: `
+      CREATE TABLE call_journal (
+        request_id           TEXT PRIMARY KEY,
+        owner                TEXT NOT NULL,
+        account              TEXT NOT NULL,
+        ceiling_reservation  TEXT,
+        app_id               TEXT NOT NULL,
+        app_user_id          TEXT,
+        grant_id             TEXT,
+        period               TEXT NOT NULL,
+        model                TEXT NOT NULL,
+        streamed             INTEGER NOT NULL,
+        started_at           INTEGER NOT NULL,
+        reserved_nano        INTEGER NOT NULL,
+        cap_nano             INTEGER NOT NULL,
+        generation_id        TEXT,
+        reconcile_reason     TEXT,
+        attempts             INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at      INTEGER
+      );
+      CREATE INDEX call_journal_due ON call_journal(next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+      CREATE INDEX call_journal_by_owner ON call_journal(owner);
+      CREATE INDEX call_journal_by_ceiling ON call_journal(ceiling_reservation) WHERE ceiling_reservation IS NOT NULL;
+      CREATE TABLE proxy_instances (id TEXT PRIMARY KEY, lease_until INTEGER NOT NULL);
+      -- Rows settled from the upstream's record of a generation, or at their reservation
+      -- (src/store/usage-ledger.ts UsageSource). SQLite cannot widen a CHECK in place: the
+      -- table is rebuilt with the same columns, in the same order, and its indexes.
+      CREATE TABLE usage_ledger_next (
+        request_id        TEXT PRIMARY KEY,
+        account           TEXT NOT NULL,
+        app_id            TEXT NOT NULL,
+        app_user_id       TEXT,
+        grant_id          TEXT,
+        period            TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        generation_id     TEXT,
+        prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_nano         INTEGER NOT NULL,
+        source            TEXT NOT NULL CHECK (source IN ('upstream', 'computed', 'generation', 'reservation', 'estimated')),
+        status            TEXT NOT NULL,
+        streamed          INTEGER NOT NULL DEFAULT 0,
+        started_at        INTEGER NOT NULL,
+        finished_at       INTEGER NOT NULL,
+        reserved_nano     INTEGER,
+        overrun_nano      INTEGER NOT NULL DEFAULT 0
+      );
+      INSERT INTO usage_ledger_next SELECT request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
+        completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano FROM usage_ledger;
+      DROP TABLE usage_ledger;
+      ALTER TABLE usage_ledger_next RENAME TO usage_ledger;
+      CREATE INDEX usage_ledger_by_user ON usage_ledger(app_id, app_user_id, period, started_at);
+      CREATE INDEX usage_ledger_by_grant ON usage_ledger(grant_id) WHERE grant_id IS NOT NULL;
+      CREATE INDEX usage_ledger_overruns ON usage_ledger(account) WHERE overrun_nano > 0;
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {

@@ -91,6 +91,7 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
   /** INSERT statements by their number of rows (1 to ROWS_PER_INSERT), prepared once each. */
   private readonly inserts = new Map<number, ReturnType<Database["query"]>>();
   private readonly addToTotals;
+  private readonly closeJournal;
   private readonly writeBatch;
 
   constructor(private readonly db: Database) {
@@ -100,6 +101,7 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
        ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + ?2, request_count = request_count + ?4,
          frozen_cap_nano = CASE WHEN ?3 IS NULL THEN frozen_cap_nano ELSE MAX(COALESCE(frozen_cap_nano, 0), ?3) END`,
     );
+    this.closeJournal = db.query("DELETE FROM call_journal WHERE request_id = ?");
     // One transaction per batch. A row already present (a replay) is ignored, and RETURNING
     // names only the rows really inserted, so only those are added to the totals.
     this.writeBatch = db.transaction((rows: UsageRow[]) => {
@@ -128,6 +130,8 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
         if (r.grantId !== null) add(grantDayAccount(r.appId, r.startedAt), r, null);
       }
       for (const [account, delta] of deltas) this.addToTotals.run(account, delta.spentNano, delta.frozenCapNano, delta.requests);
+      // A call whose row is written is no longer in flight (src/store/call-journal.ts).
+      for (const r of rows) this.closeJournal.run(r.requestId);
       return count;
     });
   }
@@ -137,7 +141,9 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
     let statement = this.inserts.get(rows);
     if (!statement) {
       statement = this.db.query(
-        `INSERT OR IGNORE INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${Array.from({ length: rows }, () => PLACEHOLDERS).join(", ")} RETURNING request_id`,
+        // ON CONFLICT, not OR IGNORE: only a replay (the same request id) is skipped; OR IGNORE
+        // would also drop a row that breaks a CHECK, without a word.
+        `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${Array.from({ length: rows }, () => PLACEHOLDERS).join(", ")} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
       );
       this.inserts.set(rows, statement);
     }

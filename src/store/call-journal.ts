@@ -1,0 +1,76 @@
+/**
+ * The journal of calls that may have reached the upstream (ARCHITECTURE.md §3 "The hard
+ * cap": a call that reached the upstream is never released unpaid). An entry is written
+ * before the call goes upstream, carries the generation id once it is known (before the
+ * first byte is relayed), and goes when the call's ledger row is written (in the same
+ * transaction). An entry left behind is a call whose usage this process did not see: the
+ * client left and the upstream never finished, a timeout, a cut stream, or the process died.
+ * The reconciler (src/metering/reconciler.ts) settles each from the upstream's own record of
+ * the generation, or at its reservation when there is none, exactly once.
+ */
+
+/** What a ledger row needs that the reservation knew: enough to write the row without the process that ran the call. */
+export interface JournalEntry {
+  requestId: string;
+  /** The process running the call, or reconciling it now (its id in the instance leases). */
+  owner: string;
+  account: string;
+  /** A grant call's second reservation, on its app's day (src/services/chat-reservation.ts); null otherwise. */
+  ceilingReservationId: string | null;
+  appId: string;
+  appUserId: string | null;
+  grantId: string | null;
+  period: string;
+  model: string;
+  streamed: boolean;
+  startedAt: number;
+  /** What the call holds against its budget: what it is charged when the upstream keeps no record of it. */
+  reservedNano: number;
+  /** The cap it was reserved under (an overrun freezes the account there). */
+  capNano: number;
+  generationId: string | null;
+  /** Null while the call runs; else why its cost must come from the upstream's record (the row's status). */
+  reconcileReason: string | null;
+  /** Lookups of the upstream's record made so far. */
+  attempts: number;
+}
+
+export interface CallJournalRepository {
+  /** Records calls about to go upstream (one transaction for the batch). */
+  open(entries: JournalEntry[]): Promise<void>;
+  /** The upstream's generation ids of running calls (one transaction for the batch). */
+  identify(ids: Array<{ requestId: string; generationId: string }>): Promise<void>;
+  /** Hands a call to the reconciler: its usage was not seen; look from `at` on. */
+  toReconcile(requestId: string, reason: string, generationId: string | null, at: number): Promise<void>;
+  /**
+   * Takes up to `limit` entries that are due: this owner's handed over with their time
+   * come, and any whose owner's lease has lapsed (its process died; the call's reason
+   * becomes `orphanReason` unless it had one). Each is given to `owner` until `now +
+   * leaseMs`, so two reconcilers never work on one entry at once.
+   */
+  claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<JournalEntry[]>;
+  /** A lookup found nothing yet: try again at `at`. */
+  retryLater(requestId: string, owner: string, attempts: number, at: number): Promise<void>;
+  /** Entries of this owner still open (running or waiting), e.g. to hold their reservations again after a restart. */
+  ownedBy(owner: string): Promise<JournalEntry[]>;
+  /** Every entry whose owner is not `owner` (a process that held the store before this one), for the same purpose. */
+  notOwnedBy(owner: string): Promise<JournalEntry[]>;
+  find(requestId: string): Promise<JournalEntry | null>;
+  /** Which of these reservation ids belong to a journaled call (as its request or as its grant-day reservation). */
+  journaled(reservationIds: string[]): Promise<Set<string>>;
+  /** Drops entries whose calls are settled some other way (the row is already written). */
+  close(requestIds: string[]): Promise<void>;
+  /** How many entries wait for the reconciler, and how many calls run (for /metrics). */
+  counts(): Promise<{ running: number; reconciling: number }>;
+}
+
+/**
+ * The liveness of the processes that own journal entries (and, on PostgreSQL, budget
+ * reservations): each renews its lease; an entry whose owner's lease lapsed is an orphan.
+ * Leases are kept in the database's own time on PostgreSQL (one clock for every instance)
+ * and in this machine's wall time on SQLite (one machine).
+ */
+export interface InstanceLeaseRepository {
+  renew(id: string, leaseMs: number): Promise<void>;
+  drop(id: string): Promise<void>;
+}

@@ -1,0 +1,162 @@
+import type { CallJournalRepository, InstanceLeaseRepository, JournalEntry } from "../call-journal";
+import { CallBatcher } from "./call-batcher";
+import { num, type PostgresDatabase } from "./database";
+
+type Row = Record<string, unknown>;
+
+const toEntry = (r: Row): JournalEntry => ({
+  requestId: String(r.request_id),
+  owner: String(r.owner),
+  account: String(r.account),
+  ceilingReservationId: (r.ceiling_reservation as string | null) ?? null,
+  appId: String(r.app_id),
+  appUserId: (r.app_user_id as string | null) ?? null,
+  grantId: (r.grant_id as string | null) ?? null,
+  period: String(r.period),
+  model: String(r.model),
+  streamed: r.streamed === true,
+  startedAt: num(r.started_at),
+  reservedNano: num(r.reserved_nano),
+  capNano: num(r.cap_nano),
+  generationId: (r.generation_id as string | null) ?? null,
+  reconcileReason: (r.reconcile_reason as string | null) ?? null,
+  attempts: num(r.attempts),
+});
+
+const toRecord = (e: JournalEntry) => ({
+  request_id: e.requestId,
+  owner: e.owner,
+  account: e.account,
+  ceiling_reservation: e.ceilingReservationId,
+  app_id: e.appId,
+  app_user_id: e.appUserId,
+  grant_id: e.grantId,
+  period: e.period,
+  model: e.model,
+  streamed: e.streamed,
+  started_at: e.startedAt,
+  reserved_nano: e.reservedNano,
+  cap_nano: e.capNano,
+  generation_id: e.generationId,
+  reconcile_reason: e.reconcileReason,
+  attempts: e.attempts,
+  next_attempt_at: null,
+});
+
+/**
+ * The journal on PostgreSQL. Opens that arrive while the previous batch is under way go
+ * together in the next (CallBatcher, as the budget ledger's reserves do): a call about to go
+ * upstream waits for one round trip, whatever the load.
+ */
+export class PostgresCallJournalRepository implements CallJournalRepository {
+  private readonly opens = new CallBatcher<JournalEntry, void>(async (entries) => {
+    await this.db.run((sql) => sql`SELECT call_journal_open(${JSON.stringify(entries.map(toRecord))}::text::jsonb)`);
+    return new Array<void>(entries.length).fill(undefined);
+  }, 256);
+
+  constructor(private readonly db: PostgresDatabase) {}
+
+  async open(entries: JournalEntry[]): Promise<void> {
+    await Promise.all(entries.map((e) => this.opens.call(e)));
+  }
+
+  async identify(ids: Array<{ requestId: string; generationId: string }>): Promise<void> {
+    if (ids.length === 0) return;
+    await this.db.run((sql) => {
+      const requests = sql.array(
+        ids.map((i) => i.requestId),
+        "TEXT" as never,
+      );
+      const generations = sql.array(
+        ids.map((i) => i.generationId),
+        "TEXT" as never,
+      );
+      return sql`UPDATE call_journal j SET generation_id = g.generation_id
+        FROM unnest(${requests}::text[], ${generations}::text[]) AS g(request_id, generation_id) WHERE j.request_id = g.request_id`;
+    });
+  }
+
+  async toReconcile(requestId: string, reason: string, generationId: string | null, at: number): Promise<void> {
+    await this.db.run(
+      (sql) => sql`UPDATE call_journal SET reconcile_reason = ${reason}, generation_id = COALESCE(${generationId}, generation_id), next_attempt_at = ${at}
+        WHERE request_id = ${requestId}`,
+    );
+  }
+
+  /** SKIP LOCKED: reconcilers of several instances share the due entries instead of queueing on them. */
+  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<JournalEntry[]> {
+    const rows: Row[] = await this.db.run(
+      (sql) => sql`
+        UPDATE call_journal j SET owner = ${owner}, next_attempt_at = ${now + leaseMs}, reconcile_reason = COALESCE(j.reconcile_reason, ${orphanReason})
+        WHERE j.request_id IN (
+          SELECT c.request_id FROM call_journal c
+          WHERE (c.owner = ${owner} AND c.next_attempt_at <= ${now})
+             OR (c.owner <> ${owner} AND NOT EXISTS (SELECT 1 FROM proxy_instances i WHERE i.id = c.owner AND i.lease_until >= clock_timestamp()))
+          ORDER BY COALESCE(c.next_attempt_at, 0), c.request_id
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED)
+        RETURNING j.*`,
+    );
+    return rows.map(toEntry);
+  }
+
+  async retryLater(requestId: string, owner: string, attempts: number, at: number): Promise<void> {
+    await this.db.run(
+      (sql) => sql`UPDATE call_journal SET attempts = ${attempts}, next_attempt_at = ${at} WHERE request_id = ${requestId} AND owner = ${owner}`,
+    );
+  }
+
+  async ownedBy(owner: string): Promise<JournalEntry[]> {
+    const rows: Row[] = await this.db.run((sql) => sql`SELECT * FROM call_journal WHERE owner = ${owner} ORDER BY request_id`);
+    return rows.map(toEntry);
+  }
+
+  async notOwnedBy(owner: string): Promise<JournalEntry[]> {
+    const rows: Row[] = await this.db.run((sql) => sql`SELECT * FROM call_journal WHERE owner <> ${owner} ORDER BY request_id`);
+    return rows.map(toEntry);
+  }
+
+  async find(requestId: string): Promise<JournalEntry | null> {
+    const [row] = await this.db.run((sql) => sql`SELECT * FROM call_journal WHERE request_id = ${requestId}`);
+    return row ? toEntry(row) : null;
+  }
+
+  async journaled(reservationIds: string[]): Promise<Set<string>> {
+    if (reservationIds.length === 0) return new Set();
+    const rows: Row[] = await this.db.run((sql) => {
+      const ids = sql.array(reservationIds, "TEXT" as never);
+      return sql`SELECT request_id AS id FROM call_journal WHERE request_id = ANY(${ids}::text[])
+        UNION SELECT ceiling_reservation FROM call_journal WHERE ceiling_reservation = ANY(${ids}::text[])`;
+    });
+    return new Set(rows.map((r) => String(r.id)));
+  }
+
+  async close(requestIds: string[]): Promise<void> {
+    if (requestIds.length === 0) return;
+    await this.db.run((sql) => sql`DELETE FROM call_journal WHERE request_id = ANY(${sql.array(requestIds, "TEXT" as never)}::text[])`);
+  }
+
+  async counts(): Promise<{ running: number; reconciling: number }> {
+    const [row] = await this.db.run(
+      (sql) =>
+        sql`SELECT count(*) FILTER (WHERE reconcile_reason IS NULL) AS running, count(*) FILTER (WHERE reconcile_reason IS NOT NULL) AS reconciling FROM call_journal`,
+    );
+    return { running: num(row.running), reconciling: num(row.reconciling) };
+  }
+}
+
+/** The same table the budget ledger's leases were in (proxy_instances, migration 3), in the database's own time. */
+export class PostgresInstanceLeaseRepository implements InstanceLeaseRepository {
+  constructor(private readonly db: PostgresDatabase) {}
+
+  async renew(id: string, leaseMs: number): Promise<void> {
+    await this.db.run(
+      (sql) => sql`INSERT INTO proxy_instances (id, lease_until) VALUES (${id}, clock_timestamp() + ${`${leaseMs} milliseconds`}::interval)
+        ON CONFLICT (id) DO UPDATE SET lease_until = EXCLUDED.lease_until`,
+    );
+  }
+
+  async drop(id: string): Promise<void> {
+    await this.db.run((sql) => sql`DELETE FROM proxy_instances WHERE id = ${id}`);
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The call journal (src/store/call-journal.ts) on both engines: entries open, learn their
+ * generation id, are handed to the reconciler, are claimed once (by their owner when due,
+ * by anyone once their owner's lease lapsed), and end with their ledger row.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Store } from "../../src/store";
+import { openSqliteStore } from "../../src/store/sqlite";
+import { openPostgresStore } from "../../src/store/postgres";
+import type { JournalEntry } from "../../src/store/call-journal";
+import type { UsageRow } from "../../src/store/usage-ledger";
+import { startPostgres, type TestPostgres } from "../helpers/postgres";
+
+let pg: TestPostgres;
+beforeAll(async () => {
+  pg = await startPostgres();
+});
+afterAll(async () => {
+  await pg?.destroy();
+});
+
+const engines: Array<[string, () => Promise<Store>]> = [
+  ["sqlite", async () => openSqliteStore(":memory:")],
+  ["postgres", async () => openPostgresStore(await pg.createDatabase(), { poolSize: 4 })],
+];
+
+const entry = (requestId: string, owner: string, over: Partial<JournalEntry> = {}): JournalEntry => ({
+  requestId,
+  owner,
+  account: "u/app1/2026-01/alice",
+  ceilingReservationId: null,
+  appId: "app1",
+  appUserId: "alice",
+  grantId: null,
+  period: "2026-01",
+  model: "openai/gpt-4o-mini",
+  streamed: true,
+  startedAt: 1_000,
+  reservedNano: 9_000,
+  capNano: 1_000_000,
+  generationId: null,
+  reconcileReason: null,
+  attempts: 0,
+  ...over,
+});
+
+const rowOf = (requestId: string): UsageRow => ({
+  requestId,
+  account: "u/app1/2026-01/alice",
+  appId: "app1",
+  appUserId: "alice",
+  grantId: null,
+  period: "2026-01",
+  model: "openai/gpt-4o-mini",
+  generationId: "gen-1",
+  promptTokens: 1,
+  completionTokens: 1,
+  costNano: 100,
+  source: "generation",
+  status: "client_disconnected",
+  streamed: true,
+  startedAt: 1_000,
+  finishedAt: 2_000,
+});
+
+describe.each(engines)("call journal on %s", (_name, open) => {
+  async function withStore(work: (store: Store) => Promise<void>): Promise<void> {
+    const store = await open();
+    try {
+      await work(store);
+    } finally {
+      await store.close();
+    }
+  }
+
+  test("an entry opens, learns its generation id, is handed over, and is claimed by its owner once due", () =>
+    withStore(async (store) => {
+      const journal = store.callJournal;
+      await store.instances.renew("me", 60_000);
+      await journal.open([entry("r1", "me"), entry("r2", "me")]);
+      await journal.identify([
+        { requestId: "r1", generationId: "gen-r1" },
+        { requestId: "r2", generationId: "gen-r2" },
+      ]);
+      expect(await journal.find("r1")).toEqual(entry("r1", "me", { generationId: "gen-r1" }));
+      expect((await journal.find("r2"))!.generationId).toBe("gen-r2");
+      // Running calls are nobody's to reconcile.
+      expect(await journal.claimDue("me", 5_000, 10, 60_000, "instance_died")).toEqual([]);
+      await journal.toReconcile("r1", "client_disconnected", null, 5_000);
+      expect(await journal.claimDue("me", 4_999, 10, 60_000, "instance_died")).toEqual([]);
+      const claimed = await journal.claimDue("me", 5_000, 10, 60_000, "instance_died");
+      expect(claimed).toEqual([entry("r1", "me", { generationId: "gen-r1", reconcileReason: "client_disconnected" })]);
+      // Claimed: not again until the claim's lease passes, or a later time is set.
+      expect(await journal.claimDue("me", 6_000, 10, 60_000, "instance_died")).toEqual([]);
+      await journal.retryLater("r1", "me", 1, 7_000);
+      expect((await journal.claimDue("me", 7_000, 10, 60_000, "instance_died")).map((e) => [e.requestId, e.attempts])).toEqual([["r1", 1]]);
+      expect(await journal.counts()).toEqual({ running: 1, reconciling: 1 });
+    }));
+
+  test("the entries of an owner whose lease lapsed are anyone's: taken over once, with their reason", () =>
+    withStore(async (store) => {
+      const journal = store.callJournal;
+      await store.instances.renew("alive", 60_000);
+      await store.instances.renew("dead", 60_000);
+      await journal.open([entry("a1", "alive"), entry("d1", "dead", { generationId: "gen-d1" }), entry("d2", "dead", { reconcileReason: "upstream_stalled" })]);
+      await store.instances.renew("other", 60_000);
+      expect(await journal.claimDue("other", 1_000, 10, 60_000, "instance_died")).toEqual([]);
+
+      await store.instances.drop("dead");
+      const taken = await journal.claimDue("other", 1_000, 10, 60_000, "instance_died");
+      expect(taken.map((e) => [e.requestId, e.owner, e.reconcileReason]).sort()).toEqual([
+        ["d1", "other", "instance_died"],
+        ["d2", "other", "upstream_stalled"],
+      ]);
+      // Now "other"'s, under its claim: a third process takes nothing.
+      await store.instances.renew("third", 60_000);
+      expect(await journal.claimDue("third", 1_000, 10, 60_000, "instance_died")).toEqual([]);
+      expect((await journal.notOwnedBy("other")).map((e) => e.requestId)).toEqual(["a1"]);
+      expect((await journal.ownedBy("other")).map((e) => e.requestId).sort()).toEqual(["d1", "d2"]);
+    }));
+
+  test("a call's ledger row ends its entry; reservation ids are known as journaled by request or by grant day", () =>
+    withStore(async (store) => {
+      const journal = store.callJournal;
+      await journal.open([entry("r1", "me", { ceilingReservationId: "r1/grant-day" }), entry("r2", "me")]);
+      expect(await journal.journaled(["r1", "r1/grant-day", "r2", "r9"])).toEqual(new Set(["r1", "r1/grant-day", "r2"]));
+      expect(await store.usageLedger.insertBatch([rowOf("r1")])).toBe(1);
+      expect(await journal.find("r1")).toBeNull();
+      expect(await journal.journaled(["r1", "r1/grant-day", "r2"])).toEqual(new Set(["r2"]));
+      await journal.close(["r2"]);
+      expect(await journal.counts()).toEqual({ running: 0, reconciling: 0 });
+      // Opening the same call twice keeps the first entry.
+      await journal.open([entry("r3", "me", { reservedNano: 1 })]);
+      await journal.open([entry("r3", "me", { reservedNano: 2 })]);
+      expect((await journal.find("r3"))!.reservedNano).toBe(1);
+    }));
+});
