@@ -22,6 +22,8 @@ import { ApproveConsentRequest, consentRoutes } from "./routes/grant-consent";
 import { connectRoutes } from "./routes/connect";
 import { ConsentService } from "./services/grant-consent";
 import { Meter } from "./metering/meter";
+import { InFlightCalls } from "./metering/in-flight-calls";
+import { Reconciler } from "./metering/reconciler";
 import { OverrunMonitor } from "./metering/overrun-monitor";
 import { modelCatalogueRoutes } from "./routes/model-catalogue";
 import { accessLog } from "./http/access-log";
@@ -70,7 +72,8 @@ export function createApp(deps: Deps) {
   const auth = guardsPlugin(deps);
   const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger), deps.budgetWatcher);
   const connections = new ConnectionService(deps, meter);
-  const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter);
+  const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter, new InFlightCalls(deps.store.callJournal, deps.instanceId, deps.clock));
+  const reconciler = new Reconciler(deps.store.callJournal, deps.budget, meter, deps.upstream, deps.clock, deps.logger, deps.instanceId, deps.config.reconcile);
   const grants = new GrantService(deps, meter);
   const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);
   const operator = new OperatorService(deps.store, deps.clock, undefined, { allowPrivateWebhookAddresses: deps.config.webhooks.allowPrivateAddresses });
@@ -86,7 +89,7 @@ export function createApp(deps: Deps) {
     .use(modelCatalogueRoutes(deps, auth))
     .use(adminRoutes(deps, operator, auth, meter));
 
-  const metrics = createMetrics(deps, chat);
+  const metrics = createMetrics(deps, chat, reconciler);
   const bodyShapes = new BodyShapes();
   const app = new Elysia()
     .use(accessLog(deps.logger, metrics ?? undefined))
@@ -98,7 +101,8 @@ export function createApp(deps: Deps) {
     .use(healthRoutes(deps, chat, meter.overruns))
     .use(metricsRoute(metrics, deps.config.metricsToken))
     .use(api)
-    .decorate("chat", chat);
+    .decorate("chat", chat)
+    .decorate("reconciler", reconciler);
   bodyShapes.learn(app.routes);
   return app;
 }

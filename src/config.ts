@@ -48,8 +48,12 @@ export const ConfigSchema = t.Object({
   PRICING_REFRESH_SECONDS: t.Optional(t.Integer({ minimum: 10 })),
   UPSTREAM_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100 })),
   USAGE_FLUSH_MS: t.Optional(t.Integer({ minimum: 1, maximum: 10_000 })),
-  /** After a client disconnects mid-stream, how long to keep reading for the usage. */
+  /** After a client disconnects mid-stream (or a call timed out), how long to keep reading the upstream for the usage. */
   DISCONNECT_DRAIN_MS: t.Optional(t.Integer({ minimum: 0 })),
+  /** How often the call journal is looked at for calls to reconcile with the upstream's records. */
+  RECONCILE_POLL_MS: t.Optional(t.Integer({ minimum: 10, maximum: 60_000 })),
+  /** How long the upstream's record of a generation is waited for; then the call is charged its reservation. */
+  RECONCILE_GIVE_UP_SECONDS: t.Optional(t.Integer({ minimum: 0, maximum: 7 * 86_400 })),
   /** On SIGTERM, how long in-flight streams may take to finish. */
   SHUTDOWN_GRACE_MS: t.Optional(t.Integer({ minimum: 0 })),
   /** RL_SESSIONS: POST /sessions per app; RL_CHAT: POST /chat/completions per app and user. */
@@ -141,6 +145,7 @@ export interface Config {
   upstreamTimeoutMs: number;
   usageFlushMs: number;
   disconnectDrainMs: number;
+  reconcile: { pollMs: number; giveUpMs: number };
   shutdownGraceMs: number;
   rateLimits: Record<
     "sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerApp" | "consentPerAddress" | "adminAuthFailures",
@@ -259,7 +264,13 @@ function fromRaw(raw: RawConfig): Config {
     pricingRefreshSeconds: raw.PRICING_REFRESH_SECONDS ?? 600,
     upstreamTimeoutMs: raw.UPSTREAM_TIMEOUT_MS ?? 60_000,
     usageFlushMs: raw.USAGE_FLUSH_MS ?? 100,
-    disconnectDrainMs: raw.DISCONNECT_DRAIN_MS ?? 30_000,
+    // Five minutes: a long generation runs to its end whether or not anyone reads it (and a
+    // provider that cannot cancel bills it all), so its usage is worth the wait; past it the
+    // upstream's record of the generation settles the call.
+    disconnectDrainMs: raw.DISCONNECT_DRAIN_MS ?? 300_000,
+    // OpenRouter's generation records usually appear within seconds; fifteen minutes of
+    // looking (backing off to once a minute) before the reservation is charged instead.
+    reconcile: { pollMs: raw.RECONCILE_POLL_MS ?? 1000, giveUpMs: (raw.RECONCILE_GIVE_UP_SECONDS ?? 900) * 1000 },
     shutdownGraceMs: raw.SHUTDOWN_GRACE_MS ?? 30_000,
     rateLimits: {
       sessions: { limit: raw.RL_SESSIONS_LIMIT ?? 120, windowMs: (raw.RL_SESSIONS_WINDOW_SECONDS ?? 60) * 1000 },

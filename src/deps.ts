@@ -25,6 +25,7 @@ import { postgresChangeFeed, sqliteChangeFeed } from "./store/change-feed";
 import { withReadCache } from "./store/cached-store";
 import { BudgetWatcher } from "./webhooks/budget-watcher";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
+import { InstanceLease } from "./metering/instance-lease";
 
 /**
  * Everything createApp needs. Each external effect sits behind one of these so tests can
@@ -47,6 +48,14 @@ export interface Deps {
   budgetWatcher: BudgetWatcher;
   /** Sends the webhook outbox (started by src/index.ts; tests run its rounds by hand). */
   webhooks: WebhookDispatcher;
+  /** This process's id: the owner of its journaled calls and of its budget holds. */
+  instanceId: string;
+  /**
+   * Keeps this process's lease in the store, by which its journaled calls are its own
+   * (started by connectDependencies). Null where the budget ledger keeps that same lease
+   * (PostgreSQL without Redis).
+   */
+  instanceLease: InstanceLease | null;
 }
 
 export interface DepsOverrides extends Partial<Deps> {
@@ -98,6 +107,7 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
   if (!jwtSecret) throw new Error("createDeps needs JWT_SECRET or a jwtSecret override (openDeps reads the stored one)");
   const sessionTokens = overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
   const redis = overrides.redis !== undefined ? overrides.redis : config.redisUrl ? createRedis(config, logger) : null;
+  const instanceId = overrides.instanceId ?? crypto.randomUUID();
   const loadSpent = (account: string) => store.usageTotals.spentNano(account);
   const loadFrozenCap = (account: string) => store.usageTotals.frozenCapNano(account);
   // Shared state goes where the instances share it: Redis when set (the fast path, with the
@@ -107,10 +117,11 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
   const budget =
     overrides.budget ??
     (redis
-      ? new RedisBudgetLedger(redis, loadSpent, logger, loadFrozenCap)
+      ? new RedisBudgetLedger(redis, loadSpent, logger, loadFrozenCap, instanceId)
       : postgres
-        ? new PostgresBudgetLedger(postgres, logger, postgresLimiter ?? undefined)
+        ? new PostgresBudgetLedger(postgres, logger, postgresLimiter ?? undefined, instanceId)
         : new InMemoryBudgetLedger(loadSpent, loadFrozenCap));
+  const instanceLease = budget instanceof PostgresBudgetLedger ? null : new InstanceLease(store.instances, instanceId, logger);
   const memoryLimiter = new InMemoryRateLimiter(() => clock.now());
   const sharedLimiter = redis ? new RedisRateLimiter(redis) : postgresLimiter;
   const rateLimiter = overrides.rateLimiter ?? (sharedLimiter ? new FallbackRateLimiter(sharedLimiter, memoryLimiter, logger) : memoryLimiter);
@@ -129,7 +140,23 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
   const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, store.engine === "postgres" ? 2 : 1);
   const budgetWatcher = overrides.budgetWatcher ?? new BudgetWatcher(store, budget, clock, logger);
   const webhooks = overrides.webhooks ?? new WebhookDispatcher(store.webhooks, clock, logger, config.webhooks);
-  return { config, clock, logger, store, sessionTokens, budget, upstream, catalogue, usageWriter, rateLimiter, redis, budgetWatcher, webhooks };
+  return {
+    config,
+    clock,
+    logger,
+    store,
+    sessionTokens,
+    budget,
+    upstream,
+    catalogue,
+    usageWriter,
+    rateLimiter,
+    redis,
+    budgetWatcher,
+    webhooks,
+    instanceId,
+    instanceLease,
+  };
 }
 
 /**
@@ -138,8 +165,9 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
  * service starts anyway: rate limits fall back, budgets answer 503 until it is back.
  */
 export async function connectDependencies(deps: Deps, timeoutMs = 5000): Promise<boolean> {
-  // The budget lease is registered before the first reservation can be made.
+  // The leases are registered before the first call can be reserved or journaled.
   if (deps.budget instanceof PostgresBudgetLedger) await deps.budget.start();
+  await deps.instanceLease?.start();
   const redis = deps.redis;
   if (!redis || redis.status === "ready") return true;
   const ready = await Promise.race([new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))), Bun.sleep(timeoutMs).then(() => false)]);

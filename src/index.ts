@@ -85,7 +85,14 @@ async function main(): Promise<void> {
   const consentSweeper = new ConsentRequestSweeper(deps.store.grants, deps.clock, deps.logger);
   consentSweeper.start();
 
-  const app = createApp(deps).listen({
+  const proxy = createApp(deps);
+  // Calls an earlier process left open are held again before anything is admitted, and
+  // settled from the upstream's records (src/metering/reconciler.ts). With the embedded
+  // lock this process owns the store, so their owner is dead for sure: taken at once.
+  await proxy.decorator.reconciler.adoptLeftovers(storeLock !== null, (owner) => deps.store.instances.drop(owner));
+  proxy.decorator.reconciler.start();
+
+  const app = proxy.listen({
     port: config.port,
     hostname: config.host,
     // Bodies over MAX_BODY_BYTES get our 413 envelope (src/http/request-context.ts and
@@ -117,17 +124,21 @@ async function main(): Promise<void> {
     // Streams that ended are settling; streams cut by the forced stop drain for their usage.
     await app.decorator.chat.idle(Math.max(0, deadline - Date.now()));
     if (app.decorator.chat.activeStreams > 0) {
-      // Past the deadline a stream still reading its upstream is stopped and metered from
-      // what it relayed (an estimate): waiting for it would lose its row, and the others'.
+      // Past the deadline a stream still reading its upstream is stopped: waiting for it
+      // would lose the others' rows. One whose usage had not come stays in the call journal,
+      // its reservation held, for the next process (or another instance) to reconcile.
       deps.logger.warn("shutdown grace is over: cutting the streams still open", { activeStreams: app.decorator.chat.activeStreams });
       app.decorator.chat.abortStreams("shutdown grace is over");
       await app.decorator.chat.idle(SETTLE_AFTER_CUT_MS);
     }
     deps.catalogue.stop();
+    await app.decorator.reconciler.stop();
     await deps.budgetWatcher.check();
     await Promise.all([deps.budgetWatcher.stop(), deps.webhooks.stop(), consentSweeper.stop()]);
     await deps.usageWriter.close();
     await deps.budget.close?.();
+    // Its lease dropped, whatever it left in the journal is the others' (or the next start's) at once.
+    await deps.instanceLease?.stop();
     await deps.store.close();
     storeLock?.release();
     deps.redis?.disconnect();

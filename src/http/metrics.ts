@@ -4,6 +4,7 @@ import { ApiError } from "../errors";
 import { hashSecret, secretMatches } from "../auth/secret-key";
 import { errorResponses } from "../routes/models";
 import type { ChatService } from "../services/chat";
+import type { Reconciler } from "../metering/reconciler";
 
 /** What one finished request tells the metrics (fed by the access log, src/http/access-log.ts). */
 export interface FinishedRequest {
@@ -32,11 +33,11 @@ export interface MetricsRecorder {
  * then: a service without metrics has no use for its memory (idle RSS 67.5 → 64.2 MB with
  * it left out, BENCHMARKS.md issue 14).
  */
-export function createMetrics(deps: Deps, chat: ChatService): MetricsRecorder | null {
+export function createMetrics(deps: Deps, chat: ChatService, reconciler: Reconciler): MetricsRecorder | null {
   if (!deps.config.metricsToken) return null;
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous, lazy load (see above)
   const { ProxyMetrics } = require("./prometheus-metrics") as typeof import("./prometheus-metrics");
-  return new ProxyMetrics(deps, chat);
+  return new ProxyMetrics(deps, chat, reconciler);
 }
 
 /**

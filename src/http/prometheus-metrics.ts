@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Deps } from "../deps";
 import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import type { ChatService } from "../services/chat";
+import type { Reconciler } from "../metering/reconciler";
 import type { FinishedRequest, MetricsRecorder } from "./metrics";
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -53,7 +54,7 @@ export class ProxyMetrics implements MetricsRecorder {
     registers: [this.registry],
   });
 
-  constructor(deps: Deps, chat: ChatService) {
+  constructor(deps: Deps, chat: ChatService, reconciler: Reconciler) {
     const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({
         name,
@@ -75,6 +76,26 @@ export class ProxyMetrics implements MetricsRecorder {
     gauge("proxy_webhook_given_up", "Webhook deliveries that failed for good after the last retry, since start.", () => webhooks.gaveUp);
     gauge("proxy_webhook_endpoints_disabled", "Webhook endpoints disabled because they answered 410 Gone, since start.", () => webhooks.endpointsDisabled);
     gauge("proxy_open_streams", "Chat streams open (relaying, or draining for their usage).", () => chat.activeStreams);
+    // Calls whose usage the proxy did not see, settled from the upstream's records (or at
+    // their reservations) by this process's reconciler, since start.
+    const reconciled = reconciler.stats;
+    gauge("proxy_reconciled_from_records", "Calls settled at the upstream's record of their generation, since start.", () => reconciled.fromRecords);
+    gauge(
+      "proxy_reconciled_at_reservation",
+      "Calls charged their whole reservation (no generation id, or no record in time), since start.",
+      () => reconciled.atReservation,
+    );
+    gauge(
+      "proxy_reconciled_released_holds",
+      "Holds of dead processes released because their calls never went upstream, since start.",
+      () => reconciled.released,
+    );
+    gauge("proxy_reconciled_charged_usd", "USD charged for reconciled calls, since start.", () => reconciled.chargedNano / 1e9);
+    gauge(
+      "proxy_reconciliation_adjustment_usd",
+      "USD held for reconciled calls but not charged (held minus charged), since start.",
+      () => (reconciled.heldNano - reconciled.chargedNano) / 1e9,
+    );
   }
 
   observe(r: FinishedRequest): void {

@@ -72,8 +72,30 @@ export interface BudgetLedger {
    */
   readonly recordsRows?: boolean;
   snapshot(account: BudgetAccount): Promise<BudgetSnapshot>;
+  /**
+   * Holds again what a previous process on this store held when it stopped: its journaled
+   * calls (src/store/call-journal.ts), not settled yet, so that nothing is admitted against
+   * them until the reconciler settles each. Without a cap check: they are spend in flight.
+   * Only a ledger whose holds die with its process does anything here; the shared ones
+   * (Redis, PostgreSQL) keep a dead process's holds themselves.
+   */
+  adopt(holds: AdoptedHold[]): Promise<void>;
+  /**
+   * Reservation ids held for processes that died, which nobody will settle by itself: the
+   * reconciler settles the journaled ones and releases the others (their calls never went
+   * upstream). Empty for ledgers that sort this out themselves.
+   */
+  orphans(): Promise<string[]>;
   /** At a clean shutdown, after every settle and the usage writer's last flush. */
   close?(): Promise<void>;
+}
+
+/** A reservation to hold again (BudgetLedger.adopt). */
+export interface AdoptedHold {
+  requestId: string;
+  account: BudgetAccount;
+  amountNano: number;
+  capNano: number;
 }
 
 /**
@@ -119,6 +141,19 @@ export class InMemoryBudgetLedger implements BudgetLedger {
   async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
     const { spentNano, reservedNano } = await this.counters(account);
     return { spentNano, reservedNano };
+  }
+
+  async adopt(holds: AdoptedHold[]): Promise<void> {
+    for (const hold of holds) {
+      const counters = await this.counters(hold.account);
+      if (this.reservations.has(hold.requestId)) continue;
+      counters.reservedNano += hold.amountNano;
+      this.reservations.set(hold.requestId, { account: hold.account, amountNano: hold.amountNano, capNano: hold.capNano });
+    }
+  }
+
+  async orphans(): Promise<string[]> {
+    return [];
   }
 
   /** The account's counters, loaded once: concurrent first uses share one load. */

@@ -2,7 +2,7 @@ import type { Clock } from "../clock";
 import type { BudgetTarget } from "../services/budget-target";
 import type { BudgetLedger } from "./budget-ledger";
 import type { OverrunMonitor } from "./overrun-monitor";
-import { chargeFor, estimateCharge, type Charge, type GrantedLimits, type ReservationPlan } from "./reservation";
+import { chargeFor, reservationCharge, type Charge, type GrantedLimits, type ReservationPlan } from "./reservation";
 import type { UpstreamUsage } from "./usage";
 import type { UsageWriter } from "./usage-writer";
 import type { UsageRow } from "../store/usage-ledger";
@@ -87,60 +87,119 @@ export class Meter implements SettleBarrier {
     if (this.settling.size > 0) await Promise.allSettled([...this.settling]);
   }
 
-  private async settle(ticket: MeteringTicket, outcome: RequestOutcome, durable: boolean): Promise<Charge> {
+  /**
+   * Gives back a call's holds with no row: it was refused before anything was sent (its
+   * journal entry could not be written), so there is nothing to record.
+   */
+  async release(ticket: MeteringTicket): Promise<void> {
+    await Promise.all([this.budget.settle(ticket.requestId, 0), ticket.ceilingReservationId ? this.budget.settle(ticket.ceilingReservationId, 0) : undefined]);
+  }
+
+  /**
+   * Settles a call the reconciler resolved (src/metering/reconciler.ts): its row first, on
+   * disk, then its holds. In that order because a dead process's Redis hold is released by
+   * reloading the account's spend from the store, which must have the row by then.
+   */
+  finishReconciled(call: MeteredCall, charge: Charge, status: string, generationId: string | null): Promise<Charge> {
+    const done = this.record(call, charge, status, generationId, "reconciled");
+    this.settling.add(done);
+    const forget = () => this.settling.delete(done);
+    done.then(forget, forget);
+    return done;
+  }
+
+  private settle(ticket: MeteringTicket, outcome: RequestOutcome, durable: boolean): Promise<Charge> {
     const charge: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
-      : chargeFor(ticket.bounds, outcome.usage, () => estimateCharge(ticket.bounds, ticket.limits, Math.max(1, outcome.completionEvents), ticket.grantedNano));
-    // Settling is idempotent in the ledger and the row's primary key is the request id,
-    // so a second finish for the same ticket changes nothing. An overrun freezes the
-    // account there (BudgetLedger.settle), and here in the row, so a restart keeps it.
-    const overrunNano = Math.max(0, charge.costNano - ticket.grantedNano);
-    if (overrunNano > 0) {
-      this.overruns.record(ticket.model, { requestId: ticket.requestId, reservedNano: ticket.grantedNano, costNano: charge.costNano });
-    }
-    const { target } = ticket;
-    const row: UsageRow = {
-      requestId: ticket.requestId,
-      account: target.account,
-      appId: target.appId,
-      appUserId: target.appUserId,
-      grantId: target.grantId,
-      period: target.period.id,
-      model: ticket.model,
-      generationId: outcome.generationId,
-      promptTokens: charge.promptTokens,
-      completionTokens: charge.completionTokens,
-      costNano: charge.costNano,
-      source: charge.source,
-      status: outcome.status,
-      streamed: ticket.streamed,
-      startedAt: ticket.startedAt,
-      finishedAt: this.clock.now(),
-      reservedNano: ticket.grantedNano,
-      overrunNano,
-      frozenCapNano: overrunNano > 0 ? target.capNano : null,
-    };
+      : (chargeFor(ticket.bounds, outcome.usage) ?? reservationCharge(ticket.grantedNano));
     if (ticket.access) {
       ticket.access.model = ticket.model;
       ticket.access.costNano = charge.costNano;
     }
-    // A grant call's second reservation (its app's daily ceiling) settles to the same cost,
-    // without a row of its own. Durably, the grant's row counts for both: the usage writer's
-    // stores add a grant row to its day's total too (src/store/*/usage-ledger.ts), and on
-    // PostgreSQL without Redis this settle moves the day's totals row itself.
-    const ceilingSettled = ticket.ceilingReservationId ? this.budget.settle(ticket.ceilingReservationId, charge.costNano) : null;
-    if (this.budget.recordsRows) {
-      await this.budget.settle(ticket.requestId, charge.costNano, row);
-    } else if (durable) {
+    return this.record(meteredCallOf(ticket), charge, outcome.status, outcome.generationId, durable ? "durable" : "queued");
+  }
+
+  private async record(
+    call: MeteredCall,
+    charge: Charge,
+    status: string,
+    generationId: string | null,
+    write: "queued" | "durable" | "reconciled",
+  ): Promise<Charge> {
+    // Settling is idempotent in the ledger and the row's primary key is the request id,
+    // so a second finish for the same call changes nothing. An overrun freezes the account
+    // there (BudgetLedger.settle), and here in the row, so a restart keeps it.
+    const overrunNano = Math.max(0, charge.costNano - call.reservedNano);
+    if (overrunNano > 0) this.overruns.record(call.model, { requestId: call.requestId, reservedNano: call.reservedNano, costNano: charge.costNano });
+    const row: UsageRow = {
+      requestId: call.requestId,
+      account: call.target.account,
+      appId: call.target.appId,
+      appUserId: call.target.appUserId,
+      grantId: call.target.grantId,
+      period: call.target.period.id,
+      model: call.model,
+      generationId,
+      promptTokens: charge.promptTokens,
+      completionTokens: charge.completionTokens,
+      costNano: charge.costNano,
+      source: charge.source,
+      status,
+      streamed: call.streamed,
+      startedAt: call.startedAt,
+      finishedAt: this.clock.now(),
+      reservedNano: call.reservedNano,
+      overrunNano,
+      frozenCapNano: overrunNano > 0 ? call.target.capNano : null,
+    };
+    const settleHolds = async () => {
+      // A grant call's second reservation (its app's daily ceiling) settles to the same cost,
+      // without a row of its own. Durably, the grant's row counts for both: the usage writer's
+      // stores add a grant row to its day's total too (src/store/*/usage-ledger.ts), and on
+      // PostgreSQL without Redis this settle moves the day's totals row itself.
+      const ceiling = call.ceilingReservationId ? this.budget.settle(call.ceilingReservationId, charge.costNano) : null;
+      if (this.budget.recordsRows) await this.budget.settle(call.requestId, charge.costNano, row);
+      else await this.budget.settle(call.requestId, charge.costNano);
+      await ceiling;
+    };
+    if (this.budget.recordsRows) await settleHolds();
+    else if (write === "reconciled") {
+      await this.writer.enqueueDurable(row);
+      await settleHolds();
+    } else if (write === "durable") {
       // Side by side: a settle does not fail (a ledger retries its own), and the row's
       // commit need not wait for a Redis round trip.
-      await Promise.all([this.budget.settle(ticket.requestId, charge.costNano), this.writer.enqueueDurable(row)]);
+      await Promise.all([settleHolds(), this.writer.enqueueDurable(row)]);
     } else {
-      await this.budget.settle(ticket.requestId, charge.costNano);
+      await settleHolds();
       this.writer.enqueue(row);
     }
-    await ceilingSettled;
-    this.watcher.note(target);
+    this.watcher.note(call.target);
     return charge;
   }
+}
+
+/** What a ledger row and its settle need of a call: this process's ticket, or the journal's record of it. */
+export interface MeteredCall {
+  requestId: string;
+  /** A grant call's reservation on its app's day, settled to the same cost; null otherwise. */
+  ceilingReservationId: string | null;
+  /** Whose budget: the account and cap, the app, user or grant, the period (and, for thresholds, the rest). */
+  target: BudgetTarget;
+  model: string;
+  streamed: boolean;
+  startedAt: number;
+  reservedNano: number;
+}
+
+function meteredCallOf(ticket: MeteringTicket): MeteredCall {
+  return {
+    requestId: ticket.requestId,
+    ceilingReservationId: ticket.ceilingReservationId ?? null,
+    target: ticket.target,
+    model: ticket.model,
+    streamed: ticket.streamed,
+    startedAt: ticket.startedAt,
+    reservedNano: ticket.grantedNano,
+  };
 }

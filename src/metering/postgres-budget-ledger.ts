@@ -49,13 +49,14 @@ interface SettleItem {
  * instead of two, as with Redis.
  *
  * Each instance renews a lease; every instance sweeps now and then and releases the
- * reservations of instances whose lease ran out (died without settling). A settle that
- * fails (the database is away) is retried in the background with its row.
+ * reservations of instances whose lease ran out (died without settling) whose calls never
+ * went upstream (no journal entry); a journaled one stays held until the reconciler settles
+ * it from the upstream's record (src/metering/reconciler.ts). A settle that fails (the
+ * database is away) is retried in the background with its row.
  */
 export class PostgresBudgetLedger implements BudgetLedger {
   readonly kind = "postgres";
   readonly recordsRows = true;
-  readonly instanceId = crypto.randomUUID();
   private readonly retrying = new Map<string, { actualNano: number; row: UsageRow | null }>();
   private readonly timers: Array<ReturnType<typeof setInterval>> = [];
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
@@ -66,6 +67,11 @@ export class PostgresBudgetLedger implements BudgetLedger {
     private readonly db: PostgresDatabase,
     private readonly logger: Logger,
     private readonly rateLimiter?: PostgresRateLimiter,
+    /**
+     * This process's instance id. Its lease (proxy_instances) is the one its journal entries
+     * are judged by too: the ledger keeps it, so nothing else needs to.
+     */
+    readonly instanceId: string = crypto.randomUUID(),
   ) {}
 
   /** Registers the lease before the first reservation, then renews and sweeps in the background. */
@@ -119,6 +125,14 @@ export class PostgresBudgetLedger implements BudgetLedger {
     return { spentNano: r ? num(r.spent_nano) : 0, reservedNano: r ? num(r.reserved_nano) : 0 };
   }
 
+  /** A dead instance's reservations stay in the database; nothing to adopt. */
+  async adopt(): Promise<void> {}
+
+  /** budget_reclaim releases a dead instance's unjournaled reservations itself (migration 11). */
+  async orphans(): Promise<string[]> {
+    return [];
+  }
+
   /** Settles (with rows) still waiting for the database to come back. */
   get pendingSettles(): number {
     return this.retrying.size;
@@ -144,7 +158,7 @@ export class PostgresBudgetLedger implements BudgetLedger {
   async sweep(): Promise<number> {
     const [r] = await this.db.run((sql) => sql`SELECT budget_reclaim() AS released`);
     const released = num(r.released);
-    if (released > 0) this.logger.warn("released the budget reservations of an instance that died without settling", { reservations: released });
+    if (released > 0) this.logger.warn("released the budget reservations a dead instance made for calls that never went upstream", { reservations: released });
     return released;
   }
 

@@ -5,7 +5,7 @@ import type { BudgetAccount } from "./accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
 import { rateLimitKeyOf, RedisRateLimiter, SLIDING_WINDOW_STEP } from "../ratelimit/redis-rate-limiter";
 import type { RateLimiter } from "../ratelimit/rate-limiter";
-import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
+import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
 
 /**
  * The budget ledger shared by every process through Redis. Each account is a hash
@@ -16,9 +16,10 @@ import { heldKeyOf, processesKey, ProcessLease, settledKeyOf } from "./redis-pro
  * admitted against: the reserve script answers "not loaded", the ledger loads the spend
  * from the store and retries. Budgets fail closed: Redis trouble during reserve is 503.
  * A settle that fails is retried in the background so a reservation is not left inflating
- * `reserved` after a short outage. The holds of a process that dies before settling are
- * released by the others (./redis-process-lease.ts); an account it settled in is marked
- * `stale` then, and counts as not loaded until its spend is reloaded from the store.
+ * `reserved` after a short outage. The holds of a process that dies before settling stay
+ * held as orphans until the reconciler settles them (./redis-process-lease.ts); an account
+ * it settled in is marked `stale` then, and counts as not loaded until its spend is
+ * reloaded from the store.
  */
 // KEYS: account, reservation, this process's held hash, the process registry.
 // ARGV: cap, min, desired, reservation TTL, account TTL, process id.
@@ -81,24 +82,25 @@ end
 return 1
 `;
 
-// KEYS: reservation, account, this process's held hash and settled set. ARGV: actual
-// cost, account TTL, the account's epoch when the reservation was made. A cost above the
-// amount reserved freezes the account at the reservation's cap (see BudgetLedger.settle). A missing
-// reservation under the same epoch was settled already (idempotence). Under another epoch,
-// Redis lost the account and it was rebuilt from the store without this in-flight request:
-// its cost is added now, or it would never count against the cap. A `reclaimed` one was
-// released when this process's lease ran out (it was slow, not dead): only its cost is added.
+// KEYS: reservation, account, this process's held hash and settled set, the orphans hash.
+// ARGV: actual cost, account TTL, the account's epoch when the reservation was made. A cost
+// above the amount reserved freezes the account at the reservation's cap (see
+// BudgetLedger.settle). A missing reservation under the same epoch was settled already
+// (idempotence). Under another epoch, Redis lost the account and it was rebuilt from the
+// store without this in-flight request: its cost is added now, or it would never count
+// against the cap. A hold made an orphan (this process's lease ran out while it was only
+// slow) is settled here all the same, and leaves the orphans so that nobody settles it twice.
 const SETTLE_LUA = `
 redis.call('HDEL', KEYS[3], KEYS[1])
+redis.call('HDEL', KEYS[5], KEYS[1])
 redis.call('SADD', KEYS[4], KEYS[2])
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
 local amount = redis.call('HGET', KEYS[1], 'amount')
 if amount then
-  local reclaimed = redis.call('HGET', KEYS[1], 'reclaimed')
   local cap = redis.call('HGET', KEYS[1], 'cap')
   redis.call('DEL', KEYS[1])
   if redis.call('EXISTS', KEYS[2]) == 1 then
-    if not reclaimed then redis.call('HINCRBY', KEYS[2], 'reserved', '-' .. amount) end
+    redis.call('HINCRBY', KEYS[2], 'reserved', '-' .. amount)
     redis.call('HINCRBY', KEYS[2], 'spent', ARGV[1])
     if cap and tonumber(ARGV[1]) > tonumber(amount) then
       local frozen = tonumber(redis.call('HGET', KEYS[2], 'frozen') or '0')
@@ -113,6 +115,23 @@ if redis.call('EXISTS', KEYS[2]) == 1 and redis.call('HGET', KEYS[2], 'epoch') ~
   return 2
 end
 return 0
+`;
+
+// KEYS: reservation, the orphans hash. The hold of a process that died, settled by the
+// reconciler once the call's row is in the store: the hold is released (under the epoch it
+// was made in) and the account marked stale, so its spend is reloaded from the store, row
+// included, before anything more is admitted. 0 when it is no orphan (settled already).
+const SETTLE_ORPHAN_LUA = `
+local entry = redis.call('HGET', KEYS[2], KEYS[1])
+if not entry then return 0 end
+redis.call('HDEL', KEYS[2], KEYS[1])
+redis.call('DEL', KEYS[1])
+local amount, epoch, account = string.match(entry, '^(%d+) (%S*) (.+)$')
+if amount and redis.call('EXISTS', account) == 1 then
+  if redis.call('HGET', account, 'epoch') == epoch then redis.call('HINCRBY', account, 'reserved', '-' .. amount) end
+  redis.call('HSET', account, 'stale', '1')
+end
+return 1
 `;
 
 /**
@@ -156,7 +175,17 @@ interface LedgerCommands {
     member: string,
   ): Promise<ReserveReply>;
   budgetInit(account: string, spent: number, accountTtl: number, epoch: string, frozenCap: string): Promise<number>;
-  budgetSettle(reservation: string, account: string, held: string, settled: string, actual: number, accountTtl: number, epoch: string): Promise<number>;
+  budgetSettle(
+    reservation: string,
+    account: string,
+    held: string,
+    settled: string,
+    orphans: string,
+    actual: number,
+    accountTtl: number,
+    epoch: string,
+  ): Promise<number>;
+  budgetSettleOrphan(reservation: string, orphans: string): Promise<number>;
 }
 
 export class RedisBudgetLedger implements BudgetLedger {
@@ -174,13 +203,16 @@ export class RedisBudgetLedger implements BudgetLedger {
     private readonly loadSpentNano: SpentLoader,
     private readonly logger: Logger,
     private readonly loadFrozenCapNano: FrozenCapLoader = async () => null,
+    /** This process's instance id (its journal entries' owner). */
+    instanceId: string = crypto.randomUUID(),
   ) {
     redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
     redis.defineCommand("budgetReserveWithRateLimit", { numberOfKeys: 5, lua: RESERVE_WITH_RATE_LIMIT_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
-    redis.defineCommand("budgetSettle", { numberOfKeys: 4, lua: SETTLE_LUA });
+    redis.defineCommand("budgetSettle", { numberOfKeys: 5, lua: SETTLE_LUA });
+    redis.defineCommand("budgetSettleOrphan", { numberOfKeys: 2, lua: SETTLE_ORPHAN_LUA });
     this.commands = redis as unknown as LedgerCommands;
-    this.lease = new ProcessLease(redis, logger);
+    this.lease = new ProcessLease(redis, logger, instanceId);
     this.lease.start();
   }
 
@@ -251,12 +283,32 @@ export class RedisBudgetLedger implements BudgetLedger {
     throw new ApiError("unavailable", "the budget store could not load this budget; try again");
   }
 
+  /**
+   * A hold of this process settles as usual; any other is a dead process's orphan, settled
+   * by the reconciler once the call's row is written (see SETTLE_ORPHAN_LUA).
+   */
   async settle(requestId: string, actualNano: number): Promise<void> {
     const held = this.held.get(requestId);
-    if (!held) return; // never reserved here, or settled already
+    if (!held) {
+      // Never throws: an orphan not settled now is still listed by `orphans()`, and the
+      // reconciler's next round releases it (its row, if any, is in the store by then).
+      await this.commands.budgetSettleOrphan(reservationKeyOf(requestId), orphansKey).catch((err: unknown) => {
+        this.logger.warn("settling a dead process's hold failed; the reconciler retries", { requestId, error: String(err) });
+      });
+      return;
+    }
     try {
       const id = this.lease.id;
-      await this.commands.budgetSettle(reservationKeyOf(requestId), held.accountKey, heldKeyOf(id), settledKeyOf(id), actualNano, ACCOUNT_TTL_MS, held.epoch);
+      await this.commands.budgetSettle(
+        reservationKeyOf(requestId),
+        held.accountKey,
+        heldKeyOf(id),
+        settledKeyOf(id),
+        orphansKey,
+        actualNano,
+        ACCOUNT_TTL_MS,
+        held.epoch,
+      );
       this.held.delete(requestId);
       this.retrying.delete(requestId);
     } catch (err) {
@@ -268,6 +320,14 @@ export class RedisBudgetLedger implements BudgetLedger {
 
   async close(): Promise<void> {
     await this.lease.release();
+  }
+
+  /** A dead process's holds stay in Redis (as orphans), so nothing is adopted here. */
+  async adopt(): Promise<void> {}
+
+  async orphans(): Promise<string[]> {
+    const keys = await this.guard(() => this.redis.hkeys(orphansKey));
+    return keys.map((key) => key.slice(RESERVATION_PREFIX.length));
   }
 
   async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
@@ -316,4 +376,5 @@ export class RedisBudgetLedger implements BudgetLedger {
 }
 
 const accountKeyOf = (account: BudgetAccount) => `bl:${account}`;
-const reservationKeyOf = (requestId: string) => `br:${requestId}`;
+const RESERVATION_PREFIX = "br:";
+const reservationKeyOf = (requestId: string) => `${RESERVATION_PREFIX}${requestId}`;

@@ -12,10 +12,15 @@ import type { Logger } from "../logger";
  * Each process holds a lease key renewed every second. Its reservations are listed in its
  * `held` hash and the accounts it settled in are in its `settled` set, both written by the
  * reserve and settle scripts in the same atomic step. Every process sweeps the registry
- * now and then: for a process whose lease ran out, one script releases its holds (marking
- * each reservation `reclaimed`, so that a settle still arriving from a process that was only
- * slow adds its cost without releasing the hold twice) and marks the accounts it settled in
- * `stale`: their next use reloads spend from the store, keeping the holds of live processes.
+ * now and then: for a process whose lease ran out, one script moves its holds to the
+ * `orphans` hash, where they stay counted in `reserved` (a call that reached the upstream
+ * may have been billed: ARCHITECTURE.md §3 "The hard cap"), and marks the accounts it
+ * settled in `stale`: their next use reloads spend from the store, keeping the holds. The
+ * reconciler (src/metering/reconciler.ts) then settles each orphan: a journaled call at the
+ * upstream's record of it (its row written first, then the hold released and the account
+ * marked stale, so its spend is counted from the store), and a call that never went
+ * upstream (no journal entry) released. A settle still arriving from a process that was
+ * only slow removes the orphan in the same step, so a hold is released once.
  * The price: a live process's spend not yet flushed to the store when an account is
  * reloaded is not counted again (at most one flush interval of its traffic, once per death).
  *
@@ -31,31 +36,26 @@ export const processesKey = "bp:procs";
 export const leaseKeyOf = (processId: string) => `bp:live:${processId}`;
 export const heldKeyOf = (processId: string) => `bp:held:${processId}`;
 export const settledKeyOf = (processId: string) => `bp:settled:${processId}`;
+/** Holds of dead processes, by reservation key, each "amount epoch account" as in `held`. */
+export const orphansKey = "bp:orphans";
 
-// KEYS: lease, held, settled, registry. ARGV: process id. Returns the holds released, or -1
-// when the lease is there after all. A settle removes its entry from `held` in the same
-// step as it releases the hold, so every entry left there is a hold nobody settled.
+// KEYS: lease, held, settled, registry, orphans. ARGV: process id. Returns the holds made
+// orphans, or -1 when the lease is there after all. A settle removes its entry from `held`
+// in the same step as it releases the hold, so every entry left there is a hold nobody settled.
 const RECLAIM_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-local released = 0
+local orphaned = 0
 local held = redis.call('HGETALL', KEYS[2])
 for i = 1, #held, 2 do
-  local reservation = held[i]
-  local amount, epoch, account = string.match(held[i + 1], '^(%d+) (%S*) (.+)$')
-  if amount then
-    if redis.call('EXISTS', reservation) == 1 then redis.call('HSET', reservation, 'reclaimed', '1') end
-    if redis.call('HGET', account, 'epoch') == epoch then
-      redis.call('HINCRBY', account, 'reserved', '-' .. amount)
-    end
-    released = released + 1
-  end
+  redis.call('HSET', KEYS[5], held[i], held[i + 1])
+  orphaned = orphaned + 1
 end
 for _, account in ipairs(redis.call('SMEMBERS', KEYS[3])) do
   if redis.call('EXISTS', account) == 1 then redis.call('HSET', account, 'stale', '1') end
 end
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('SREM', KEYS[4], ARGV[1])
-return released
+return orphaned
 `;
 
 // KEYS: lease, held, settled, registry. ARGV: process id. A clean exit with nothing held:
@@ -69,14 +69,15 @@ return 1
 
 /** This process's lease, and the sweep that reclaims what dead processes left behind. */
 export class ProcessLease {
-  readonly id = crypto.randomUUID();
   private readonly timers: Array<ReturnType<typeof setInterval>> = [];
 
   constructor(
     private readonly redis: Redis,
     private readonly logger: Logger,
+    /** This process's instance id: the one its journal entries name as their owner. */
+    readonly id: string = crypto.randomUUID(),
   ) {
-    redis.defineCommand("budgetReclaim", { numberOfKeys: 4, lua: RECLAIM_LUA });
+    redis.defineCommand("budgetReclaim", { numberOfKeys: 5, lua: RECLAIM_LUA });
     redis.defineCommand("budgetRelease", { numberOfKeys: 4, lua: RELEASE_LUA });
   }
 
@@ -120,17 +121,17 @@ export class ProcessLease {
     }
   }
 
-  /** Reclaims every registered process whose lease is gone; returns how many holds were released. */
+  /** Reclaims every registered process whose lease is gone; returns how many holds became orphans. */
   async sweep(): Promise<number> {
     let released = 0;
     try {
       for (const other of await this.redis.smembers(processesKey)) {
         if (other === this.id) continue;
         const reclaim = (this.redis as unknown as { budgetReclaim(...args: string[]): Promise<number> }).budgetReclaim;
-        const n = await reclaim.call(this.redis, leaseKeyOf(other), heldKeyOf(other), settledKeyOf(other), processesKey, other);
+        const n = await reclaim.call(this.redis, leaseKeyOf(other), heldKeyOf(other), settledKeyOf(other), processesKey, orphansKey, other);
         if (n < 0) continue;
         released += n;
-        if (n > 0) this.logger.warn("released the budget holds of a process that died without settling", { process: other, holds: n });
+        if (n > 0) this.logger.warn("a process died holding budget reservations; they stay held until reconciled", { process: other, holds: n });
         else this.logger.info("a process's budget lease ran out; its accounts reload from the store", { process: other });
       }
     } catch (err) {

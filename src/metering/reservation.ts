@@ -117,9 +117,10 @@ export interface Charge {
 /**
  * What a finished request costs: the upstream's `usage.cost` when it reports one (it covers
  * every billed dimension), else its token counts at the worst-case rates plus the fixed
- * costs. Without usage, an estimate bounded by the reservation.
+ * costs. Null without usage: then the cost comes from the upstream's record of the
+ * generation (src/metering/reconciler.ts), never from a guess.
  */
-export function chargeFor(bounds: CostBounds, usage: UpstreamUsage | null, estimate: () => Charge): Charge {
+export function chargeFor(bounds: CostBounds, usage: UpstreamUsage | null): Charge | null {
   if (usage && usage.costUsd !== null) {
     return { costNano: usdToNanoCeil(usage.costUsd), source: "upstream", promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
   }
@@ -127,16 +128,10 @@ export function chargeFor(bounds: CostBounds, usage: UpstreamUsage | null, estim
     const costNano = costAtWorstRates(bounds, usage.promptTokens, usage.completionTokens);
     return { costNano, source: "computed", promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
   }
-  return estimate();
+  return null;
 }
 
-/**
- * The estimate when the usage never came: fixed costs and the prompt bound, plus one token
- * per relayed event at the output rate, never more than was reserved.
- */
-export function estimateCharge(bounds: CostBounds, limits: GrantedLimits, completionEvents: number, grantedNano: number): Charge {
-  const completionTokens = Math.min(completionEvents, limits.outputTokens);
-  const promptTokens = Math.max(...bounds.models.map((m) => m.promptTokens));
-  const costNano = Math.min(grantedNano, costAtWorstRates(bounds, promptTokens, completionTokens));
-  return { costNano, source: "estimated", promptTokens, completionTokens };
+/** The whole reservation, charged when nothing else can say what the call cost: never less than the upstream could have billed. */
+export function reservationCharge(reservedNano: number): Charge {
+  return { costNano: reservedNano, source: "reservation", promptTokens: 0, completionTokens: 0 };
 }

@@ -2,9 +2,9 @@ import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import type { Meter, MeteringTicket } from "../metering/meter";
 import type { PricingCatalogue } from "../metering/pricing";
-import { readError, readUsage } from "../metering/usage";
+import type { InFlightCalls } from "../metering/in-flight-calls";
 import { copyUpstreamResponseHeaders } from "../upstream/headers";
-import { UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
+import { UpstreamTimeout, UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
 import { relayStream } from "../upstream/stream-relay";
 import { upstreamFailure } from "../upstream/errors";
 import type { BudgetTarget } from "./budget-target";
@@ -13,8 +13,7 @@ import { reserveChat } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
 import type { DeferredRateLimit } from "../ratelimit/macro";
 import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
-
-const UTF8 = new TextDecoder();
+import { finishLate, meterJsonAnswer, type CallFinisher } from "./chat-answers";
 
 /** The parts of a chat request the proxy relies on; everything else passes through. */
 export interface ChatBody {
@@ -45,23 +44,42 @@ export interface ChatRequest {
   rateLimit?: DeferredRateLimit;
 }
 
+/** Said to a client whose call timed out: it is not given up, so a retry must not run it again. */
+export const MAY_STILL_BE_BILLED =
+  "the upstream timed out: no answer in time. The call was not cancelled and may still be billed; it is charged when the upstream's answer or record comes. " +
+  "Retry with the same Idempotency-Key to get its answer instead of calling the upstream again";
+
 /**
- * One metered chat completion: reserve the worst case, clamp max_tokens to what was
- * granted, call the upstream, relay the answer, settle to the actual cost.
+ * One metered chat completion: reserve the worst case, record the call in the journal,
+ * clamp max_tokens to what was granted, call the upstream, relay the answer, settle to the
+ * actual cost. A call whose usage is not seen (the client left and the upstream never
+ * finished, a timeout, a cut stream) keeps its reservation and goes to the reconciler
+ * (src/metering/reconciler.ts); only a call that provably never reached the upstream is
+ * released without charge (ARCHITECTURE.md §3 "The hard cap").
  */
-export class ChatService {
-  /** Streams being metered now, each with the abort of its upstream fetch. */
+export class ChatService implements CallFinisher {
+  /** Streams (and late answers) being metered now, each with the abort of its upstream fetch. */
   private readonly inFlight = new Map<Promise<unknown>, AbortController>();
 
   constructor(
-    private readonly deps: Deps,
+    readonly deps: Deps,
     private readonly upstream: UpstreamClient,
     private readonly catalogue: PricingCatalogue,
-    private readonly meter: Meter,
+    readonly meter: Meter,
+    readonly calls: InFlightCalls,
   ) {}
 
   async complete(request: ChatRequest): Promise<Response> {
     const ticket = await reserveChat(this.deps, this.catalogue, request);
+    try {
+      await this.calls.begin(ticket);
+    } catch (err) {
+      // Not recorded, so it must not go upstream: nothing was sent, nothing is charged, and
+      // (as for a call refused before its reservation) no row is written.
+      await this.meter.release(ticket);
+      this.deps.logger.error("the call journal refused a call; it was not sent upstream", { requestId: ticket.requestId, error: String(err) });
+      throw new ApiError("unavailable", "the proxy could not record the call; nothing was sent or charged, try again");
+    }
     const stream = request.body.stream === true;
     const upstreamBody = JSON.stringify(upstreamRequestBody(request.body, ticket));
 
@@ -69,25 +87,41 @@ export class ChatService {
     try {
       call = await this.upstream.chat(upstreamBody, request.clientHeaders, stream);
     } catch (err) {
-      await this.refund(ticket, "upstream_unreachable");
-      throw new ApiError("upstream", err instanceof UpstreamUnreachable ? err.message : "could not reach the upstream");
+      if (err instanceof UpstreamTimeout) {
+        request.recorder?.detach();
+        this.track(finishLate(this, ticket, err.pending, err.abort, request.recorder), err.abort);
+        throw new ApiError("upstream", MAY_STILL_BE_BILLED, {}, { "x-should-retry": "false" });
+      }
+      if (err instanceof UpstreamUnreachable) {
+        await this.release(ticket, "upstream_unreachable");
+        throw new ApiError("upstream", err.message);
+      }
+      // Sent, then cut before any answer: the upstream may have started; its record decides.
+      await this.handOver(ticket, "upstream_reset", null);
+      throw new ApiError("upstream", "the upstream connection failed before an answer came; the call may have been billed", {}, { "x-should-retry": "false" });
     }
     const { response, abort } = call;
     const headers: Record<string, string> = {};
     copyUpstreamResponseHeaders(response.headers, headers);
     meteringHeaders(ticket, headers);
+    const generationId = response.headers.get("x-generation-id");
 
     if (!response.ok) {
+      // An HTTP error before any generation (OpenRouter answers errors after a generation
+      // started in a 200 body or stream): nothing was billed.
       const text = await response.text().catch(() => "");
-      await this.refund(ticket, `upstream_${response.status}`);
+      await this.release(ticket, `upstream_${response.status}`);
       const failure = upstreamFailure(response.status, text);
       if (failure.code === "funding_invalid") await request.target.markFundingInvalid();
       throw failure;
     }
 
     const isStream = stream && (response.headers.get("content-type") ?? "").includes("text/event-stream");
-    if (!isStream || !response.body) return this.completeJson(ticket, response, abort, headers, request.recorder);
-    return this.streamAnswer(ticket, response.body, abort, headers, request.recorder, request.access);
+    if (!isStream || !response.body) return meterJsonAnswer(this, ticket, response, abort, headers, request.recorder);
+    // The id is in the journal before a byte of the answer leaves (from the header, or from
+    // the first chunk that carries it: the relay waits for it there).
+    if (generationId !== null) await this.calls.identify(ticket.requestId, generationId).catch((err) => this.journalFailed(ticket, err));
+    return this.streamAnswer(ticket, response.body, abort, headers, request.recorder, request.access, generationId);
   }
 
   /**
@@ -103,6 +137,7 @@ export class ChatService {
     headers: Record<string, string>,
     recorder: AnswerRecorder | undefined,
     access: AccessEntry | undefined,
+    headerGenerationId: string | null,
   ): Response {
     headers["content-type"] = "text/event-stream";
     headers["cache-control"] = "no-cache";
@@ -118,21 +153,35 @@ export class ChatService {
         stallTimeoutMs: this.deps.config.upstreamTimeoutMs,
         drainTimeoutMs: this.deps.config.disconnectDrainMs,
         onChunk: recorder && ((chunk) => recorder.chunk(chunk)),
+        identify: headerGenerationId === null ? (id) => this.calls.identify(ticket.requestId, id).catch((err) => this.journalFailed(ticket, err)) : undefined,
       },
       (status, scanner) => {
-        const producedNothing = scanner.events === 0 && scanner.usage === null;
+        const generationId = headerGenerationId ?? scanner.generationId;
         // A whole answer (also one drained after the client left) is kept for a retry;
         // one the upstream broke off is not, and a retry runs again.
         const whole = status === "ok" || (status === "client_disconnected" && scanner.usage !== null && !scanner.error);
-        if (whole) void recorder?.finished({ contentType: "text/event-stream", generationId: scanner.generationId });
+        if (whole) void recorder?.finished({ contentType: "text/event-stream", generationId });
         else recorder?.abandoned();
-        void this.meter
-          .finish(ticket, { status, usage: scanner.usage, generationId: scanner.generationId, completionEvents: scanner.events, producedNothing })
-          .catch((err) => this.deps.logger.error("settling a stream failed", { requestId: ticket.requestId, error: String(err) }))
-          .finally(settled);
+        const done =
+          scanner.usage !== null
+            ? this.meter.finish(ticket, { status, usage: scanner.usage, generationId, completionEvents: scanner.events, producedNothing: false })
+            : // No usage seen: what the upstream billed comes from its record of the generation.
+              this.handOver(ticket, status, generationId);
+        void done.catch((err) => this.deps.logger.error("settling a stream failed", { requestId: ticket.requestId, error: String(err) })).finally(settled);
       },
     );
     return new Response(body, { status: 200, headers });
+  }
+
+  /** The call's usage was not seen: its reservation stays held until the reconciler settles it. */
+  async handOver(ticket: MeteringTicket, reason: string, generationId: string | null): Promise<void> {
+    if (ticket.access) ticket.access.model = ticket.model;
+    await this.calls.handOver(ticket.requestId, reason, generationId);
+  }
+
+  /** A call that never reached the upstream (or whose upstream refused it before any generation) costs nothing; the row says why. */
+  async release(ticket: MeteringTicket, status: string): Promise<void> {
+    await this.meter.finish(ticket, { status, usage: null, generationId: null, completionEvents: 0, producedNothing: true });
   }
 
   /** Resolves when every stream being metered now, and every settle under way, is done, or after `timeoutMs`. */
@@ -143,7 +192,7 @@ export class ChatService {
 
   /**
    * Stops reading every upstream still open (shutdown past its grace). Each stream then
-   * ends at once and is metered from what it relayed: an estimate unless its usage came.
+   * ends at once; those whose usage had not come go to the reconciler.
    */
   abortStreams(reason: string): void {
     for (const abort of this.inFlight.values()) abort.abort(new Error(reason));
@@ -153,64 +202,15 @@ export class ChatService {
     return this.inFlight.size;
   }
 
-  private async completeJson(
-    ticket: MeteringTicket,
-    response: Response,
-    abort: AbortController,
-    headers: Record<string, string>,
-    recorder: AnswerRecorder | undefined,
-  ): Promise<Response> {
-    const bodyTimer = setTimeout(() => abort.abort(new UpstreamUnreachable("upstream body timed out")), this.deps.config.upstreamTimeoutMs);
-    let bytes: ArrayBuffer;
-    try {
-      bytes = await response.arrayBuffer();
-    } catch {
-      await this.refund(ticket, "upstream_reset");
-      throw new ApiError("upstream", "the upstream connection failed before the response was complete");
-    } finally {
-      clearTimeout(bodyTimer);
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(UTF8.decode(bytes));
-    } catch {
-      // Nothing billable can be read from it, and clients retry a 502: charging an estimate
-      // here would charge the user once per retry. Refund, and tell the operator.
-      this.deps.logger.warn("upstream answered 200 with a body that is not JSON", { requestId: ticket.requestId, model: ticket.model });
-      await this.refund(ticket, "upstream_malformed");
-      throw new ApiError("upstream", "the upstream answered with a body that is not JSON");
-    }
-    // OpenRouter can answer HTTP 200 with an error body: that is an upstream error, not a 200.
-    const error = readError(parsed);
-    if (error) {
-      await this.refund(ticket, "upstream_error");
-      throw new ApiError("upstream", `upstream error (HTTP 200${error.code !== null ? `, code ${error.code}` : ""}): ${error.message}`);
-    }
-    const id = (parsed as { id?: unknown }).id;
-    // The answer leaves once its ledger row is on disk (ARCHITECTURE.md §3 "The hard
-    // cap"): a client that has its answer has been charged for it, even if the process is
-    // killed the moment after. Rows of one turn commit together, so this costs a turn and
-    // one transaction, not one per call.
-    await this.meter
-      .finish(
-        ticket,
-        { status: "ok", usage: readUsage(parsed), generationId: typeof id === "string" ? id : null, completionEvents: 1, producedNothing: false },
-        true,
-      )
-      .catch((err) => this.deps.logger.error("settling a JSON answer failed", { requestId: ticket.requestId, error: String(err) }));
-    headers["content-type"] = "application/json";
-    recorder?.chunk(new Uint8Array(bytes));
-    await recorder?.finished({ contentType: "application/json", generationId: typeof id === "string" ? id : null });
-    return new Response(bytes, { status: 200, headers });
-  }
-
-  /** A request that failed before producing tokens costs nothing; the row says why. */
-  private refund(ticket: MeteringTicket, status: string) {
-    return this.meter.finish(ticket, { status, usage: null, generationId: null, completionEvents: 0, producedNothing: true });
-  }
-
   private track(promise: Promise<unknown>, abort: AbortController): void {
     this.inFlight.set(promise, abort);
     void promise.finally(() => this.inFlight.delete(promise));
+  }
+
+  private journalFailed(ticket: MeteringTicket, err: unknown): void {
+    this.deps.logger.warn("recording a call's generation id failed; if its usage is not seen it is charged its reservation", {
+      requestId: ticket.requestId,
+      error: String(err),
+    });
   }
 }

@@ -35,6 +35,14 @@ export interface AnswerRecorder {
   finished(answer: { contentType: string; generationId: string | null }): Promise<void>;
   /** The call ended without an answer worth replaying: free the key so a retry runs. */
   abandoned(): void;
+  /**
+   * The client is answered (a timeout), but the call goes on and may be billed: the key stays
+   * claimed, so a retry gets 409 instead of a second upstream call, until `finished` keeps
+   * the answer that came late, or `failed` keeps the final error.
+   */
+  detach(): void;
+  /** The detached call ended without an answer: keep this error as its answer, so a retry does not run it again. */
+  failed(error: ApiError): void;
 }
 
 export class IdempotencyService {
@@ -70,7 +78,7 @@ export class IdempotencyService {
     try {
       return await call(recorder);
     } catch (err) {
-      recorder.abandoned();
+      if (!recorder.detached) recorder.abandoned();
       throw err;
     }
   }
@@ -116,6 +124,7 @@ class KeyedCall implements AnswerRecorder {
   private readonly chunks: Uint8Array[] = [];
   private bytes = 0;
   private settled = false;
+  detached = false;
   private readonly renewTimer: ReturnType<typeof setInterval>;
 
   constructor(
@@ -144,6 +153,23 @@ class KeyedCall implements AnswerRecorder {
     const { appId, key, requestId } = this.claim;
     const stored = { status: 200, contentType: answer.contentType, generationId: answer.generationId, body: kept };
     return this.guard("keeping the answer", () => this.keys.complete(appId, key, requestId, stored, this.deps.clock.now() + this.ttlMs));
+  }
+
+  detach(): void {
+    this.detached = true;
+  }
+
+  failed(error: ApiError): void {
+    if (!this.settle()) return;
+    this.chunks.length = 0;
+    const { appId, key, requestId } = this.claim;
+    const stored = {
+      status: error.status,
+      contentType: "application/json",
+      generationId: null,
+      body: new TextEncoder().encode(JSON.stringify(error.toBody())),
+    };
+    void this.guard("keeping the error", () => this.keys.complete(appId, key, requestId, stored, this.deps.clock.now() + this.ttlMs));
   }
 
   abandoned(): void {

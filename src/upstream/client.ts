@@ -1,10 +1,29 @@
 import { upstreamRequestHeaders } from "./headers";
+import { isConnectFailure } from "../http/connect-failure";
 
 /** The one way out to the upstream: `fetch` in production, the mock's handler in demo mode. */
 export type FetchUpstream = (url: string, init: RequestInit) => Promise<Response>;
 
-/** The upstream did not answer with headers in time, or could not be reached. */
+/** The upstream could not be reached: the connection was never made, so nothing was sent (and nothing can be billed). */
 export class UpstreamUnreachable extends Error {}
+
+/** The request was sent, but it failed before an answer came (a reset, say): the upstream may have started a generation. */
+export class UpstreamFailed extends Error {}
+
+/**
+ * No answer's headers within the wait: the client is answered now, but the request is not
+ * given up. The upstream may be generating (and bills a generation to its end whether or not
+ * anyone waits: OpenRouter's streaming page, on non-streaming requests), so the caller keeps
+ * `pending` to read its usage when it comes, and `abort` to give up at its own bound.
+ */
+export class UpstreamTimeout extends Error {
+  constructor(
+    readonly pending: Promise<Response>,
+    readonly abort: AbortController,
+  ) {
+    super("timed out waiting for the upstream's answer");
+  }
+}
 
 /**
  * Calls the OpenRouter-compatible upstream. Bun's fetch keeps connections alive and
@@ -29,24 +48,31 @@ export class UpstreamClient {
   /**
    * POSTs a chat completion. The returned controller aborts the upstream request; the
    * caller uses it when the client is gone for good or the stream stalls. Only the wait
-   * for response headers is bounded here: the body's pace is the relay's business.
+   * for response headers is bounded here (UpstreamTimeout, which leaves the request
+   * running): the body's pace is the relay's business.
    */
   async chat(body: string, client: Headers, stream: boolean): Promise<{ response: Response; abort: AbortController }> {
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(new UpstreamUnreachable("timed out waiting for the upstream")), this.headersTimeoutMs);
+    const pending = this.fetchUpstream(this.baseUrl + "/chat/completions", {
+      method: "POST",
+      headers: upstreamRequestHeaders(this.apiKey, client, stream),
+      body,
+      signal: abort.signal,
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(resolve, this.headersTimeoutMs, "timeout")));
     try {
-      const response = await this.fetchUpstream(this.baseUrl + "/chat/completions", {
-        method: "POST",
-        headers: upstreamRequestHeaders(this.apiKey, client, stream),
-        body,
-        signal: abort.signal,
-      });
-      return { response, abort };
+      const first = await Promise.race([pending, timedOut]);
+      if (first === "timeout") {
+        // Kept by the caller, which reads it (or gives up) later; a rejection then is its business.
+        pending.catch(() => {});
+        throw new UpstreamTimeout(pending, abort);
+      }
+      return { response: first, abort };
     } catch (err) {
-      if (err instanceof UpstreamUnreachable) throw err;
-      const reason = abort.signal.reason;
-      if (reason instanceof UpstreamUnreachable) throw reason;
-      throw new UpstreamUnreachable(`could not reach the upstream: ${err instanceof Error ? err.message : String(err)}`);
+      if (err instanceof UpstreamTimeout) throw err;
+      const reason = `could not reach the upstream: ${err instanceof Error ? err.message : String(err)}`;
+      throw isConnectFailure(err) ? new UpstreamUnreachable(reason) : new UpstreamFailed(reason);
     } finally {
       clearTimeout(timer);
     }

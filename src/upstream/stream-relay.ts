@@ -9,6 +9,12 @@ export interface RelayOptions {
   drainTimeoutMs: number;
   /** Sees every upstream chunk, relayed or drained (the idempotency recorder keeps them). */
   onChunk?: (chunk: Uint8Array) => void;
+  /**
+   * Set when the generation id is not known yet (no X-Generation-Id header): called with it
+   * once a chunk carries it, and that chunk is relayed only when this resolves, so the call
+   * journal has the id before the answer's first event reaches the client.
+   */
+  identify?: (generationId: string) => Promise<void>;
 }
 
 type RelayDone = (status: RelayStatus, scanner: SseUsageScanner) => void;
@@ -62,8 +68,11 @@ class StreamRelay {
   /** One timer for the whole stream, pushed back on every read (no per-chunk timer). */
   private readonly stallTimer: ReturnType<typeof setTimeout>;
   /** `onRead` and `onReadFailed` bound to this relay once, for every read's `then`. */
-  private readonly relayRead: (result: UpstreamRead) => void;
+  private readonly relayRead: (result: UpstreamRead) => void | Promise<void>;
   private readonly readFailed: (err: unknown) => void;
+
+  /** RelayOptions.identify until the id is known. */
+  private identify: ((generationId: string) => Promise<void>) | undefined;
 
   constructor(
     private readonly reader: UpstreamReader,
@@ -71,6 +80,7 @@ class StreamRelay {
     private readonly options: RelayOptions,
     private readonly onDone: RelayDone,
   ) {
+    this.identify = options.identify;
     this.stallTimer = setTimeout(checkStall, options.stallTimeoutMs, this);
     this.relayRead = this.onRead.bind(this);
     this.readFailed = this.onReadFailed.bind(this);
@@ -101,7 +111,7 @@ class StreamRelay {
     this.giveUp("upstream stalled");
   }
 
-  private onRead({ value, done }: UpstreamRead): void {
+  private onRead({ value, done }: UpstreamRead): void | Promise<void> {
     this.waitingOnUpstream = false;
     try {
       if (this.clientGone) {
@@ -115,7 +125,26 @@ class StreamRelay {
         return;
       }
       this.see(value);
+      const identify = this.identify;
+      if (identify !== undefined && this.scanner.generationId !== null) {
+        this.identify = undefined;
+        // The id first (a failure to record it only costs precision: the call is then
+        // charged its reservation if its usage is never seen), then the chunk.
+        return identify(this.scanner.generationId).then(
+          () => this.relay(value),
+          () => this.relay(value),
+        );
+      }
       this.controller.enqueue(value);
+    } catch (err) {
+      this.onReadFailed(err);
+    }
+  }
+
+  private relay(chunk: Uint8Array): void {
+    if (this.clientGone || this.finished) return;
+    try {
+      this.controller.enqueue(chunk);
     } catch (err) {
       this.onReadFailed(err);
     }

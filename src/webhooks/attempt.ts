@@ -17,6 +17,7 @@
 import { lookup } from "node:dns/promises";
 import type { AttemptFailure } from "../store/webhooks";
 import { firstNonPublic, isIpLiteral, type SpecialRange } from "./special-addresses";
+import { errorCode, isConnectFailure } from "../http/connect-failure";
 
 /** Bun's fetch, or a stand-in for it in tests; `tls.serverName` is Bun's fetch option for SNI and the certificate check. */
 export type SendWebhook = (url: string, init: RequestInit & { tls?: { serverName?: string } }) => Promise<Response>;
@@ -48,9 +49,6 @@ export class AddressRefusedError extends Error {
   }
 }
 
-/** Errors of the connection itself, before any byte was sent: another address of the host may still answer. */
-const CONNECT_FAILURES = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ConnectionRefused", "FailedToOpenSocket"]);
-
 export async function attemptDelivery(request: AttemptRequest, policy: AttemptPolicy, send: SendWebhook): Promise<AttemptResult> {
   const deadline = AbortSignal.timeout(policy.timeoutMs);
   let url: URL;
@@ -78,7 +76,8 @@ export async function attemptDelivery(request: AttemptRequest, policy: AttemptPo
       return { answered: true, status: response.status };
     } catch (err) {
       const lastAddress = index === addresses.length - 1;
-      if (lastAddress || !CONNECT_FAILURES.has(errorCode(err))) return failed(err);
+      // A connection never made: another address of the host may still answer.
+      if (lastAddress || !isConnectFailure(err)) return failed(err);
     }
   }
   return { answered: false, failure: "unreachable", cause: "no address" };
@@ -110,8 +109,6 @@ function failed(err: unknown): AttemptResult {
   // Refused, reset, DNS failure, TLS failure, anything else on the way: all one class.
   return { answered: false, failure: "unreachable", cause: errorCode(err) || "unknown" };
 }
-
-const errorCode = (err: unknown) => String((err as { code?: unknown } | undefined)?.code ?? "");
 
 /** `work`, or the deadline's reason if it passes first (a DNS lookup takes no signal). */
 function withDeadline<T>(work: Promise<T>, deadline: AbortSignal): Promise<T> {

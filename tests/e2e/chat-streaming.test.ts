@@ -122,17 +122,19 @@ describe("streams through a real proxy process", () => {
     expect((await stack.status("aborts")).usage.monthlyUsd).toBe(row!.costUsd);
   });
 
-  test("a client that aborts while the upstream stalls is charged an estimate, never $0", async () => {
+  test("a client that aborts while the upstream stalls is charged what the upstream's record says, never $0", async () => {
     const abort = new AbortController();
     const res = await stack.chat("aborts-stalled", chatBody("[[mock tokens=6 stall_mid_stream after=1]]"), { signal: abort.signal });
     const events = new SseReader(res);
     const first = await events.untilContent();
     abort.abort();
-    // After DISCONNECT_DRAIN_MS without a usage chunk the proxy gives up and estimates.
+    // After DISCONNECT_DRAIN_MS without a usage chunk the proxy gives up reading and the
+    // reconciler settles the call from the upstream's record of the generation.
     const [row] = await stack.waitForUsage("aborts-stalled", 1);
-    expect(row).toMatchObject({ generationId: first.id, status: "client_disconnected", source: "estimated" });
-    expect(row!.costUsd).toBeGreaterThan(0);
     const served = stack.mock.served.find((s) => s.id === first.id)!;
+    expect(row).toMatchObject({ generationId: first.id, status: "client_disconnected", source: "generation" });
+    expect(nano(row!.costUsd)).toBe(nano(served.costUsd));
+    expect(row!.costUsd).toBeGreaterThan(0);
     // ...and lets go of the upstream.
     await eventually("the proxy aborted the stalled upstream request", () => served.aborted);
     expect(served.completed).toBe(false);

@@ -30,7 +30,10 @@ export interface ChatTestApp {
   connect(appUserId: string, monthlyUsd: number): Promise<void>;
   chat(body: Record<string, unknown>, headers?: Record<string, string>): Promise<Response>;
   get(path: string): Promise<Response>;
-  /** Writes queued usage rows now, once the settles under way (which queue them) are done. */
+  /**
+   * Brings metering to rest: waits for the settles under way, runs a reconciler round (the
+   * calls whose usage was not seen, settled from the mock's records), writes queued rows.
+   */
   flush(): Promise<void>;
 }
 
@@ -95,6 +98,8 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
     get: (path) => app.handle(new Request(`http://localhost${path}`, { headers: auth })),
     flush: async () => {
       await app.decorator.chat.idle(10_000);
+      // Calls whose usage was not seen are settled from the mock's records of them.
+      await app.decorator.reconciler.runRound();
       await deps.usageWriter.flush();
     },
   };
@@ -105,7 +110,15 @@ export function handDrivenUpstream() {
   let controller!: ReadableStreamDefaultController<Uint8Array>;
   let cancelled = false;
   const requests: Array<{ url: string; body: unknown }> = [];
+  /** The upstream's records of its generations (GET /generation): id → total_cost in USD; 404 for others. */
+  const records = new Map<string, number>();
   const fetchUpstream: FetchUpstream = async (url, init) => {
+    const record = /\/generation\?id=([^&]+)$/.exec(url);
+    if (record) {
+      const cost = records.get(decodeURIComponent(record[1]!));
+      if (cost === undefined) return Response.json({ error: { code: 404, message: "Generation not found" } }, { status: 404 });
+      return Response.json({ data: { id: decodeURIComponent(record[1]!), total_cost: cost, tokens_prompt: 9, tokens_completion: 3 } });
+    }
     requests.push({ url, body: JSON.parse(String(init.body)) });
     const body = new ReadableStream<Uint8Array>({
       start: (c) => {
@@ -121,6 +134,7 @@ export function handDrivenUpstream() {
   return {
     fetchUpstream,
     requests,
+    records,
     send: (data: string | Uint8Array) => controller.enqueue(typeof data === "string" ? enc.encode(data) : data),
     end: () => controller.close(),
     fail: (err: Error) => controller.error(err),

@@ -37,6 +37,7 @@ export interface ApiUsageRow {
   streamed: boolean;
   startedAt: string;
   finishedAt: string;
+  reservedUsd: number | null;
 }
 
 /** GET /api/v1/status, as the service declares it. */

@@ -1,6 +1,7 @@
 /**
  * What a process that dies without settling leaves in the shared Redis budgets, and its
- * reclaim (src/metering/redis-process-lease.ts), on a real redis-server. Two ledgers stand
+ * reclaim (src/metering/redis-process-lease.ts), on a real redis-server: its holds stay
+ * counted, as orphans, until the reconciler settles each (with `settle`, from any process). Two ledgers stand
  * for two processes; "dying" is deleting a ledger's lease key, which is what its expiry
  * does, so no test waits for the lease's real lifetime. The ledgers' background renewal and
  * sweep are stopped: each test renews and sweeps by hand, so nothing races with it.
@@ -52,25 +53,48 @@ let seq = 0;
 const fresh = (label: string) => `${label}-${Date.now().toString(36)}-${seq++}`;
 
 describe("a process that dies holding reservations", () => {
-  test("its holds are released once its lease runs out, not before; live holds stay counted", async () => {
+  test("its holds become orphans once its lease runs out, not before, and stay counted until settled; live holds stay counted", async () => {
     const account = fresh("acct");
     const durable = new Map<string, number>();
     const dying = await processLedger(durable);
     const live = await processLedger(durable);
-    expect(await dying.reserve(account, fresh("req"), 1000, 100, 300)).toEqual({ ok: true, grantedNano: 300 });
+    const dyingRequest = fresh("req");
+    expect(await dying.reserve(account, dyingRequest, 1000, 100, 300)).toEqual({ ok: true, grantedNano: 300 });
     expect(await live.reserve(account, fresh("req"), 1000, 100, 200)).toEqual({ ok: true, grantedNano: 200 });
 
     // Alive (its lease is there): a sweep leaves it alone.
     await dying.lease.renew();
     await sweep(live);
+    expect(await live.orphans()).not.toContain(dyingRequest);
     expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 500 });
 
     await expire(dying);
     expect(await sweep(live)).toBeGreaterThanOrEqual(1);
+    expect(await live.orphans()).toContain(dyingRequest);
+    // Still held: the call may have been billed upstream.
+    expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 500 });
+    // The reconciler releases it (its call never went upstream): once.
+    await live.settle(dyingRequest, 0);
+    expect(await live.orphans()).not.toContain(dyingRequest);
     expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 200 });
-    // Released once: a second sweep changes nothing.
+    await live.settle(dyingRequest, 0);
     await sweep(live);
     expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 200 });
+  });
+
+  test("an orphan settled after its call's row is written counts the row's cost, from the store", async () => {
+    const account = fresh("acct");
+    const durable = new Map<string, number>();
+    const dying = await processLedger(durable);
+    const live = await processLedger(durable);
+    const request = fresh("req");
+    await dying.reserve(account, request, 1000, 100, 600);
+    await expire(dying);
+    await sweep(live);
+    // The reconciler writes the call's row (the store's total), then settles the orphan.
+    durable.set(account, 420);
+    await live.settle(request, 420);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 420, reservedNano: 0 });
   });
 
   test("accounts it settled in reload their spend from the store: rows it never flushed stop counting", async () => {
@@ -106,12 +130,15 @@ describe("a process that dies holding reservations", () => {
     await slow.reserve(account, request, 1000, 100, 600);
     await expire(slow);
     expect(await sweep(other)).toBeGreaterThanOrEqual(1);
-    // The sweep marked the account stale; the store has nothing yet.
-    expect(await other.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 0 });
+    // The sweep marked the account stale; the store has nothing yet; the hold stays.
+    expect(await other.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 600 });
 
     await slow.settle(request, 450);
     await slow.settle(request, 450); // idempotent as ever
     expect(await other.snapshot(account)).toEqual({ spentNano: 450, reservedNano: 0 });
+    // Its own settle took it off the orphans: no reconciler releases it a second time.
+    expect(await other.orphans()).not.toContain(request);
+    await other.settle(request, 0);
     expect(await other.reserve(account, fresh("req"), 1000, 600, 600)).toMatchObject({ ok: false, spentNano: 450, reservedNano: 0 });
   });
 });
@@ -137,15 +164,18 @@ describe("a process that stops cleanly", () => {
     expect(await live.snapshot(account)).toEqual({ spentNano: 500, reservedNano: 0 });
   });
 
-  test("stays registered while it still holds a reservation, so that hold is reclaimed later", async () => {
+  test("stays registered while it still holds a reservation, so that hold becomes an orphan later", async () => {
     const account = fresh("acct");
     const durable = new Map<string, number>();
     const leaving = await processLedger(durable);
     const live = await processLedger(durable);
-    await leaving.reserve(account, fresh("req"), 10_000, 100, 1000);
+    const request = fresh("req");
+    await leaving.reserve(account, request, 10_000, 100, 1000);
     await leaving.close();
     await expire(leaving);
     expect(await sweep(live)).toBe(1);
+    expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 1000 });
+    await live.settle(request, 0);
     expect(await live.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 0 });
   });
 });

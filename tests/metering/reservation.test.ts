@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { MIN_COMPLETION_TOKENS, MIN_REASONING_TOKENS, chargeFor, estimateCharge, grantedLimits, planReservation } from "../../src/metering/reservation";
+import { MIN_COMPLETION_TOKENS, MIN_REASONING_TOKENS, chargeFor, reservationCharge, grantedLimits, planReservation } from "../../src/metering/reservation";
 import type { CostBounds, ModelBound } from "../../src/metering/worst-case";
 
 /** gpt-4o-mini's rates in nano-dollars per token, a 1000-token prompt bound and no fixed costs. */
@@ -79,29 +79,20 @@ describe("reservation math", () => {
   test("fractional rates round the cost up", () => {
     const odd = bounded({ promptTokens: 3, promptPrice: 37.5, outputPrice: 0.2 });
     expect(planReservation(odd, 1, 4096, UNSET).desiredNano).toBe(113 + 1);
-    expect(
-      chargeFor(odd, { promptTokens: 1, completionTokens: 1, costUsd: null }, () => {
-        throw new Error("unused");
-      }).costNano,
-    ).toBe(38 + 1);
+    expect(chargeFor(odd, { promptTokens: 1, completionTokens: 1, costUsd: null })!.costNano).toBe(38 + 1);
   });
 
-  test("the upstream's cost wins; else tokens at the worst-case rates plus fixed costs; else the estimate", () => {
+  test("the upstream's cost wins; else tokens at the worst-case rates plus fixed costs; else nothing: no guess", () => {
     const bounds = bounded({ fixedNano: 1000 });
-    const plan = planReservation(bounds, 50, 4096, UNSET);
-    const limits = grantedLimits(plan, bounds, plan.desiredNano);
-    const estimate = () => estimateCharge(bounds, limits, 5, 10_000_000);
-    expect(chargeFor(bounds, { promptTokens: 10, completionTokens: 5, costUsd: 0.0000123 }, estimate)).toMatchObject({ costNano: 12_300, source: "upstream" });
-    expect(chargeFor(bounds, { promptTokens: 10, completionTokens: 5, costUsd: null }, estimate)).toMatchObject({
+    expect(chargeFor(bounds, { promptTokens: 10, completionTokens: 5, costUsd: 0.0000123 })).toMatchObject({ costNano: 12_300, source: "upstream" });
+    expect(chargeFor(bounds, { promptTokens: 10, completionTokens: 5, costUsd: null })).toMatchObject({
       costNano: 1000 + 1500 + 3000,
       source: "computed",
     });
-    expect(chargeFor(bounds, null, estimate)).toMatchObject({ costNano: 1000 + 150_000 + 3000, source: "estimated" });
+    expect(chargeFor(bounds, null)).toBeNull();
   });
 
-  test("an estimate never exceeds what was reserved", () => {
-    const plan = planReservation(plain, 50, 4096, UNSET);
-    const limits = grantedLimits(plan, plain, plan.desiredNano);
-    expect(estimateCharge(plain, limits, 10_000, 20_000).costNano).toBe(20_000);
+  test("when nothing can say what a call cost, its whole reservation is charged", () => {
+    expect(reservationCharge(20_000)).toEqual({ costNano: 20_000, source: "reservation", promptTokens: 0, completionTokens: 0 });
   });
 });

@@ -20,6 +20,7 @@
  * and the slow streams it must interrupt are checked (in the mock's log) to be open.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { SseReader, eventually, nano, startProxyStack, type ProxyStack } from "../helpers/proxy-stack";
 import { startRedis, type TestRedis } from "../helpers/redis";
 import { userAccount } from "../../src/metering/accounts";
@@ -92,6 +93,8 @@ for (const mode of ["embedded", "redis"] as const) {
     let stack: ProxyStack;
     const calls: Call[] = [];
     let ledger: LedgerFile;
+    /** The file once the restarted process has settled what the killed one left open. */
+    let settled: LedgerFile;
     let killedAt = 0;
 
     beforeAll(async () => {
@@ -170,14 +173,35 @@ for (const mode of ["embedded", "redis"] as const) {
       );
     });
 
-    test("a new process on the same file rebuilds each user's budget from the stored rows; no reservation of the killed process is held", async () => {
+    test("a new process on the same file settles every call the killed one left open: at the upstream's records, or at the reservation for a call not yet answered; nothing stays held", async () => {
       await stack.restartServer();
-      const spentByAccount = sumRowsPerAccount(ledger.rows);
+      // Embedded: the new process owns the file, so it takes the journal at once. Redis:
+      // once the killed process's leases run out (about 5 s).
+      await eventually("every call the killed process left open is settled", () => openJournalEntries(stack.databasePath) === 0);
+      settled = readLedgerFile(stack.databasePath);
+      // Every generation the upstream served has its row, at what the upstream billed for it;
+      // but a call the kill caught between sending its request and reading the answer's
+      // headers never learnt its generation id, and is charged its whole reservation: never
+      // less than the upstream billed, one such row per such generation.
+      const rows = new Map(settled.rows.map((r) => [r.generation_id, r]));
+      const unnamed = stack.mock.served.filter((s) => !rows.has(s.id));
+      for (const s of stack.mock.served.filter((x) => rows.has(x.id))) {
+        expect({ id: s.id, cost: rows.get(s.id)!.cost_nano }).toEqual({ id: s.id, cost: nano(s.costUsd) });
+      }
+      const atReservation = settled.rows.filter((r) => r.source === "reservation");
+      expect(atReservation.every((r) => r.generation_id === null && r.status === "instance_died")).toBe(true);
+      expect(atReservation).toHaveLength(unnamed.length);
+      for (const s of unnamed) expect(nano(s.costUsd)).toBeLessThanOrEqual(Math.min(...atReservation.map((r) => r.cost_nano)));
+      expect(settled.rows).toHaveLength(stack.mock.served.length);
+      expect(duplicates(settled.rows.map((r) => r.request_id))).toEqual([]);
+      expect(settled.totals).toEqual(sumRowsPerAccount(settled.rows));
+      // The slow streams the kill cut are among them, settled from the records.
+      expect(settled.rows.filter((r) => r.source === "generation").length).toBeGreaterThanOrEqual(SLOW_STREAMS);
+      const spentByAccount = sumRowsPerAccount(settled.rows);
       for (const user of USERS) {
         const spentNano = spentByAccount.get(accountOf(stack, user))?.spentNano ?? 0;
         const expected = { usage: nano(spentNano / 1e9), remaining: nano(CAP_USD) - spentNano };
-        // Redis mode converges once the killed process's lease runs out; embedded at once.
-        const seen = await eventually(`${user}'s budget equals the stored rows`, async () => {
+        const seen = await eventually(`${user}'s budget equals the settled rows`, async () => {
           const status = await stack.status(user);
           const got = { usage: nano(status.usage.monthlyUsd), remaining: nano(status.remainingUsd) };
           return got.usage === expected.usage && got.remaining === expected.remaining ? got : false;
@@ -188,7 +212,7 @@ for (const mode of ["embedded", "redis"] as const) {
 
     test("after the restart, admission follows the rebuilt counters: 402 one nano-dollar short, the same max_tokens as a fresh user with the same headroom", async () => {
       const user = USERS[0]!;
-      const spentNano = sumRowsPerAccount(ledger.rows).get(accountOf(stack, user))?.spentNano ?? 0;
+      const spentNano = sumRowsPerAccount(settled.rows).get(accountOf(stack, user))?.spentNano ?? 0;
       expect(spentNano).toBeGreaterThan(0);
       const request = body("Edge call. [[mock tokens=4]]", false);
 
@@ -218,4 +242,14 @@ for (const mode of ["embedded", "redis"] as const) {
       expect(mine!.maxTokens).toBe(fresh!.maxTokens);
     });
   });
+}
+
+/** Calls in the file's call journal: in flight, or waiting for the reconciler. */
+function openJournalEntries(databasePath: string): number {
+  const db = new Database(databasePath);
+  try {
+    return db.query<{ n: number }, []>("SELECT count(*) AS n FROM call_journal").get()!.n;
+  } finally {
+    db.close();
+  }
 }

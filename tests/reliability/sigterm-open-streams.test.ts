@@ -8,6 +8,7 @@
  * mock's log (`completed`, `deliveredTokens`); waits are bounded only by the test timeout.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { checkChatStream } from "../helpers/openrouter-spec";
 import { SseReader, eventually, nano, startProxyStack, type ProxyStack } from "../helpers/proxy-stack";
 import { completionText } from "../../src/upstream/mock";
@@ -113,7 +114,7 @@ describe("SIGTERM with a stream that outlives SHUTDOWN_GRACE_MS", () => {
     await stack?.stop();
   });
 
-  test("the process exits 0 before the stream's end, and the cut stream still has a priced ledger row", async () => {
+  test("the process exits 0 before the stream's end; the cut stream stays journaled and the next start charges the upstream's record", async () => {
     // 40 words, 1 s apart: a stream of about 40 s, against a grace of 0.5 s.
     const res = await stack.chat("long", streamBody(0, "[[mock tokens=40 pause_ms=1000]]"));
     const requestId = res.headers.get("x-request-id")!;
@@ -131,12 +132,30 @@ describe("SIGTERM with a stream that outlives SHUTDOWN_GRACE_MS", () => {
     expect(served.deliveredTokens).toBeLessThan(40);
     expect(stack.server.logLines().find((l) => l.msg === "shutdown grace is over: cutting the streams still open")).toMatchObject({ activeStreams: 1 });
 
+    // Cut before its usage chunk: no guess is written. The call stays in the journal, with
+    // its generation id, for whoever holds the store next.
     const ledger = readLedgerFile(stack.databasePath);
-    const row = ledger.rows.find((r) => r.request_id === requestId);
-    // Cut before its usage chunk: an estimate from what was relayed, never a silent $0.
-    expect(row).toMatchObject({ generation_id: first.id, source: "estimated" });
-    expect(row!.status).not.toBe("ok");
-    expect(row!.cost_nano).toBeGreaterThan(0);
-    expect(ledger.totals).toEqual(sumRowsPerAccount(ledger.rows));
+    expect(ledger.rows.find((r) => r.request_id === requestId)).toBeUndefined();
+    expect(journalEntry(stack.databasePath, requestId)).toMatchObject({ generation_id: first.id, reconcile_reason: "client_disconnected" });
+
+    // The next process holds it again at once and settles it from the upstream's record:
+    // what the provider billed (it cannot cancel: the whole generation), never a silent $0.
+    await stack.restartServer();
+    const [row] = await stack.waitForUsage("long", 1);
+    expect(row).toMatchObject({ requestId, generationId: first.id, source: "generation", status: "client_disconnected" });
+    expect(nano(row!.costUsd)).toBe(nano(served.costUsd));
+    expect(row!.costUsd).toBeGreaterThan(0);
+    const status = await stack.status("long");
+    expect(nano(status.usage.monthlyUsd)).toBe(nano(served.costUsd));
   });
 });
+
+/** The call journal's row for a request, read from the file after the process exited. */
+function journalEntry(databasePath: string, requestId: string): Record<string, unknown> | null {
+  const db = new Database(databasePath);
+  try {
+    return db.query<Record<string, unknown>, [string]>("SELECT * FROM call_journal WHERE request_id = ?").get(requestId);
+  } finally {
+    db.close();
+  }
+}

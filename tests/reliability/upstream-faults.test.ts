@@ -8,8 +8,10 @@
  * (the proxy passes the bytes through, however odd), a cut one when the upstream's
  * connection failed (the proxy cannot change a status it already sent, and a cleanly closed
  * stream would look complete; the cut tells the client it was not). Every call leaves
- * exactly one ledger row with the right status and source (`estimated` where the usage never
- * came, never $0 for a stream that delivered content), and the process stays up.
+ * exactly one ledger row with the right status and cost: $0 only where the call provably
+ * never reached the upstream (refused), else what the upstream billed, read from its record
+ * of the generation where the usage never came (`generation`), or the whole reservation
+ * where nothing names a generation to look up (`reservation`); and the process stays up.
  *
  * No timing thresholds: the upstream timeout is set small so stalls end quickly, and every
  * wait is for an outcome.
@@ -62,7 +64,7 @@ async function expectHealthy(s: ProxyStack): Promise<void> {
 }
 
 beforeAll(async () => {
-  const env = { UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS), DISCONNECT_DRAIN_MS: "1000", RL_CHAT_LIMIT: "10000" };
+  const env = { UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS), DISCONNECT_DRAIN_MS: "1000", RL_CHAT_LIMIT: "10000", RECONCILE_POLL_MS: "50" };
   [stack, refused] = await Promise.all([
     startProxyStack({ env, mock: { now } }),
     // Nobody listens there: every upstream call is refused (the catalogue too: fallback prices).
@@ -74,7 +76,7 @@ afterAll(async () => {
   await Promise.all([stack?.stop(), refused?.stop()]);
 });
 
-describe("the upstream fails before anything is relayed: 502 upstream, a $0 row", () => {
+describe("the upstream fails before anything is relayed: 502 upstream; $0 only when it was never reached", () => {
   for (const stream of [false, true]) {
     const kind = stream ? "stream" : "JSON";
 
@@ -89,14 +91,17 @@ describe("the upstream fails before anything is relayed: 502 upstream, a $0 row"
       await expectHealthy(refused);
     });
 
-    test(`${kind}: stall before headers is cut after UPSTREAM_TIMEOUT_MS`, async () => {
+    test(`${kind}: stall before headers: the client is answered after UPSTREAM_TIMEOUT_MS, the call charged its reservation`, async () => {
       const u = await user();
       const from = stack.mock.served.length;
       const o = await call(stack, u, "[[mock stall_before_headers]]", stream);
       expectUpstreamEnvelope(o);
       expect(JSON.parse(text(o)).error.message).toContain("timed out");
-      expect(await rowOf(stack, u, o.requestId)).toMatchObject({ status: "upstream_unreachable", costUsd: 0 });
-      // The proxy let go of the upstream request.
+      // No answer ever came, so nothing names a generation: the reservation, never less.
+      const row = await rowOf(stack, u, o.requestId);
+      expect(row).toMatchObject({ status: "upstream_timeout", source: "reservation" });
+      expect(row.costUsd).toBe(row.reservedUsd!);
+      // The proxy let go of the upstream request once DISCONNECT_DRAIN_MS had passed.
       const served = servedFor(stack, from);
       await eventually("the stalled upstream request was aborted", () => served.aborted);
       await expectHealthy(stack);
@@ -107,30 +112,36 @@ describe("the upstream fails before anything is relayed: 502 upstream, a $0 row"
       const o = await call(stack, u, "[[mock error_200]]", stream);
       expectUpstreamEnvelope(o);
       expect(JSON.parse(text(o)).error.message).toContain("HTTP 200");
-      expect(await rowOf(stack, u, o.requestId)).toMatchObject({ status: "upstream_error", costUsd: 0 });
+      // A generation began (its id is in the header) and ended in an error: its record says
+      // what was billed, which for an error finish is no tokens (OpenRouter's zero completion insurance).
+      expect(await rowOf(stack, u, o.requestId)).toMatchObject({ status: "upstream_error", source: "generation", costUsd: 0 });
       await expectHealthy(stack);
     });
   }
 
-  // A JSON body cut halfway delivered nothing usable: the client retries a 502, so charging
-  // here would charge once per retry (the proxy's choice in ChatService.completeJson).
-  for (const [fault, directive] of [
-    ["reset", "[[mock tokens=40 reset_mid_stream]]"],
-    ["stall", "[[mock tokens=40 stall_mid_stream]]"],
+  // A JSON body cut halfway: the generation ran upstream and is billed in full whether or not
+  // its answer arrives (OpenRouter's streaming page, on non-streaming requests), so the row
+  // is what the upstream's record says. The 502 tells the client not to retry it.
+  for (const [fault, directive, status] of [
+    ["reset", "[[mock tokens=40 reset_mid_stream]]", "upstream_reset"],
+    ["stall", "[[mock tokens=40 stall_mid_stream]]", "upstream_timeout"],
   ] as const) {
     test(`JSON: ${fault} halfway through the body`, async () => {
       const u = await user();
       const from = stack.mock.served.length;
       const o = await call(stack, u, directive, false);
       expectUpstreamEnvelope(o);
-      expect(await rowOf(stack, u, o.requestId)).toMatchObject({ status: "upstream_reset", costUsd: 0, streamed: false });
-      expect(servedFor(stack, from).completed).toBe(false);
+      const served = servedFor(stack, from);
+      const row = await rowOf(stack, u, o.requestId);
+      expect(row).toMatchObject({ status, source: "generation", generationId: served.id, streamed: false });
+      expect(nano(row.costUsd)).toBe(nano(served.costUsd));
+      expect(served.completed).toBe(false);
       await expectHealthy(stack);
     });
   }
 });
 
-describe("the upstream fails mid-stream: the client's stream is cut, the row is an estimate", () => {
+describe("the upstream fails mid-stream: the client's stream is cut, the row is the upstream's record", () => {
   for (const [fault, directive, status] of [
     ["connection reset", "[[mock tokens=8 reset_mid_stream after=3]]", "upstream_reset"],
     ["stall (no bytes for UPSTREAM_TIMEOUT_MS)", "[[mock tokens=8 stall_mid_stream after=3]]", "upstream_stalled"],
@@ -148,18 +159,20 @@ describe("the upstream fails mid-stream: the client's stream is cut, the row is 
       const content = stream.chunks.map((c: any) => c.choices[0]?.delta?.content ?? "").join("");
       expect(content).toBe(completionText(3));
       const row = await rowOf(stack, u, o.requestId);
-      expect(row).toMatchObject({ status, source: "estimated", streamed: true });
+      const served = servedFor(stack, from);
+      expect(row).toMatchObject({ status, source: "generation", generationId: served.id, streamed: true });
+      expect(nano(row.costUsd)).toBe(nano(served.costUsd));
       expect(row.costUsd).toBeGreaterThan(0);
       expect(await stack.usage(u)).toHaveLength(1);
-      const served = servedFor(stack, from);
       expect(served.completed).toBe(false);
       if (status === "upstream_stalled") await eventually("the stalled upstream was let go", () => served.aborted);
       await expectHealthy(stack);
     });
   }
 
-  test("a mid-stream error chunk is relayed and the stream ends cleanly; the row is an estimate", async () => {
+  test("a mid-stream error chunk is relayed and the stream ends cleanly; the row is the upstream's record", async () => {
     const u = await user();
+    const from = stack.mock.served.length;
     const o = await call(stack, u, "[[mock tokens=8 mid_stream_error after=3]]", true);
     expect(o.status).toBe(200);
     expect(o.cut).toBeNull();
@@ -167,8 +180,9 @@ describe("the upstream fails mid-stream: the client's stream is cut, the row is 
     expect(stream.problems).toEqual([]);
     expect((stream.chunks.at(-1) as { error?: unknown }).error).toBeDefined();
     const row = await rowOf(stack, u, o.requestId);
-    expect(row).toMatchObject({ status: "upstream_error_mid_stream", source: "estimated" });
-    expect(row.costUsd).toBeGreaterThan(0);
+    const served = servedFor(stack, from);
+    expect(row).toMatchObject({ status: "upstream_error_mid_stream", source: "generation", generationId: served.id });
+    expect(nano(row.costUsd)).toBe(nano(served.costUsd));
   });
 });
 
@@ -215,9 +229,10 @@ describe("odd but complete streams pass through byte for byte and are metered ex
   });
 });
 
-describe("the usage never comes", () => {
-  test("stream without a usage chunk: clean end, an estimated (non-zero) row", async () => {
+describe("the usage never comes: the row is the upstream's record of the generation", () => {
+  test("stream without a usage chunk: clean end, the record's (non-zero) cost", async () => {
     const u = await user();
+    const from = stack.mock.served.length;
     const o = await call(stack, u, "[[mock tokens=12 no_usage]]", true);
     expect(o.status).toBe(200);
     expect(o.cut).toBeNull();
@@ -225,19 +240,22 @@ describe("the usage never comes", () => {
     expect(stream.problems).toEqual([]);
     expect(stream.done).toBe(true);
     const row = await rowOf(stack, u, o.requestId);
-    expect(row).toMatchObject({ status: "ok", source: "estimated" });
+    expect(row).toMatchObject({ status: "ok", source: "generation" });
+    expect(nano(row.costUsd)).toBe(nano(servedFor(stack, from).costUsd));
     expect(row.costUsd).toBeGreaterThan(0);
   });
 
-  test("JSON without usage: 200 with the completion, an estimated (non-zero) row", async () => {
+  test("JSON without usage: 200 with the completion, the record's (non-zero) cost", async () => {
     const u = await user();
+    const from = stack.mock.served.length;
     const o = await call(stack, u, "[[mock tokens=12 no_usage]]", false);
     expect(o.status).toBe(200);
     const body = JSON.parse(text(o));
     expect(validateChatCompletion(body)).toEqual([]);
     expect(body.choices[0].message.content).toBe(completionText(12));
     const row = await rowOf(stack, u, o.requestId);
-    expect(row).toMatchObject({ status: "ok", source: "estimated" });
+    expect(row).toMatchObject({ status: "ok", source: "generation" });
+    expect(nano(row.costUsd)).toBe(nano(servedFor(stack, from).costUsd));
     expect(row.costUsd).toBeGreaterThan(0);
   });
 });

@@ -18,9 +18,9 @@ const usage = frame({
 });
 const dec = new TextDecoder();
 
-async function started() {
+async function started(env: Record<string, string> = {}) {
   const upstream = handDrivenUpstream();
-  const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream });
+  const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream, env });
   await t.connect("alice", 5);
   const res = await t.chat(body);
   expect(res.status).toBe(200);
@@ -78,34 +78,61 @@ describe("stream relay", () => {
     expect(row).toMatchObject({ status: "client_disconnected", source: "upstream", costNano: 4200 });
   });
 
-  test("when the usage never comes after a disconnect, an estimate bounded by the reservation is charged", async () => {
+  test("when the usage never comes after a disconnect, the upstream's record of the generation is charged", async () => {
     const { upstream, reader, t, res } = await started();
     upstream.send(content("partial"));
     await reader.read();
     await reader.cancel();
     upstream.end();
+    upstream.records.set("gen-hand", 0.0000077);
     const row = await rowOf(t, res);
-    expect(row.source).toBe("estimated");
-    expect(row.status).toBe("client_disconnected");
-    expect(row.costNano).toBeGreaterThan(0);
-    const reserved = t.deps.catalogue.resolve(MODEL)!.price;
-    expect(row.costNano).toBeLessThanOrEqual(Math.ceil(500 * reserved.prompt + 50 * reserved.completion));
+    expect(row).toMatchObject({ status: "client_disconnected", source: "generation", generationId: "gen-hand", costNano: 7700 });
   });
 
-  test("an upstream that resets mid-stream errors the client stream and is metered", async () => {
+  test("with no record of the generation in time, its whole reservation is charged: never less than the upstream could bill", async () => {
+    const { upstream, reader, t, res } = await started({ RECONCILE_GIVE_UP_SECONDS: "0" });
+    upstream.send(content("partial"));
+    await reader.read();
+    await reader.cancel();
+    upstream.end();
+    const row = await rowOf(t, res);
+    expect(row).toMatchObject({ status: "client_disconnected", source: "reservation" });
+    expect(row.costNano).toBe(row.reservedNano!);
+    expect(row.costNano).toBeGreaterThan(0);
+  });
+
+  test("until its record is found, a call whose usage was not seen keeps its reservation held", async () => {
+    const { upstream, reader, t, res } = await started();
+    upstream.send(content("partial"));
+    await reader.read();
+    await reader.cancel();
+    upstream.end();
+    await rowOf(t, res);
+    expect(await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!)).toBeNull();
+    const held = await t.deps.budget.snapshot(`u/${t.appId}/2026-01/alice`);
+    expect(held.reservedNano).toBeGreaterThan(0);
+    expect(held.spentNano).toBe(0);
+    // The record appears, and the next look finds it (the reconciler backs off: 2 s after its first miss).
+    upstream.records.set("gen-hand", 0.0000042);
+    t.clock.advance(2000);
+    expect(await rowOf(t, res)).toMatchObject({ source: "generation", costNano: 4200 });
+    expect(await t.deps.budget.snapshot(`u/${t.appId}/2026-01/alice`)).toEqual({ spentNano: 4200, reservedNano: 0 });
+  });
+
+  test("an upstream that resets mid-stream errors the client stream and is settled from its record", async () => {
     const { upstream, reader, t, res } = await started();
     upstream.send(content("partial"));
     await reader.read();
     upstream.fail(new Error("ECONNRESET"));
     await expect(reader.read()).rejects.toBeDefined();
+    upstream.records.set("gen-hand", 0.0000031);
     const row = await rowOf(t, res);
-    expect(row).toMatchObject({ status: "upstream_reset", source: "estimated" });
-    expect(row.costNano).toBeGreaterThan(0);
+    expect(row).toMatchObject({ status: "upstream_reset", source: "generation", costNano: 3100 });
   });
 
   test("an upstream that stalls past the timeout is cut, and the client stream ends in an error", async () => {
     const upstream = handDrivenUpstream();
-    const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream, env: { UPSTREAM_TIMEOUT_MS: "200" } });
+    const t = await chatTestApp({ fetchUpstream: upstream.fetchUpstream, env: { UPSTREAM_TIMEOUT_MS: "200", RECONCILE_GIVE_UP_SECONDS: "0" } });
     await t.connect("alice", 5);
     const res = await t.chat(body);
     const reader = res.body!.getReader();

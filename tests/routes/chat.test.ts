@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, UPSTREAM_KEY } from "../helpers/chat-app";
 import { validateChatChunk, validateChatCompletion, parseSseEvents } from "../helpers/openrouter-spec";
+import { usdToNanoCeil } from "../../src/money";
 
 const MODEL = "openai/gpt-4o-mini";
 
@@ -133,8 +134,9 @@ describe("POST /api/v1/chat/completions, errors", () => {
 
   test("an unreachable upstream is 502 and the reservation is released", async () => {
     const t = await chatTestApp({
+      // As Bun's fetch fails when nothing listens: a TypeError with code ECONNREFUSED.
       fetchUpstream: async () => {
-        throw new TypeError("connect ECONNREFUSED 127.0.0.1:1");
+        throw Object.assign(new TypeError("ECONNREFUSED: Unable to connect. Is the computer able to access the url?"), { code: "ECONNREFUSED" });
       },
     });
     await t.connect("alice", 1);
@@ -238,7 +240,7 @@ describe("streams", () => {
     expect(sent.stream_options).toEqual({ include_usage: true });
   });
 
-  test("a mid-stream upstream error is relayed and what was produced is metered", async () => {
+  test("a mid-stream upstream error is relayed, and the row is what the upstream's record says it billed", async () => {
     const t = await chatTestApp();
     await t.connect("alice", 5);
     const res = await t.chat(ask("go [[mock mid_stream_error]]", { stream: true }));
@@ -247,11 +249,12 @@ describe("streams", () => {
     await t.app.decorator.chat.idle(5000);
     await t.flush();
     const row = (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
-    expect(row.status).toBe("upstream_error_mid_stream");
-    expect(row.costNano).toBeGreaterThan(0);
+    const served = t.mock.served.at(-1)!;
+    expect(row).toMatchObject({ status: "upstream_error_mid_stream", source: "generation", generationId: served.id });
+    expect(row.costNano).toBe(usdToNanoCeil(served.costUsd));
   });
 
-  test("a stream without a usage chunk is charged an estimate, marked estimated", async () => {
+  test("a stream without a usage chunk is charged what the upstream's record says, marked generation", async () => {
     const t = await chatTestApp();
     await t.connect("alice", 5);
     const res = await t.chat(ask("go [[mock no_usage]]", { stream: true }));
@@ -259,7 +262,8 @@ describe("streams", () => {
     await t.app.decorator.chat.idle(5000);
     await t.flush();
     const row = (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
-    expect(row.source).toBe("estimated");
+    expect(row.source).toBe("generation");
+    expect(row.costNano).toBe(usdToNanoCeil(t.mock.served.at(-1)!.costUsd));
     expect(row.costNano).toBeGreaterThan(0);
   });
 });

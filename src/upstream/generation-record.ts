@@ -1,0 +1,36 @@
+import type { UpstreamClient } from "./client";
+
+/**
+ * What the upstream says a generation cost: `GET /generation?id=` (spec: getGeneration;
+ * GenerationResponse's `data.total_cost`, USD, and its token counts). The record can take a
+ * while to appear after the generation ends, and until then the endpoint answers 404.
+ */
+export type GenerationRecord =
+  | { found: true; costUsd: number; promptTokens: number; completionTokens: number }
+  /** `why`: for the log; the caller looks again later, or gives up. */
+  | { found: false; why: string };
+
+export async function lookUpGeneration(upstream: UpstreamClient, generationId: string): Promise<GenerationRecord> {
+  let response: Response;
+  try {
+    response = await upstream.get(`/generation?id=${encodeURIComponent(generationId)}`);
+  } catch (err) {
+    return { found: false, why: `the upstream could not be reached: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if (response.status !== 200) {
+    await response.body?.cancel().catch(() => {});
+    return { found: false, why: response.status === 404 ? "no record yet" : `HTTP ${response.status}` };
+  }
+  let body: unknown;
+  try {
+    body = await response.json();
+  } catch {
+    return { found: false, why: "the record is not JSON" };
+  }
+  const data = (body as { data?: Record<string, unknown> } | null)?.data;
+  const cost = data?.total_cost ?? data?.usage;
+  if (typeof cost !== "number" || !Number.isFinite(cost) || cost < 0) return { found: false, why: "the record has no total_cost" };
+  return { found: true, costUsd: cost, promptTokens: count(data?.tokens_prompt), completionTokens: count(data?.tokens_completion) };
+}
+
+const count = (value: unknown): number => (typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 0);
