@@ -2,7 +2,7 @@
  * Operator commands, against the same DATABASE_URL as the server (SQLite or PostgreSQL);
  * running servers see the changes at once. `cli --help` lists them, `cli <command> --help`
  * shows one. Every command prints JSON lines.
- * Exit codes: 0 done, 1 refused (e.g. unknown app), 2 usage or configuration error.
+ * Exit codes: 0 done, 1 refused (e.g. unknown app), 2 usage or configuration error, 3 `usage reconcile` found differences.
  */
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "./config";
@@ -44,8 +44,7 @@ export async function runCli(argv: string[]): Promise<number> {
     const store = await openStore(config.database, { poolSize: 1, secrets, checkSecrets });
     try {
       const policy = { allowPrivateWebhookAddresses: config.webhooks.allowPrivateAddresses };
-      await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES, policy), values, store);
-      return 0;
+      return (await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES, policy), values, store, config)) ?? 0;
     } finally {
       await store.close();
     }

@@ -1,6 +1,12 @@
 /** The operator commands on users' connections, grants and usage. */
 import type { Page } from "../services/operator/views";
-import { APP, print, text, type Command } from "./shared";
+import { APP, print, text, UsageError, type Command } from "./shared";
+import type { ReconcileSummary } from "../services/operator";
+import { UpstreamClient } from "../upstream/client";
+import { lookUpGeneration } from "../upstream/generation-record";
+
+/** `usage reconcile`'s exit status when the ledger and the upstream's books differ (1 and 2 are taken: refused, usage). */
+export const DIFFERENCES_FOUND = 3;
 
 /** Lists are read in pages of this many, so a large app never loads at once. */
 const PAGE = 1000;
@@ -76,6 +82,24 @@ export const DATA_COMMANDS: Command[] = [
         format: text(values, "format", false),
       });
       for await (const lines of exported.pages) for (const line of lines) console.log(line);
+    },
+  },
+  {
+    name: "usage reconcile",
+    usage: "--app APP_ID --from YYYY-MM-DD --to YYYY-MM-DD",
+    summary:
+      "compare the app's ledger rows from --from to --to with the upstream's records of their generations: one JSON line per difference, " +
+      `then a summary line; exit ${DIFFERENCES_FOUND} when any differs (needs UPSTREAM_API_KEY)`,
+    options: { ...APP, from: { type: "string" }, to: { type: "string" } },
+    async run(operator, values, _store, config) {
+      if (!config.upstreamApiKey) throw new UsageError("usage reconcile asks the upstream for its records: set UPSTREAM_API_KEY (and UPSTREAM_BASE_URL)");
+      const upstream = new UpstreamClient((url, init) => fetch(url, init), config.upstreamBaseUrl, config.upstreamApiKey, config.upstreamTimeoutMs);
+      const summary: ReconcileSummary = { rowsChecked: 0, differences: 0, ledgerUsd: 0, upstreamUsd: 0 };
+      const range = { from: text(values, "from")!, to: text(values, "to")! };
+      for await (const difference of operator.reconcile.compare(text(values, "app")!, range, (id) => lookUpGeneration(upstream, id), summary))
+        print(difference);
+      print({ summary });
+      return summary.differences > 0 ? DIFFERENCES_FOUND : 0;
     },
   },
 ];

@@ -1,6 +1,7 @@
 import type { ParseArgsConfig } from "node:util";
 import type { InputNames, OperatorService } from "../services/operator";
 import type { Store } from "../store";
+import type { Config } from "../config";
 
 /** A usage mistake: the message and the command's usage go to stderr, exit 2. */
 export class UsageError extends Error {}
@@ -17,9 +18,10 @@ export interface Command {
   options: Options;
   /**
    * Runs the command; the operator service refuses with ApiError (invalid_request: exit 2
-   * with the usage, not_found: exit 1), see src/cli.ts.
+   * with the usage, not_found: exit 1), see src/cli.ts. A number is the exit status, when
+   * the command's answer is one (0 when it returns nothing).
    */
-  run(operator: OperatorService, values: Values, store: Store): Promise<void>;
+  run(operator: OperatorService, values: Values, store: Store, config: Config): Promise<void | number>;
   /** Opens the store without checking its secrets key: only `secrets reset`, which repairs a store that check refuses. */
   skipsSecretsCheck?: boolean;
 }

@@ -165,13 +165,11 @@ export async function runCliWithEnv(env: Record<string, string>, ...args: string
   });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   // Commands print JSON lines; --help prints text, which has no JSON to read.
-  const json =
-    code === 0
-      ? stdout
-          .split("\n")
-          .filter((l) => l.startsWith("{"))
-          .map((l) => JSON.parse(l) as Record<string, any>)
-      : [];
+  // Whatever the exit status (`usage reconcile` prints its differences and exits 3).
+  const json = stdout
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Record<string, any>);
   return { code, stdout, stderr, json };
 }
 

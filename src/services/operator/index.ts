@@ -11,6 +11,7 @@ import { GrantOperations } from "./grants";
 import { JSON_INPUT_NAMES, type InputNames } from "./input";
 import { KeyOperations } from "./keys";
 import { UsageExportOperations } from "./usage-export";
+import { UsageReconcileOperations } from "./usage-reconcile";
 import { UserConnectionOperations } from "./user-connections";
 import { WebhookOperations } from "./webhooks";
 
@@ -24,6 +25,7 @@ export class OperatorService {
   readonly connections: UserConnectionOperations;
   readonly grants: GrantOperations;
   readonly usage: UsageExportOperations;
+  readonly reconcile: UsageReconcileOperations;
   readonly webhooks: WebhookOperations;
 
   /**
@@ -37,6 +39,7 @@ export class OperatorService {
     this.connections = new UserConnectionOperations(context);
     this.grants = new GrantOperations(context);
     this.usage = new UsageExportOperations(context);
+    this.reconcile = new UsageReconcileOperations(context);
     this.webhooks = new WebhookOperations(context);
   }
 }
@@ -46,3 +49,4 @@ export type { NewApp, AppUpdate } from "./apps";
 export type { PageRequest } from "./paging";
 export { MAX_PAGE_SIZE } from "./paging";
 export type { ExportFormat, UsageExport } from "./usage-export";
+export type { ReconcileDifference, ReconcileSummary } from "./usage-reconcile";
