@@ -15,10 +15,8 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * shared with the other calls of its turn, before it goes upstream.
  */
 export class InFlightCalls {
-  private pending: JournalEntry[] = [];
-  private written: Promise<void> | null = null;
-  private pendingIds: Array<{ requestId: string; generationId: string }> = [];
-  private identified: Promise<void> | null = null;
+  private readonly opens = new TurnBatch<JournalEntry>((entries) => this.journal.open(entries));
+  private readonly ids = new TurnBatch<{ requestId: string; generationId: string }>((ids) => this.journal.identify(ids));
 
   constructor(
     private readonly journal: CallJournalRepository,
@@ -30,7 +28,7 @@ export class InFlightCalls {
   /** Records the call; resolves once the record is committed (a failure rejects: the call must not go upstream unrecorded). */
   begin(ticket: MeteringTicket): Promise<void> {
     const { target } = ticket;
-    this.pending.push({
+    return this.opens.add({
       requestId: ticket.requestId,
       owner: this.owner,
       account: target.account,
@@ -48,15 +46,11 @@ export class InFlightCalls {
       reconcileReason: null,
       attempts: 0,
     });
-    this.written ??= this.writePending();
-    return this.written;
   }
 
   /** The call's generation id, committed before the caller relays a byte of the answer (a group commit, as `begin`'s). */
   identify(requestId: string, generationId: string): Promise<void> {
-    this.pendingIds.push({ requestId, generationId });
-    this.identified ??= this.writeIds();
-    return this.identified;
+    return this.ids.add({ requestId, generationId });
   }
 
   /**
@@ -67,20 +61,26 @@ export class InFlightCalls {
   handOver(requestId: string, reason: string, generationId: string | null): Promise<void> {
     return this.journal.toReconcile(requestId, reason, generationId, this.clock.now());
   }
+}
 
-  private async writeIds(): Promise<void> {
-    await nextTurn();
-    const batch = this.pendingIds;
-    this.pendingIds = [];
-    this.identified = null;
-    await this.journal.identify(batch);
+/** Items added in one event-loop turn, written together in the next; each `add` resolves (or rejects) with that write. */
+class TurnBatch<T> {
+  private items: T[] = [];
+  private written: Promise<void> | null = null;
+
+  constructor(private readonly write: (items: T[]) => Promise<void>) {}
+
+  add(item: T): Promise<void> {
+    this.items.push(item);
+    this.written ??= this.writeNextTurn();
+    return this.written;
   }
 
-  private async writePending(): Promise<void> {
+  private async writeNextTurn(): Promise<void> {
     await nextTurn();
-    const batch = this.pending;
-    this.pending = [];
+    const batch = this.items;
+    this.items = [];
     this.written = null;
-    await this.journal.open(batch);
+    await this.write(batch);
   }
 }

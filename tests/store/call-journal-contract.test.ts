@@ -3,26 +3,13 @@
  * generation id, are handed to the reconciler, are claimed once (by their owner when due,
  * by anyone once their owner's lease lapsed), and end with their ledger row.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
-import { openSqliteStore } from "../../src/store/sqlite";
-import { openPostgresStore } from "../../src/store/postgres";
 import type { JournalEntry } from "../../src/store/call-journal";
 import type { UsageRow } from "../../src/store/usage-ledger";
-import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { storeEngines, withStore as withOpenStore } from "../helpers/store-engines";
 
-let pg: TestPostgres;
-beforeAll(async () => {
-  pg = await startPostgres();
-});
-afterAll(async () => {
-  await pg?.destroy();
-});
-
-const engines: Array<[string, () => Promise<Store>]> = [
-  ["sqlite", async () => openSqliteStore(":memory:")],
-  ["postgres", async () => openPostgresStore(await pg.createDatabase(), { poolSize: 4 })],
-];
+const engines = storeEngines();
 
 const entry = (requestId: string, owner: string, over: Partial<JournalEntry> = {}): JournalEntry => ({
   requestId,
@@ -64,14 +51,7 @@ const rowOf = (requestId: string): UsageRow => ({
 });
 
 describe.each(engines)("call journal on %s", (_name, open) => {
-  async function withStore(work: (store: Store) => Promise<void>): Promise<void> {
-    const store = await open();
-    try {
-      await work(store);
-    } finally {
-      await store.close();
-    }
-  }
+  const withStore = (work: (store: Store) => Promise<void>) => withOpenStore(open, work);
 
   test("an entry opens, learns its generation id, is handed over, and is claimed by its owner once due", () =>
     withStore(async (store) => {

@@ -3,27 +3,14 @@
  * an in-memory SQLite store and a real PostgreSQL server (tests/helpers/postgres.ts), each
  * case on a fresh database.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
-import { openSqliteStore } from "../../src/store/sqlite";
-import { openPostgresStore } from "../../src/store/postgres";
 import type { UsageRow } from "../../src/store/usage-ledger";
-import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { storeEngines, withStore as withOpenStore } from "../helpers/store-engines";
 import { approveConsentOrThrow } from "../helpers/grants";
 import { grantDayAccount } from "../../src/metering/accounts";
 
-let pg: TestPostgres;
-beforeAll(async () => {
-  pg = await startPostgres();
-});
-afterAll(async () => {
-  await pg?.destroy();
-});
-
-const engines: Array<[string, () => Promise<Store>]> = [
-  ["sqlite", async () => openSqliteStore(":memory:")],
-  ["postgres", async () => openPostgresStore(await pg.createDatabase(), { poolSize: 4 })],
-];
+const engines = storeEngines();
 
 const row = (over: Partial<UsageRow> = {}): UsageRow => ({
   requestId: `req-${crypto.randomUUID()}`,
@@ -48,14 +35,7 @@ const row = (over: Partial<UsageRow> = {}): UsageRow => ({
 });
 
 describe.each(engines)("store contract on %s", (_name, open) => {
-  async function withStore(work: (store: Store) => Promise<void>): Promise<void> {
-    const store = await open();
-    try {
-      await work(store);
-    } finally {
-      await store.close();
-    }
-  }
+  const withStore = (work: (store: Store) => Promise<void>) => withOpenStore(open, work);
 
   test("apps: create, find, list, count, origins, keys issued, listed and revoked", () =>
     withStore(async (store) => {
