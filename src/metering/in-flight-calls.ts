@@ -15,8 +15,13 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * shared with the other calls of its turn, before it goes upstream.
  */
 export class InFlightCalls {
-  private readonly opens = new TurnBatch<JournalEntry>((entries) => this.journal.open(entries));
-  private readonly ids = new TurnBatch<{ requestId: string; generationId: string }>((ids) => this.journal.identify(ids));
+  /** A turn's new calls and generation ids, one transaction (one commit on SQLite). */
+  private readonly changes = new TurnBatch<Change>((batch) =>
+    this.journal.record({
+      open: batch.flatMap((c) => (c.kind === "open" ? [c.entry] : [])),
+      identify: batch.flatMap((c) => (c.kind === "identify" ? [c.id] : [])),
+    }),
+  );
 
   constructor(
     private readonly journal: CallJournalRepository,
@@ -28,7 +33,7 @@ export class InFlightCalls {
   /** Records the call; resolves once the record is committed (a failure rejects: the call must not go upstream unrecorded). */
   begin(ticket: MeteringTicket): Promise<void> {
     const { target } = ticket;
-    return this.opens.add({
+    const entry: JournalEntry = {
       requestId: ticket.requestId,
       owner: this.owner,
       account: target.account,
@@ -45,12 +50,13 @@ export class InFlightCalls {
       generationId: null,
       reconcileReason: null,
       attempts: 0,
-    });
+    };
+    return this.changes.add({ kind: "open", entry });
   }
 
   /** The call's generation id, committed before the caller relays a byte of the answer (a group commit, as `begin`'s). */
   identify(requestId: string, generationId: string): Promise<void> {
-    return this.ids.add({ requestId, generationId });
+    return this.changes.add({ kind: "identify", id: { requestId, generationId } });
   }
 
   /**
@@ -62,6 +68,8 @@ export class InFlightCalls {
     return this.journal.toReconcile(requestId, reason, generationId, this.clock.now());
   }
 }
+
+type Change = { kind: "open"; entry: JournalEntry } | { kind: "identify"; id: { requestId: string; generationId: string } };
 
 /** Items added in one event-loop turn, written together in the next; each `add` resolves (or rejects) with that write. */
 class TurnBatch<T> {

@@ -35,11 +35,17 @@ export interface JournalEntry {
   attempts: number;
 }
 
+export interface JournalChanges {
+  open: JournalEntry[];
+  identify: Array<{ requestId: string; generationId: string }>;
+}
+
 export interface CallJournalRepository {
-  /** Records calls about to go upstream (one transaction for the batch). */
-  open(entries: JournalEntry[]): Promise<void>;
-  /** The upstream's generation ids of running calls (one transaction for the batch). */
-  identify(ids: Array<{ requestId: string; generationId: string }>): Promise<void>;
+  /**
+   * Records calls about to go upstream, and the upstream's generation ids of running ones,
+   * in one transaction for the batch (on SQLite: one commit for a turn's calls).
+   */
+  record(changes: JournalChanges): Promise<void>;
   /** Hands a call to the reconciler: its usage was not seen; look from `at` on. */
   toReconcile(requestId: string, reason: string, generationId: string | null, at: number): Promise<void>;
   /**

@@ -57,11 +57,14 @@ describe.each(engines)("call journal on %s", (_name, open) => {
     withStore(async (store) => {
       const journal = store.callJournal;
       await store.instances.renew("me", 60_000);
-      await journal.open([entry("r1", "me"), entry("r2", "me")]);
-      await journal.identify([
-        { requestId: "r1", generationId: "gen-r1" },
-        { requestId: "r2", generationId: "gen-r2" },
-      ]);
+      await journal.record({ open: [entry("r1", "me"), entry("r2", "me")], identify: [] });
+      await journal.record({
+        open: [],
+        identify: [
+          { requestId: "r1", generationId: "gen-r1" },
+          { requestId: "r2", generationId: "gen-r2" },
+        ],
+      });
       expect(await journal.find("r1")).toEqual(entry("r1", "me", { generationId: "gen-r1" }));
       expect((await journal.find("r2"))!.generationId).toBe("gen-r2");
       // Running calls are nobody's to reconcile.
@@ -82,7 +85,10 @@ describe.each(engines)("call journal on %s", (_name, open) => {
       const journal = store.callJournal;
       await store.instances.renew("alive", 60_000);
       await store.instances.renew("dead", 60_000);
-      await journal.open([entry("a1", "alive"), entry("d1", "dead", { generationId: "gen-d1" }), entry("d2", "dead", { reconcileReason: "upstream_stalled" })]);
+      await journal.record({
+        open: [entry("a1", "alive"), entry("d1", "dead", { generationId: "gen-d1" }), entry("d2", "dead", { reconcileReason: "upstream_stalled" })],
+        identify: [],
+      });
       await store.instances.renew("other", 60_000);
       expect(await journal.claimDue("other", 1_000, 10, 60_000, "instance_died")).toEqual([]);
 
@@ -102,7 +108,7 @@ describe.each(engines)("call journal on %s", (_name, open) => {
   test("a call's ledger row ends its entry; reservation ids are known as journaled by request or by grant day", () =>
     withStore(async (store) => {
       const journal = store.callJournal;
-      await journal.open([entry("r1", "me", { ceilingReservationId: "r1/grant-day" }), entry("r2", "me")]);
+      await journal.record({ open: [entry("r1", "me", { ceilingReservationId: "r1/grant-day" }), entry("r2", "me")], identify: [] });
       expect(await journal.journaled(["r1", "r1/grant-day", "r2", "r9"])).toEqual(new Set(["r1", "r1/grant-day", "r2"]));
       expect(await store.usageLedger.insertBatch([rowOf("r1")])).toBe(1);
       expect(await journal.find("r1")).toBeNull();
@@ -110,8 +116,8 @@ describe.each(engines)("call journal on %s", (_name, open) => {
       await journal.close(["r2"]);
       expect(await journal.counts()).toEqual({ running: 0, reconciling: 0 });
       // Opening the same call twice keeps the first entry.
-      await journal.open([entry("r3", "me", { reservedNano: 1 })]);
-      await journal.open([entry("r3", "me", { reservedNano: 2 })]);
+      await journal.record({ open: [entry("r3", "me", { reservedNano: 1 })], identify: [] });
+      await journal.record({ open: [entry("r3", "me", { reservedNano: 2 })], identify: [] });
       expect((await journal.find("r3"))!.reservedNano).toBe(1);
     }));
 });

@@ -1,4 +1,4 @@
-import type { CallJournalRepository, InstanceLeaseRepository, JournalEntry } from "../call-journal";
+import type { CallJournalRepository, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
 import { CallBatcher } from "./call-batcher";
 import { num, type PostgresDatabase } from "./database";
 
@@ -56,11 +56,12 @@ export class PostgresCallJournalRepository implements CallJournalRepository {
 
   constructor(private readonly db: PostgresDatabase) {}
 
-  async open(entries: JournalEntry[]): Promise<void> {
-    await Promise.all(entries.map((e) => this.opens.call(e)));
+  /** Opens batched (CallBatcher) and identifications in one statement, side by side. */
+  async record(changes: JournalChanges): Promise<void> {
+    await Promise.all([...changes.open.map((e) => this.opens.call(e)), this.identify(changes.identify)]);
   }
 
-  async identify(ids: Array<{ requestId: string; generationId: string }>): Promise<void> {
+  private async identify(ids: JournalChanges["identify"]): Promise<void> {
     if (ids.length === 0) return;
     await this.db.run((sql) => {
       const requests = sql.array(

@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import type { CallJournalRepository, InstanceLeaseRepository, JournalEntry } from "../call-journal";
+import type { CallJournalRepository, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
 
 interface JournalRow {
   request_id: string;
@@ -44,7 +44,7 @@ const ORPHANED = "owner <> ?1 AND NOT EXISTS (SELECT 1 FROM proxy_instances i WH
 
 export class SqliteCallJournalRepository implements CallJournalRepository {
   private readonly insert;
-  private readonly openBatch;
+  private readonly recordBatch;
 
   constructor(private readonly db: Database) {
     this.insert = db.query(
@@ -52,8 +52,9 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
          streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
-    this.openBatch = db.transaction((entries: JournalEntry[]) => {
-      for (const e of entries) {
+    const identify = db.query("UPDATE call_journal SET generation_id = ? WHERE request_id = ?");
+    this.recordBatch = db.transaction((changes: JournalChanges) => {
+      for (const e of changes.open) {
         this.insert.run(
           e.requestId,
           e.owner,
@@ -73,18 +74,12 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
           e.attempts,
         );
       }
+      for (const { requestId, generationId } of changes.identify) identify.run(generationId, requestId);
     });
   }
 
-  async open(entries: JournalEntry[]): Promise<void> {
-    if (entries.length > 0) this.openBatch.immediate(entries);
-  }
-
-  async identify(ids: Array<{ requestId: string; generationId: string }>): Promise<void> {
-    const update = this.db.query("UPDATE call_journal SET generation_id = ? WHERE request_id = ?");
-    this.db.transaction(() => {
-      for (const { requestId, generationId } of ids) update.run(generationId, requestId);
-    })();
+  async record(changes: JournalChanges): Promise<void> {
+    if (changes.open.length + changes.identify.length > 0) this.recordBatch.immediate(changes);
   }
 
   async toReconcile(requestId: string, reason: string, generationId: string | null, at: number): Promise<void> {
