@@ -34,7 +34,6 @@ export const CALL_JOURNAL_SQL = `
         next_attempt_at      bigint
       );
       CREATE INDEX call_journal_due ON call_journal(next_attempt_at) WHERE next_attempt_at IS NOT NULL;
-      CREATE INDEX call_journal_by_owner ON call_journal(owner);
       CREATE INDEX call_journal_by_ceiling ON call_journal(ceiling_reservation) WHERE ceiling_reservation IS NOT NULL;
 
       -- Opens a batch of entries in one statement. Like a reservation, an entry commits

@@ -235,7 +235,6 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
         next_attempt_at      INTEGER
       );
       CREATE INDEX call_journal_due ON call_journal(next_attempt_at) WHERE next_attempt_at IS NOT NULL;
-      CREATE INDEX call_journal_by_owner ON call_journal(owner);
       CREATE INDEX call_journal_by_ceiling ON call_journal(ceiling_reservation) WHERE ceiling_reservation IS NOT NULL;
       CREATE TABLE proxy_instances (id TEXT PRIMARY KEY, lease_until INTEGER NOT NULL);
       -- Rows settled from the upstream's record of a generation, or at their reservation
