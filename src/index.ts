@@ -86,10 +86,10 @@ async function main(): Promise<void> {
   consentSweeper.start();
 
   const proxy = createApp(deps);
-  // Calls an earlier process left open are held again before anything is admitted, and
-  // settled from the upstream's records (src/metering/reconciler.ts). With the embedded
-  // lock this process owns the store, so their owner is dead for sure: taken at once.
-  await proxy.decorator.reconciler.adoptLeftovers(storeLock !== null, (owner) => deps.store.instances.drop(owner));
+  // With the embedded lock this process owns the store: calls an earlier process left open
+  // are held again before anything is admitted, and settled from the upstream's records
+  // (src/metering/reconciler.ts). Shared stores keep them held where they are.
+  if (storeLock !== null) await proxy.decorator.reconciler.adoptLeftovers((owner) => deps.store.instances.drop(owner));
   proxy.decorator.reconciler.start();
 
   const app = proxy.listen({

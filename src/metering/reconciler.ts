@@ -67,12 +67,13 @@ export class Reconciler {
   ) {}
 
   /**
-   * Before serving: holds again, in a ledger whose holds die with its process, what the
-   * previous process on this store left in the journal, so nothing is admitted against it
-   * before it is settled. `exclusive`: this process owns the store (the embedded lock), so
-   * those owners are dead for sure and their entries are taken at once, lease or not.
+   * Before serving, on a store this process owns alone (the embedded lock): holds again, in
+   * a ledger whose holds die with its process, what the previous process left in the
+   * journal, so nothing is admitted against it before it is settled. Those owners are dead
+   * for sure, so their leases are dropped and their entries taken at once. Shared stores
+   * keep a dead instance's holds where they are and wait for its lease to lapse instead.
    */
-  async adoptLeftovers(exclusive: boolean, dropLease: (owner: string) => Promise<void>): Promise<number> {
+  async adoptLeftovers(dropLease: (owner: string) => Promise<void>): Promise<number> {
     const left = await this.journal.notOwnedBy(this.owner);
     await this.budget.adopt(
       left.flatMap((e) => [
@@ -80,7 +81,7 @@ export class Reconciler {
         ...(e.ceilingReservationId ? [{ requestId: e.ceilingReservationId, account: dayAccountOf(e), amountNano: e.reservedNano, capNano: e.capNano }] : []),
       ]),
     );
-    if (exclusive) for (const owner of new Set(left.map((e) => e.owner))) await dropLease(owner);
+    for (const owner of new Set(left.map((e) => e.owner))) await dropLease(owner);
     if (left.length > 0) this.logger.warn("calls left open by an earlier process are held until reconciled", { calls: left.length });
     return left.length;
   }
