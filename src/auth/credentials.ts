@@ -12,7 +12,7 @@ export function bearerCredential(header: string | null): string {
   return m[1]!;
 }
 
-/** Resolves a secret key to its active app, or throws 401 `auth`. */
+/** Resolves a secret key to its active app, or throws 401 `auth` ("this app is disabled" for a right key of a disabled app). */
 export async function authenticateSecretKey(store: Store, header: string | null): Promise<App> {
   const credential = bearerCredential(header);
   const parsed = parseSecretKey(credential);
@@ -27,11 +27,14 @@ export async function authenticateSecretKey(store: Store, header: string | null)
     if (secretMatches(parsed.secret, key.secretHash)) matched = true;
   }
   const app = matched ? await store.apps.find(parsed.appId) : null;
-  if (!app || app.disabledAt !== null) throw new ApiError("auth", "invalid secret key");
+  if (!app) throw new ApiError("auth", "invalid secret key");
+  // Said only to the holder of a key that verified: a stranger guessing keys gets "invalid
+  // secret key" for a disabled app as for any other, so this tells them nothing.
+  if (app.disabledAt !== null) throw appDisabled();
   return app;
 }
 
-/** Resolves a session JWT to its claims and active app, or throws 401 `auth`. */
+/** Resolves a session JWT to its claims and active app, or throws 401 `auth` ("this app is disabled" for a genuine token of a disabled app). */
 export async function authenticateSession(store: Store, tokens: SessionTokens, header: string | null): Promise<{ app: App; session: SessionClaims }> {
   const credential = bearerCredential(header);
   if (credential.startsWith("sk_")) {
@@ -39,6 +42,17 @@ export async function authenticateSession(store: Store, tokens: SessionTokens, h
   }
   const session = await tokens.verify(credential);
   const app = await store.apps.find(session.appId);
-  if (!app || app.disabledAt !== null) throw new ApiError("auth", "invalid session token");
+  if (!app) throw new ApiError("auth", "invalid session token");
+  // The token's signature verified: only the service mints those, so its holder already knows the app.
+  if (app.disabledAt !== null) throw appDisabled();
   return { app, session };
+}
+
+/**
+ * A genuine credential of an app the operator disabled: 401 `auth` like every refused
+ * credential, worded so that its holder looks at the app and not at the key. Enabling the
+ * app makes the same key and unexpired tokens work again.
+ */
+function appDisabled(): ApiError {
+  return new ApiError("auth", "this app is disabled");
 }

@@ -73,7 +73,12 @@ describe("admin API on a running server", () => {
     const status = () => server.fetch("/api/v1/status?appUserId=u", { headers: { authorization: `Bearer ${created.secretKey}` } });
     expect((await status()).status).toBe(200);
     expect((await admin(`/apps/${created.appId}/disable`, { method: "POST" })).status).toBe(200);
-    expect((await status()).status).toBe(401);
+    const refused = await status();
+    // Its holder is told why; a wrong secret for the same app is told nothing more than before.
+    expect({ status: refused.status, body: await refused.json() }).toEqual({ status: 401, body: { error: { code: "auth", message: "this app is disabled" } } });
+    const wrongKey = created.secretKey.slice(0, -1) + (created.secretKey.endsWith("A") ? "B" : "A");
+    const guessed = await server.fetch("/api/v1/status?appUserId=u", { headers: { authorization: `Bearer ${wrongKey}` } });
+    expect({ status: guessed.status, body: await guessed.json() }).toEqual({ status: 401, body: { error: { code: "auth", message: "invalid secret key" } } });
     expect((await admin(`/apps/${created.appId}/enable`, { method: "POST" })).status).toBe(200);
     expect((await status()).status).toBe(200);
 

@@ -7,11 +7,13 @@
  * Messages: every failure of a presented credential of the right kind says the same thing
  * ("invalid secret key" / "invalid session token"), so a caller cannot learn which check
  * failed (unknown app vs wrong secret vs revoked key; bad signature vs wrong audience). Only
- * three messages differ, and none of them tells an attacker anything new: no or a malformed
+ * four messages differ, and none of them tells an attacker anything new: no or a malformed
  * Authorization header (nothing was presented), the wrong kind of credential (visible from
- * its format), and "session token expired", which jose raises only after the signature
+ * its format), "session token expired", which jose raises only after the signature
  * verified (so only for genuine tokens, whose `exp` their holder can read anyway) and which
- * tells browser code to mint a new token.
+ * tells browser code to mint a new token, and "this app is disabled", only for a key that
+ * matched or a token that verified (a wrong secret for a disabled app's id is "invalid
+ * secret key" as any other).
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import { SignJWT, base64url, generateKeyPair } from "jose";
@@ -26,6 +28,7 @@ const API = "/api/v1";
 const MODEL = "openai/gpt-4o-mini";
 const INVALID_KEY = '{"error":{"code":"auth","message":"invalid secret key"}}';
 const INVALID_TOKEN = '{"error":{"code":"auth","message":"invalid session token"}}';
+const APP_DISABLED = '{"error":{"code":"auth","message":"this app is disabled"}}';
 const INVALID_ADMIN = '{"error":{"code":"auth","message":"invalid admin token"}}';
 const MISSING = '{"error":{"code":"auth","message":"missing Authorization header"}}';
 const NOT_BEARER = `{"error":{"code":"auth","message":"Authorization header must be 'Bearer <credential>'"}}`;
@@ -282,7 +285,8 @@ beforeAll(async () => {
     ["an app id that does not exist", `Bearer sk_live_appnosuchapp0001_${secretA}`, INVALID_KEY],
     ["a test-mode prefix", `Bearer ${keyA.replace("sk_live_", "sk_test_")}`, INVALID_KEY],
     ["a revoked key", `Bearer ${revoked.secretKey}`, INVALID_KEY],
-    ["the key of a disabled app", `Bearer ${disabled.key.secretKey}`, INVALID_KEY],
+    ["the key of a disabled app", `Bearer ${disabled.key.secretKey}`, APP_DISABLED],
+    ["a disabled app's id with app A's secret", `Bearer sk_live_${disabled.app.id}_${secretA}`, INVALID_KEY],
     ["a grant token", `Bearer ${ids.grantA}`, INVALID_KEY],
     [
       "a valid session token of the same app",
@@ -345,7 +349,8 @@ beforeAll(async () => {
     ]),
     ["empty sub", forge({ claims: { sub: "" } }), INVALID_TOKEN],
     ["app_id of an app that does not exist", forge({ app: "appdoesnotexist1" }), INVALID_TOKEN],
-    ["a genuine token of an app disabled since", disabledToken, INVALID_TOKEN],
+    ["a genuine token of an app disabled since", disabledToken, APP_DISABLED],
+    ["app_id of a disabled app, signed with another secret", forge({ app: disabled.app.id, key: otherSecret }), INVALID_TOKEN],
     ["a negative request_limit", forge({ claims: { request_limit: { monthlyUsd: -5 } } }), INVALID_TOKEN],
     ["a string request_limit", forge({ claims: { request_limit: { monthlyUsd: "5" } } }), INVALID_TOKEN],
     ["a zero request_limit", forge({ claims: { request_limit: { monthlyUsd: 0 } } }), INVALID_TOKEN],
