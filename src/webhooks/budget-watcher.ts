@@ -8,6 +8,7 @@ import { subscribed } from "../store/webhook-rows";
 import type { WebhookEventDraft } from "../store/webhooks";
 import { PeriodicTask } from "../periodic-task";
 import type { BudgetTarget } from "../services/budget-target";
+import { spendReached, THRESHOLD_LEVELS, thresholdEvent, type ThresholdLevel, type ThresholdReason } from "./threshold-event";
 
 interface Watched {
   target: BudgetTarget;
@@ -17,6 +18,18 @@ interface Watched {
 
 /** A refusal counts as "used up" only past this share of the cap: a huge prompt can be refused on a fresh budget. */
 const REFUSAL_MEANS_EXHAUSTED_PCT = 80;
+
+/**
+ * Why `level` is reached, or null when it is not: the spend reached it (`spent`), or, for
+ * 100 % only, a call was refused with the spend past 80 % (`refused`): reservations shrink
+ * the last calls to what is left, so the spend of a user who can call no more usually
+ * stops a little short of the cap.
+ */
+function thresholdReason(level: ThresholdLevel, spentNano: number, capNano: number, refused: boolean): ThresholdReason | null {
+  if (spendReached(spentNano, capNano, level)) return "spent";
+  if (level === 100 && refused && spendReached(spentNano, capNano, REFUSAL_MEANS_EXHAUSTED_PCT)) return "refused";
+  return null;
+}
 const KNOWN_KEYS_BOUND = 100_000;
 
 /**
@@ -28,6 +41,7 @@ const KNOWN_KEYS_BOUND = 100_000;
  *
  * 100 % means "used up": spend reached the cap, or a call was refused with the spend past
  * 80 % (reservations shrink the last calls to what is left, so spend may stop just short).
+ * The event says which (`reason`), and how much of the cap was spent (`usedPercent`).
  */
 export class BudgetWatcher {
   private touched = new Map<BudgetAccount, Watched>();
@@ -105,27 +119,12 @@ export class BudgetWatcher {
   }
 
   private async checkUser({ target, refused }: Watched): Promise<void> {
-    const keys = [80, 100].map((pct) => ({ pct, key: `budget.threshold:${target.account}:${pct}` })).filter((k) => !this.known.has(k.key));
+    const keys = THRESHOLD_LEVELS.map((level) => ({ level, key: `budget.threshold:${target.account}:${level}` })).filter((k) => !this.known.has(k.key));
     if (keys.length === 0) return;
     const { spentNano } = await this.budget.snapshot(target.account);
-    for (const { pct, key } of keys) {
-      const reached = spentNano * 100 >= target.capNano * pct;
-      const usedUp = pct === 100 && refused && spentNano * 100 >= target.capNano * REFUSAL_MEANS_EXHAUSTED_PCT;
-      if (!reached && !usedUp) continue;
-      await this.record({
-        appId: target.appId,
-        type: "budget.threshold",
-        dedupKey: key,
-        data: {
-          appId: target.appId,
-          userId: target.appUserId,
-          threshold: pct,
-          limitUsd: nanoToUsd(target.capNano),
-          usedUsd: nanoToUsd(spentNano),
-          period: { start: target.period.start, end: target.period.end },
-          resetsAt: target.resetsAt,
-        },
-      });
+    for (const { level, key } of keys) {
+      const reason = thresholdReason(level, spentNano, target.capNano, refused);
+      if (reason) await this.record(thresholdEvent(target, level, reason, spentNano, key));
     }
   }
 

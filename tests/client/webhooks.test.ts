@@ -104,6 +104,8 @@ const DATA_SHAPES: { [T in WebhookEventType]: Record<string, string> } = {
     appId: "string",
     userId: "string",
     threshold: "number",
+    reason: "string",
+    usedPercent: "number",
     limitUsd: "number",
     usedUsd: "number",
     period: "object",

@@ -2,9 +2,10 @@
  * Webhooks end to end, as an operator and an app run them: the endpoint registered with the
  * CLI, a real server process, and a receiver in its own process that verifies every
  * signature with the `standardwebhooks` package. Delivery, a retry after the receiver
- * fails, an event caused by the CLI in another process, and an event that survives a
- * SIGKILL of the proxy while its receiver is down (listed meanwhile as `unreachable`). The
- * receiver is on this machine, which only WEBHOOK_ALLOW_PRIVATE_ADDRESSES allows.
+ * fails, an event caused by the CLI in another process, budget thresholds and why each
+ * fired, and an event that survives a SIGKILL of the proxy while its receiver is down
+ * (listed meanwhile as `unreachable`). The receiver is on this machine, which only
+ * WEBHOOK_ALLOW_PRIVATE_ADDRESSES allows.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cliCreateApp, connectOverHttp, runCli, runCliWithEnv, startServer, tempDatabase, type RunningServer } from "../helpers/server";
@@ -86,6 +87,28 @@ describe("webhooks end to end", () => {
     const revoked = await runCli(db.databaseUrl, "connections", "revoke", "--app", app.appId, "--user", "alice");
     expect(revoked.code).toBe(0);
     await accepted("alice's connection.revoked", about("connection.revoked", "alice"));
+  });
+
+  test("budget thresholds say why: 80 % when spend reached it, 100 % when a call was refused short of the cap", async () => {
+    await connectOverHttp(server, app.secretKey, "dave", 0.01);
+    const chat = (content: string, maxTokens?: number) =>
+      server.fetch("/api/v1/chat/completions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${app.secretKey}`, "content-type": "application/json", "x-service-user": "dave" },
+        body: JSON.stringify({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content }], ...(maxTokens ? { max_tokens: maxTokens } : {}) }),
+      });
+    // About 84 % of the $0.01 cap: 14 000 completion tokens at $0.60 per million, and a short prompt.
+    expect((await chat("[[mock tokens=14000]]", 14_000)).status).toBe(200);
+    const threshold = (level: number) => (r: ReceivedWebhook) => about("budget.threshold", "dave")(r) && r.event!.data.threshold === level;
+    // Delivered once the spend is counted, so the refusal below is seen against it.
+    const eighty = await accepted("dave's 80 % threshold", threshold(80));
+    // A 20 000-byte prompt is reserved at up to 20 000 tokens ($0.003): more than the rest of the cap.
+    expect((await chat("a".repeat(20_000))).status).toBe(402);
+    const hundred = await accepted("dave's 100 % threshold", threshold(100));
+    expect(eighty.event!.data).toMatchObject({ reason: "spent", limitUsd: 0.01 });
+    expect(hundred.event!.data).toMatchObject({ reason: "refused", limitUsd: 0.01, usedPercent: eighty.event!.data.usedPercent });
+    expect(hundred.event!.data.usedPercent).toBeGreaterThanOrEqual(84);
+    expect(hundred.event!.data.usedPercent).toBeLessThan(85);
   });
 
   test("the signing secret never reaches the server's log", () => {

@@ -111,10 +111,34 @@ describe("webhook events", () => {
     for (const e of events) {
       expect(e.data).toMatchObject({ appId: t.appId, userId: "alice", limitUsd: 0.002 });
       expect(e.data.usedUsd).toBeGreaterThanOrEqual(0.002 * 0.8);
+      // The share spent, to a hundredth of a percent, rounded down: at the level when spent, below it when refused.
+      const [spentNano, capNano] = [e.data.usedUsd, e.data.limitUsd].map((usd) => BigInt(Math.round(usd * 1e9)));
+      expect(e.data.usedPercent).toBe(Number((spentNano! * 10_000n) / capNano!) / 100);
+      expect(e.data.reason).toBe(e.data.usedPercent >= e.data.threshold ? "spent" : "refused");
     }
+    // 80 % was reported while calls still passed: spend reached it.
+    expect(events[0]!.data.reason).toBe("spent");
     // Nothing new however often it is checked again.
     await t.chat(ask("hello there"));
     expect(await thresholds()).toEqual([80, 100]);
+  });
+
+  test("budget.threshold at 100 % says `refused` when a call is refused before spend reaches the cap", async () => {
+    await t.connect("alice", 0.01);
+    // About 84 % of the cap: 14 000 completion tokens at $0.60 per million, and a short prompt.
+    expect((await t.chat({ ...ask("[[mock tokens=14000]]"), max_tokens: 14_000 })).status).toBe(200);
+    await t.flush();
+    // A prompt of 20 000 bytes is reserved at up to 20 000 tokens ($0.003): more than the rest.
+    expect((await t.chat(ask("a".repeat(20_000)))).status).toBe(402);
+    const events = (await deliveredEvents()).filter((e) => e.type === "budget.threshold");
+    expect(events.map((e) => ({ threshold: e.data.threshold, reason: e.data.reason }))).toEqual([
+      { threshold: 80, reason: "spent" },
+      { threshold: 100, reason: "refused" },
+    ]);
+    const percent = events[1]!.data.usedPercent;
+    expect(percent).toBeGreaterThanOrEqual(84);
+    expect(percent).toBeLessThan(85);
+    expect(events[0]!.data.usedPercent).toBe(percent);
   });
 
   test("a threshold check that fails (store down) is made again at the next poll", async () => {

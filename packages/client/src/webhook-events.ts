@@ -51,6 +51,18 @@ export interface BudgetThresholdData {
   appId: string;
   userId: string;
   threshold: 80 | 100;
+  /**
+   * `spent`: the spend reached `threshold` % of the cap. `refused` (100 only): a call was
+   * refused because what is left of the cap does not cover even its smallest reservation,
+   * so the user can spend no more this month although the spend stopped short of the cap.
+   */
+  reason: "spent" | "refused";
+  /**
+   * The share of the cap spent, in percent, rounded down to two decimals: at least
+   * `threshold` for `spent`, below it for `refused` (e.g. 82.83). Over 100 only when the
+   * upstream billed above its listed price.
+   */
+  usedPercent: number;
   limitUsd: number;
   usedUsd: number;
   period: { start: string; end: string };
