@@ -4,7 +4,8 @@
  * own server process, and headless Chromium on the example's page. The page loads and
  * works without a console error or a failed request; the answer streams in visibly; what a
  * cheap call costs shows as more than $0; the connect page's cap takes what the service
- * takes and says why it refuses the rest; a used-up budget shows as BudgetExceededError.
+ * takes and says why it refuses the rest; a used-up budget shows as BudgetExceededError;
+ * and without its two required settings the example says what to set.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -220,5 +221,22 @@ describe("the example app in Chromium", () => {
     expect((await status()).connected).toBe(false);
     expect(problems.cspViolations).toEqual([]);
     await context.close();
+  });
+});
+
+describe("the example app's settings", () => {
+  test("without APP_ID and SECRET_KEY it says what to set, and exits 2", async () => {
+    const run = Bun.spawn([process.execPath, "examples/chat-app/server.ts"], {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? "", PORT: String(freePort()) },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [code, stderr] = await Promise.all([run.exited, new Response(run.stderr).text()]);
+    expect(code).toBe(2);
+    expect(stderr.trim()).toBe(
+      'APP_ID and SECRET_KEY must be set: the appId and secretKey that `npm run cli -- app create` printed (README "Quick start with the example app")',
+    );
   });
 });
