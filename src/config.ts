@@ -100,6 +100,8 @@ export const ConfigSchema = t.Object({
   WEB_SEARCH_RESULT_USD: t.Optional(PositiveUsd),
   /** Service tiers (and `fast` for `speed: "fast"`) as multipliers of the listed prices: `priority=2,fast=6`. */
   SERVICE_TIER_PRICE_MULTIPLIERS: t.Optional(t.String({ pattern: TIER_MULTIPLIERS_PATTERN })),
+  /** Demo mode: the built-in mock streams answers at this many tokens a second (0: at once). */
+  DEMO_STREAM_TOKENS_PER_SECOND: t.Optional(t.Integer({ minimum: 0, maximum: 100_000 })),
 });
 
 const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN", "ADMIN_TOKEN", "SECRETS_KEY"]);
@@ -166,6 +168,8 @@ export interface Config {
   /** Service tiers (and `fast` for `speed: "fast"`) priced as multipliers of the listed prices (src/metering/service-tier.ts). */
   serviceTierMultipliers: ReadonlyMap<string, number>;
   webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number; allowPrivateAddresses: boolean };
+  /** Demo mode: tokens a second the built-in mock streams at (src/upstream/mock/pacing.ts); 0: unpaced. */
+  demoStreamTokensPerSecond: number;
 }
 
 export class ConfigError extends Error {
@@ -314,6 +318,10 @@ function fromRaw(raw: RawConfig): Config {
       timeoutMs: raw.WEBHOOK_TIMEOUT_MS ?? 10_000,
       allowPrivateAddresses: raw.WEBHOOK_ALLOW_PRIVATE_ADDRESSES ?? false,
     },
+    // Slow enough that someone trying the service sees the answer arrive word by word (the
+    // mock's default 16-word answer takes about half a second), quick enough to keep no one
+    // waiting. The test harnesses set 0 (full speed); only demo mode reads it.
+    demoStreamTokensPerSecond: raw.DEMO_STREAM_TOKENS_PER_SECOND ?? 30,
   };
 }
 

@@ -204,8 +204,8 @@ function createRedis(config: Config, logger: Logger): Redis {
 function createUpstreamClient(config: Config, fetchOverride: FetchUpstream | undefined): UpstreamClient {
   if (fetchOverride) return new UpstreamClient(fetchOverride, config.upstreamBaseUrl, config.upstreamApiKey ?? "demo", config.upstreamTimeoutMs);
   if (config.demoMode) {
-    // No served-request log: a demo server may run for days.
-    const mock = createMockUpstream({ recordServed: false });
+    // No served-request log: a demo server may run for days. Paced, so its answers visibly stream.
+    const mock = createMockUpstream({ recordServed: false, streamTokensPerSecond: config.demoStreamTokensPerSecond });
     const fetchMock: FetchUpstream = (url, init) => mock.fetch(new Request(url, init));
     return new UpstreamClient(fetchMock, DEMO_BASE_URL, "demo", config.upstreamTimeoutMs);
   }

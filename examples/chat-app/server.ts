@@ -13,15 +13,18 @@ import { join } from "node:path";
 // The package as built in this repository (npm test builds it; `npx tsc -p packages/client` does too).
 import { createServerClient, ProxyError, toProxyError } from "../../packages/client/dist/server.js";
 
-const env = (name: string, fallback?: string): string => {
-  const value = process.env[name] ?? fallback;
-  if (!value) throw new Error(`${name} is required (see README "Quick start with the example app")`);
-  return value;
-};
+// What `app create` printed; said plainly when missing, since it is the first step a newcomer can skip.
+const missing = ["APP_ID", "SECRET_KEY"].filter((name) => !process.env[name]);
+if (missing.length > 0) {
+  console.error(
+    `${missing.join(" and ")} must be set: the appId and secretKey that \`npm run cli -- app create\` printed (README "Quick start with the example app")`,
+  );
+  process.exit(2);
+}
 
-const PROXY_URL = env("PROXY_URL", "http://localhost:8787");
-const APP_ID = env("APP_ID");
-const proxy = createServerClient({ baseUrl: PROXY_URL, secretKey: env("SECRET_KEY") });
+const PROXY_URL = process.env.PROXY_URL || "http://localhost:8787";
+const APP_ID = process.env.APP_ID!;
+const proxy = createServerClient({ baseUrl: PROXY_URL, secretKey: process.env.SECRET_KEY! });
 const USER = "demo-user";
 const HERE = import.meta.dir;
 const CLIENT_DIST = join(HERE, "..", "..", "packages", "client", "dist");

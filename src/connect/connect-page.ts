@@ -1,5 +1,5 @@
 import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "../http/html";
-import { formatUsd } from "../money";
+import { formatUsd, ONE_NANO_USD } from "../money";
 import type { App } from "../store/apps";
 
 /** What the connect page is opened with, checked by the route before it is shown. */
@@ -46,7 +46,7 @@ const STYLE = `
 export function renderConnectPage(offer: ConnectOffer, nonce: string): string {
   const app = escapeHtml(offer.app.name);
   const requested = offer.requestedUsd === null ? "the amount you choose" : `up to ${formatUsd(offer.requestedUsd)} a month`;
-  const config = { appId: offer.app.id, origin: offer.origin, requestedUsd: offer.requestedUsd, maxUsd: offer.maxUsd };
+  const config = { appId: offer.app.id, origin: offer.origin, requestedUsd: offer.requestedUsd, maxUsd: offer.maxUsd, minUsd: ONE_NANO_USD };
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -68,7 +68,7 @@ export function renderConnectPage(offer: ConnectOffer, nonce: string): string {
     <dt>Used this month</dt><dd id="used">…</dd>
   </dl>
   <label for="cap">Monthly cap (USD)</label>
-  <input id="cap" type="number" inputmode="decimal" min="0.01" step="0.01" max="${offer.maxUsd}" disabled>
+  <input id="cap" type="number" inputmode="decimal" min="${ONE_NANO_USD}" step="any" max="${offer.maxUsd}" disabled>
   <div class="actions">
     <button type="button" id="cancel">Cancel</button>
     <button type="button" id="revoke" disabled>Revoke</button>
@@ -91,6 +91,8 @@ function pageScript(config: Record<string, unknown>): string {
   const status = $("status"), cap = $("cap"), approve = $("approve"), revoke = $("revoke");
   const usd = (n) => "$" + Number(n).toFixed(2);
   let token = null;
+  // The token's requested limit: the cap may not exceed it (nor the service's maximum).
+  let requestLimit = null;
   document.getElementById("title").focus();
   const tell = (message) => window.opener && window.opener.postMessage(message, config.origin);
   const call = async (method, body) => {
@@ -100,8 +102,8 @@ function pageScript(config: Record<string, unknown>): string {
       body: body ? JSON.stringify(body) : undefined,
     });
     if (response.status === 204) return null;
-    const json = await response.json();
-    if (!response.ok) throw new Error(json && json.error ? json.error.message : "The request failed.");
+    const json = await response.json().catch(() => null);
+    if (!response.ok) throw new Error(json && json.error ? json.error.message : "The request failed (" + response.status + ").");
     return json;
   };
   const show = (view) => {
@@ -124,9 +126,11 @@ function pageScript(config: Record<string, unknown>): string {
     try {
       const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
       if (claims.app_id !== config.appId) throw new Error("This session belongs to another app.");
+      requestLimit = claims.request_limit ? claims.request_limit.monthlyUsd : null;
+      if (requestLimit !== null && requestLimit < config.maxUsd) cap.max = String(requestLimit);
       const view = await call("GET");
       show(view);
-      const asked = config.requestedUsd ?? (claims.request_limit && claims.request_limit.monthlyUsd) ?? (view.connected ? view.limits.monthlyUsd : null);
+      const asked = config.requestedUsd ?? requestLimit ?? (view.connected ? view.limits.monthlyUsd : null);
       if (asked !== null) cap.value = String(asked);
       cap.disabled = approve.disabled = false;
       status.textContent = "";
@@ -136,9 +140,16 @@ function pageScript(config: Record<string, unknown>): string {
     }
   });
   approve.addEventListener("click", () => act(async () => {
-    const monthlyUsd = Number(cap.value);
-    if (!(monthlyUsd > 0)) throw new Error("Enter a monthly cap above $0.");
-    const view = await call("POST", { monthlyUsd });
+    // The bounds the service takes (a whole nano-dollar, up to the limits above), said before asking it.
+    const monthlyUsd = cap.valueAsNumber;
+    if (!(monthlyUsd > 0) || cap.validity.rangeUnderflow) throw new Error("Enter a monthly cap above $0 (at least $" + config.minUsd + ").");
+    if (cap.validity.rangeOverflow) {
+      const byApp = requestLimit !== null && requestLimit < config.maxUsd;
+      throw new Error(byApp ? "The monthly cap may not exceed the limit the app requested ($" + requestLimit + ")." : "The monthly cap may be at most $" + config.maxUsd + ".");
+    }
+    const view = await call("POST", { monthlyUsd }).catch((error) => {
+      throw new Error("Not approved: " + error.message);
+    });
     show(view);
     status.textContent = "Approved: " + usd(view.limits.monthlyUsd) + " a month. You can close this window.";
     approve.disabled = false;

@@ -46,9 +46,13 @@ export function freePort(): number {
   return port;
 }
 
-/** The environment a child gets: only what it needs, never the test runner's own settings. */
+/**
+ * The environment a child gets: only what it needs, never the test runner's own settings.
+ * Demo mode's streams run unpaced, at full speed, unless a test asks for the pace (an empty
+ * value: the service's default).
+ */
 function childEnv(extra: Record<string, string>): Record<string, string> {
-  const env: Record<string, string> = { ...RUNTIME_ENV };
+  const env: Record<string, string> = { ...RUNTIME_ENV, DEMO_STREAM_TOKENS_PER_SECOND: "0" };
   for (const key of ["PATH", "HOME", "TMPDIR"]) {
     const value = process.env[key];
     if (value !== undefined) env[key] = value;

@@ -46,7 +46,8 @@ export interface CallInit {
 }
 
 export function makeTestApp(opts: { env?: Record<string, string>; now?: number } = {}): TestApp {
-  const config = loadConfig({ JWT_SECRET: TEST_JWT_SECRET, ...opts.env });
+  // Demo mode's streams unpaced: at full speed (tests/helpers/server.ts does the same).
+  const config = loadConfig({ JWT_SECRET: TEST_JWT_SECRET, DEMO_STREAM_TOKENS_PER_SECOND: "0", ...opts.env });
   const clock = new ManualClock(opts.now ?? T0);
   const logger = memoryLogger();
   const store = openSqliteStore(":memory:");

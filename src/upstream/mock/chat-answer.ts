@@ -21,6 +21,8 @@ export interface Completion {
   /** The usage object, or null when the scenario sends none. */
   usage: object | null;
   scenario: Scenario;
+  /** A stream's pace in tokens a second (MockUpstreamOptions.streamTokensPerSecond); 0: unpaced. */
+  tokensPerSecond: number;
 }
 
 /** Reasoning arrives before the content in a few `delta.reasoning` chunks, not one per token. */
@@ -101,6 +103,7 @@ export function answerCompletion(
     finishReason: completion.finishReason,
     usage: completion.usage,
     scenario,
+    tokensPerSecond: completion.tokensPerSecond,
   };
   let reasoningProduced = 0;
   const stream = sseBody(plan, request.signal, {

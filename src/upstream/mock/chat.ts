@@ -30,6 +30,8 @@ export interface ChatContext {
   generations: GenerationLog;
   /** MockUpstreamOptions.generationRecordDelayMs. */
   recordDelayMs: number;
+  /** MockUpstreamOptions.streamTokensPerSecond. */
+  streamTokensPerSecond: number;
 }
 
 /** A bearer key, as OpenRouter requires on every endpoint (the mock takes any). */
@@ -202,6 +204,7 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     showReasoning: !billable.reasoning.hidden,
     usage: scenario.noUsage ? null : usageObject(bill, !scenario.noCost),
     scenario,
+    tokensPerSecond: ctx.streamTokensPerSecond,
   });
 }
 

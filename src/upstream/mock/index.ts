@@ -15,6 +15,7 @@ import { errorBody } from "./errors";
 import { handleGenerationLookup } from "./generation-endpoint";
 import { GenerationLog, DEFAULT_GENERATION_RECORD_LIMIT } from "./generation-log";
 import { DEFAULT_MODELS, modelsListBody } from "./models";
+import { UNPACED } from "./pacing";
 import { parseScenarioDefaults } from "./scenario";
 import type { MockUpstream, MockUpstreamOptions } from "./types";
 
@@ -70,6 +71,7 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
     overSocket,
     generations,
     recordDelayMs: options.generationRecordDelayMs ?? 0,
+    streamTokensPerSecond: options.streamTokensPerSecond ?? UNPACED,
   };
 
   async function fetch(request: Request): Promise<Response> {

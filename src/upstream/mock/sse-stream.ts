@@ -7,6 +7,7 @@
 import type { ContentPiece } from "./completion";
 import { FrameSplitter } from "./frame-splitter";
 import { Gate } from "./gate";
+import { PACED_KEEPALIVE_MS, pacedMs } from "./pacing";
 import type { Scenario } from "./scenario";
 import { badJsonPayload, commentLine, multilineDataLines, paddingText } from "./wire-shapes";
 
@@ -26,6 +27,8 @@ export interface StreamPlan {
   /** The usage object, or null when the scenario sends none. */
   usage: object | null;
   scenario: Scenario;
+  /** Tokens a second the reasoning and content pieces are paced at (./pacing.ts); 0: unpaced. */
+  tokensPerSecond: number;
 }
 
 /**
@@ -101,15 +104,22 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
     return head + choice(`{"content":${JSON.stringify(text + padding)}}`, "null") + "]}";
   };
 
-  async function* wait(ms: number): AsyncGenerator<string, void> {
+  async function* wait(ms: number, keepaliveMs = s.keepaliveMs): AsyncGenerator<string, void> {
     let left = ms;
-    while (s.keepaliveMs > 0 && left > s.keepaliveMs && !gate.closed) {
-      await gate.sleep(s.keepaliveMs);
+    while (keepaliveMs > 0 && left > keepaliveMs && !gate.closed) {
+      await gate.sleep(keepaliveMs);
       if (!gate.closed) yield keepalive;
-      left -= s.keepaliveMs;
+      left -= keepaliveMs;
     }
     if (left > 0) await gate.sleep(left);
   }
+
+  // Before a reasoning or content piece: the scenario's pause, then, when paced, the time the
+  // piece's tokens take, with keep-alives through a long one (./pacing.ts).
+  const beforePiece = (tokens: number) => {
+    const paced = pacedMs(tokens, plan.tokensPerSecond);
+    return wait(s.pauseMs + paced, paced > 0 && s.keepaliveMs === 0 ? PACED_KEEPALIVE_MS : s.keepaliveMs);
+  };
 
   async function* fail(): AsyncGenerator<string, void> {
     if (s.resetMidStream) {
@@ -142,7 +152,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
   yield event(head + choice(emptyDelta, "null") + "]}");
   if (s.badJson) yield event(badJsonPayload(plan.id));
   for (const piece of plan.reasoningPieces) {
-    yield* wait(s.pauseMs);
+    yield* beforePiece(piece.tokens);
     if (gate.closed) return "failed";
     // Counted as it is produced: an abort bills the reasoning done so far, shown or not.
     hooks.onReasoning(piece.tokens);
@@ -156,7 +166,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
     }
     const piece = plan.pieces[k];
     if (!piece) break;
-    yield* wait(s.pauseMs);
+    yield* beforePiece(piece.tokens);
     if (gate.closed) return "failed";
     hooks.onContent(piece.tokens);
     yield event(contentPayload(piece.text, k === 0 && s.bigLine !== null ? s.bigLine : s.padLines));

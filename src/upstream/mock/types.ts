@@ -77,6 +77,12 @@ export interface MockUpstreamOptions {
   generationRecordDelayMs?: number;
   /** Records kept for GET /generation: those of the latest N generation ids (default 10,000; 0 keeps none). */
   generationRecordLimit?: number;
+  /**
+   * Streams send their reasoning and content at this many tokens a second, as a model writes
+   * them (./pacing.ts); default 0: as fast as the reader takes them. Demo mode sets it so the
+   * answers visibly stream; billing is the same either way.
+   */
+  streamTokensPerSecond?: number;
 }
 
 export interface MockUpstream {
