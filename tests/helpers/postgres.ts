@@ -48,7 +48,7 @@ function run(argv: string[]): string {
  * setpriv is preferred over runuser: it execs in place (runuser forks and turns signals into
  * SIGTERM-then-SIGKILL) and its --pdeathsig stops the server if the test process dies hard.
  */
-function userPrefix(root: string): string[] {
+export function userPrefix(root: string): string[] {
   const setpriv = Bun.which("setpriv");
   const deathSig = setpriv ? [setpriv, "--pdeathsig", "SIGINT"] : [];
   if (process.getuid?.() !== 0) return deathSig.length ? [...deathSig, "--"] : [];
