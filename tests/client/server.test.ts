@@ -52,8 +52,8 @@ async function approve(token: string): Promise<void> {
   expect(res.status).toBe(200);
 }
 
-async function connect(appUserId: string, requestLimitUsd: number): Promise<void> {
-  await approve((await client.createSession({ appUserId, requestLimitUsd })).token);
+async function connect(appUserId: string, monthlyUsd: number): Promise<void> {
+  await approve((await client.createSession({ appUserId, requestLimit: { monthlyUsd } })).token);
 }
 
 /** What a chat call threw, as our typed error (failing the test when it is not one). */
@@ -73,7 +73,7 @@ describe("server client against a real server", () => {
   test("createSession: a token the browser approves with; getStatus before and after", async () => {
     const before = await client.getStatus("alice");
     expect(before.connected).toBe(false);
-    const session = await client.createSession({ appUserId: "alice", requestLimitUsd: 5 });
+    const session = await client.createSession({ appUserId: "alice", requestLimit: { monthlyUsd: 5 } });
     expect(session.token.split(".")).toHaveLength(3);
     expect(session.expiresAt).toBeGreaterThan(Date.now() / 1000);
     await approve(session.token);
