@@ -1,11 +1,13 @@
 /**
  * How the server client turns the service's error answers into typed errors: one class per
  * code (with the status from the service's own table), the budget numbers, Retry-After, the
- * request id; answers that are not the envelope; and `toProxyError` on the `openai` SDK's
- * real APIError. A fake fetch answers here; tests/client/server.test.ts does it for real.
+ * request id; answers that are not the envelope; the same classes thrown by the `openai`
+ * client of chat(), JSON and streamed, with the SDK's retries kept; and `toProxyError` on
+ * the SDK's real APIError. A fake fetch answers here; tests/client/server.test.ts does it
+ * for real.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { APIConnectionError, APIError } from "openai";
+import { APIConnectionError, APIError, OpenAIError } from "openai";
 import {
   AuthError,
   BudgetExceededError,
@@ -107,7 +109,90 @@ describe("error answers become typed errors", () => {
   });
 });
 
+/** A client whose every call gets the answers in turn (the last one again when they run out), counting the calls. */
+function answeringInTurn(answers: Array<() => Response>) {
+  let calls = 0;
+  const client = createServerClient({
+    baseUrl: "http://proxy.test",
+    secretKey: "sk_live_test_key",
+    fetch: async () => answers[Math.min(calls++, answers.length - 1)]!(),
+  });
+  return { client, calls: () => calls };
+}
+
+const envelope =
+  (code: ErrorCode, headers: Record<string, string> = {}, details: object = {}) =>
+  () =>
+    new Response(JSON.stringify({ error: { code, message: `about ${code}`, ...details } }), {
+      status: ERROR_STATUS[code],
+      headers: { "content-type": "application/json", "x-request-id": "req_chat", ...headers },
+    });
+
+const HELLO = { model: "openai/gpt-4o-mini", messages: [{ role: "user" as const, content: "hi" }] };
+
+describe("chat() throws the service's error answers as our classes", () => {
+  test.each([...ERROR_CODES])("%s: its class from create(), JSON and streamed", async (code) => {
+    const { client } = answeringInTurn([envelope(code)]);
+    const openai = client.chat({ user: "alice" }, { maxRetries: 0 });
+    for (const stream of [false, true]) {
+      const err = await failure(openai.chat.completions.create({ ...HELLO, stream }));
+      expect(err).toBeInstanceOf(EXPECTED_CLASS[code]);
+      expect(err).toMatchObject({ code, status: ERROR_STATUS[code], message: `about ${code}`, requestId: "req_chat" });
+    }
+  });
+
+  test("budget numbers and Retry-After come through the SDK", async () => {
+    const budget = await failure(
+      answeringInTurn([envelope("budget_exceeded", {}, BUDGET)])
+        .client.chat({ user: "a" })
+        .chat.completions.create(HELLO),
+    );
+    expect(budget).toBeInstanceOf(BudgetExceededError);
+    expect(budget).toMatchObject(BUDGET);
+    const limited = answeringInTurn([envelope("rate_limited", { "retry-after": "7" })]).client.chat({ user: "a" }, { maxRetries: 0 });
+    expect(await failure(limited.chat.completions.create(HELLO))).toMatchObject({ code: "rate_limited", retryAfter: 7 });
+  });
+
+  test("the SDK still retries what it retries (429, 5xx), and throws ours once it gives up", async () => {
+    const limited = answeringInTurn([envelope("rate_limited", { "retry-after": "0" })]);
+    const err = await failure(limited.client.chat({ user: "a" }, { maxRetries: 2 }).chat.completions.create(HELLO));
+    expect(err).toBeInstanceOf(RateLimitedError);
+    expect(limited.calls()).toBe(3);
+    const recovered = answeringInTurn([envelope("upstream", { "retry-after": "0" }), () => Response.json({ object: "list", data: [] })]);
+    await recovered.client.chat({ user: "a" }, { maxRetries: 1 }).models.list();
+    expect(recovered.calls()).toBe(2);
+  });
+
+  test("an answer without our envelope stays the SDK's APIError; a connection failure the SDK's APIConnectionError", async () => {
+    const html = await failure(
+      answeringInTurn([() => new Response("<html>Bad gateway</html>", { status: 502 })])
+        .client.chat({ user: "a" }, { maxRetries: 0 })
+        .chat.completions.create(HELLO),
+    );
+    expect(html).toBeInstanceOf(APIError);
+    expect(html).toMatchObject({ status: 502 });
+    expect(toProxyError(html)).toBeNull();
+    const refused = createServerClient({
+      baseUrl: "http://proxy.test",
+      secretKey: "sk_live_x",
+      fetch: async () => {
+        throw new TypeError("fetch failed");
+      },
+    });
+    const err = await failure(refused.chat({ user: "a" }, { maxRetries: 0 }).chat.completions.create(HELLO));
+    expect(err).toBeInstanceOf(APIConnectionError);
+  });
+});
+
 describe("toProxyError", () => {
+  test("one of ours is returned as it is; one the SDK wrapped (its .stream() helper) is unwrapped from cause", async () => {
+    const ours = await failure(answeringInTurn([envelope("not_connected")]).client.getStatus("a"));
+    expect(toProxyError(ours)).toBe(ours as ProxyError);
+    const wrapped = new OpenAIError("about not_connected");
+    (wrapped as { cause?: unknown }).cause = ours;
+    expect(toProxyError(wrapped)).toBe(ours as ProxyError);
+  });
+
   test("the openai SDK's APIError for our envelope becomes our typed error", () => {
     const headers = new Headers({ "x-request-id": "req_3", "retry-after": "9" });
     const budget = APIError.generate(402, { error: { code: "budget_exceeded", message: "no budget", ...BUDGET } }, undefined, headers);

@@ -50,7 +50,8 @@ export interface ServerClient {
   listUsage(appUserId: string, options?: ListUsageOptions): Promise<UsagePage>;
   /**
    * An `openai` client whose calls are metered against the user's budget (or the grant's).
-   * Its errors are the SDK's; `toProxyError(err)` gives ours.
+   * The service's error answers are thrown as ProxyError classes (e.g. `BudgetExceededError`);
+   * connection errors, timeouts and aborts stay the SDK's.
    */
   chat(payer: ChatPayer, options?: ChatClientOptions): OpenAI;
 }
