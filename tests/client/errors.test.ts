@@ -1,55 +1,24 @@
 /**
  * How the server client turns the service's error answers into typed errors: one class per
  * code (with the status from the service's own table), the budget numbers, Retry-After, the
- * request id; answers that are not the envelope; the same classes thrown by the `openai`
- * client of chat(), JSON and streamed, with the SDK's retries kept; and `toProxyError` on
- * the SDK's real APIError. A fake fetch answers here; tests/client/server.test.ts does it
- * for real.
+ * request id; answers that are not the envelope; and `toProxyError` on ours, on the SDK's
+ * wrapping of ours, and on the SDK's real APIError (chat-errors.test.ts: what the chat
+ * client throws). A fake fetch answers here; tests/client/server.test.ts does it for real.
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { APIConnectionError, APIError, OpenAIError } from "openai";
 import {
-  AuthError,
   BudgetExceededError,
   createServerClient,
   ERROR_CODES,
-  FundingInvalidError,
   GrantInvalidError,
-  IdempotencyConflictError,
-  IdempotencyMismatchError,
-  InternalError,
-  InvalidRequestError,
-  NotConnectedError,
-  NotFoundError,
-  PayloadTooLargeError,
   ProxyError,
   RateLimitedError,
   toProxyError,
-  UnavailableError,
   UnexpectedResponseError,
-  UpstreamError,
-  type ErrorCode,
 } from "../../packages/client/src/server";
 import { ERROR_STATUS } from "../../src/errors";
-
-const EXPECTED_CLASS: Record<ErrorCode, abstract new (...args: never[]) => ProxyError> = {
-  invalid_request: InvalidRequestError,
-  auth: AuthError,
-  not_connected: NotConnectedError,
-  budget_exceeded: BudgetExceededError,
-  grant_invalid: GrantInvalidError,
-  funding_invalid: FundingInvalidError,
-  not_found: NotFoundError,
-  idempotency_conflict: IdempotencyConflictError,
-  payload_too_large: PayloadTooLargeError,
-  idempotency_mismatch: IdempotencyMismatchError,
-  rate_limited: RateLimitedError,
-  internal: InternalError,
-  upstream: UpstreamError,
-  unavailable: UnavailableError,
-};
-
-const BUDGET = { limitUsd: 5, usedUsd: 4.5, remainingUsd: 0.25, resetsAt: "2026-02-01T00:00:00.000Z" };
+import { BUDGET, EXPECTED_CLASS } from "./expected-errors";
 
 /** A client whose every call gets this one answer. */
 function answering(status: number, body: string, headers: Record<string, string> = {}) {
@@ -109,84 +78,9 @@ describe("error answers become typed errors", () => {
   });
 });
 
-/** A client whose every call gets the answers in turn (the last one again when they run out), counting the calls. */
-function answeringInTurn(answers: Array<() => Response>) {
-  let calls = 0;
-  const client = createServerClient({
-    baseUrl: "http://proxy.test",
-    secretKey: "sk_live_test_key",
-    fetch: async () => answers[Math.min(calls++, answers.length - 1)]!(),
-  });
-  return { client, calls: () => calls };
-}
-
-const envelope =
-  (code: ErrorCode, headers: Record<string, string> = {}, details: object = {}) =>
-  () =>
-    new Response(JSON.stringify({ error: { code, message: `about ${code}`, ...details } }), {
-      status: ERROR_STATUS[code],
-      headers: { "content-type": "application/json", "x-request-id": "req_chat", ...headers },
-    });
-
-const HELLO = { model: "openai/gpt-4o-mini", messages: [{ role: "user" as const, content: "hi" }] };
-
-describe("chat() throws the service's error answers as our classes", () => {
-  test.each([...ERROR_CODES])("%s: its class from create(), JSON and streamed", async (code) => {
-    const { client } = answeringInTurn([envelope(code)]);
-    const openai = client.chat({ user: "alice" }, { maxRetries: 0 });
-    for (const stream of [false, true]) {
-      const err = await failure(openai.chat.completions.create({ ...HELLO, stream }));
-      expect(err).toBeInstanceOf(EXPECTED_CLASS[code]);
-      expect(err).toMatchObject({ code, status: ERROR_STATUS[code], message: `about ${code}`, requestId: "req_chat" });
-    }
-  });
-
-  test("budget numbers and Retry-After come through the SDK", async () => {
-    const budget = await failure(
-      answeringInTurn([envelope("budget_exceeded", {}, BUDGET)])
-        .client.chat({ user: "a" })
-        .chat.completions.create(HELLO),
-    );
-    expect(budget).toBeInstanceOf(BudgetExceededError);
-    expect(budget).toMatchObject(BUDGET);
-    const limited = answeringInTurn([envelope("rate_limited", { "retry-after": "7" })]).client.chat({ user: "a" }, { maxRetries: 0 });
-    expect(await failure(limited.chat.completions.create(HELLO))).toMatchObject({ code: "rate_limited", retryAfter: 7 });
-  });
-
-  test("the SDK still retries what it retries (429, 5xx), and throws ours once it gives up", async () => {
-    const limited = answeringInTurn([envelope("rate_limited", { "retry-after": "0" })]);
-    const err = await failure(limited.client.chat({ user: "a" }, { maxRetries: 2 }).chat.completions.create(HELLO));
-    expect(err).toBeInstanceOf(RateLimitedError);
-    expect(limited.calls()).toBe(3);
-    const recovered = answeringInTurn([envelope("upstream", { "retry-after": "0" }), () => Response.json({ object: "list", data: [] })]);
-    await recovered.client.chat({ user: "a" }, { maxRetries: 1 }).models.list();
-    expect(recovered.calls()).toBe(2);
-  });
-
-  test("an answer without our envelope stays the SDK's APIError; a connection failure the SDK's APIConnectionError", async () => {
-    const html = await failure(
-      answeringInTurn([() => new Response("<html>Bad gateway</html>", { status: 502 })])
-        .client.chat({ user: "a" }, { maxRetries: 0 })
-        .chat.completions.create(HELLO),
-    );
-    expect(html).toBeInstanceOf(APIError);
-    expect(html).toMatchObject({ status: 502 });
-    expect(toProxyError(html)).toBeNull();
-    const refused = createServerClient({
-      baseUrl: "http://proxy.test",
-      secretKey: "sk_live_x",
-      fetch: async () => {
-        throw new TypeError("fetch failed");
-      },
-    });
-    const err = await failure(refused.chat({ user: "a" }, { maxRetries: 0 }).chat.completions.create(HELLO));
-    expect(err).toBeInstanceOf(APIConnectionError);
-  });
-});
-
 describe("toProxyError", () => {
   test("one of ours is returned as it is; one the SDK wrapped (its .stream() helper) is unwrapped from cause", async () => {
-    const ours = await failure(answeringInTurn([envelope("not_connected")]).client.getStatus("a"));
+    const ours = await failure(answering(402, JSON.stringify({ error: { code: "not_connected", message: "m" } })).getStatus("a"));
     expect(toProxyError(ours)).toBe(ours as ProxyError);
     const wrapped = new OpenAIError("about not_connected");
     (wrapped as { cause?: unknown }).cause = ours;
