@@ -1,53 +1,24 @@
 /**
  * How the server client turns the service's error answers into typed errors: one class per
  * code (with the status from the service's own table), the budget numbers, Retry-After, the
- * request id; answers that are not the envelope; and `toProxyError` on the `openai` SDK's
- * real APIError. A fake fetch answers here; tests/client/server.test.ts does it for real.
+ * request id; answers that are not the envelope; and `toProxyError` on ours, on the SDK's
+ * wrapping of ours, and on the SDK's real APIError (chat-errors.test.ts: what the chat
+ * client throws). A fake fetch answers here; tests/client/server.test.ts does it for real.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { APIConnectionError, APIError } from "openai";
+import { APIConnectionError, APIError, OpenAIError } from "openai";
 import {
-  AuthError,
   BudgetExceededError,
   createServerClient,
   ERROR_CODES,
-  FundingInvalidError,
   GrantInvalidError,
-  IdempotencyConflictError,
-  IdempotencyMismatchError,
-  InternalError,
-  InvalidRequestError,
-  NotConnectedError,
-  NotFoundError,
-  PayloadTooLargeError,
   ProxyError,
   RateLimitedError,
   toProxyError,
-  UnavailableError,
   UnexpectedResponseError,
-  UpstreamError,
-  type ErrorCode,
 } from "../../packages/client/src/server";
 import { ERROR_STATUS } from "../../src/errors";
-
-const EXPECTED_CLASS: Record<ErrorCode, abstract new (...args: never[]) => ProxyError> = {
-  invalid_request: InvalidRequestError,
-  auth: AuthError,
-  not_connected: NotConnectedError,
-  budget_exceeded: BudgetExceededError,
-  grant_invalid: GrantInvalidError,
-  funding_invalid: FundingInvalidError,
-  not_found: NotFoundError,
-  idempotency_conflict: IdempotencyConflictError,
-  payload_too_large: PayloadTooLargeError,
-  idempotency_mismatch: IdempotencyMismatchError,
-  rate_limited: RateLimitedError,
-  internal: InternalError,
-  upstream: UpstreamError,
-  unavailable: UnavailableError,
-};
-
-const BUDGET = { limitUsd: 5, usedUsd: 4.5, remainingUsd: 0.25, resetsAt: "2026-02-01T00:00:00.000Z" };
+import { BUDGET, EXPECTED_CLASS } from "./expected-errors";
 
 /** A client whose every call gets this one answer. */
 function answering(status: number, body: string, headers: Record<string, string> = {}) {
@@ -108,6 +79,14 @@ describe("error answers become typed errors", () => {
 });
 
 describe("toProxyError", () => {
+  test("one of ours is returned as it is; one the SDK wrapped (its .stream() helper) is unwrapped from cause", async () => {
+    const ours = await failure(answering(402, JSON.stringify({ error: { code: "not_connected", message: "m" } })).getStatus("a"));
+    expect(toProxyError(ours)).toBe(ours as ProxyError);
+    const wrapped = new OpenAIError("about not_connected");
+    (wrapped as { cause?: unknown }).cause = ours;
+    expect(toProxyError(wrapped)).toBe(ours as ProxyError);
+  });
+
   test("the openai SDK's APIError for our envelope becomes our typed error", () => {
     const headers = new Headers({ "x-request-id": "req_3", "retry-after": "9" });
     const budget = APIError.generate(402, { error: { code: "budget_exceeded", message: "no budget", ...BUDGET } }, undefined, headers);

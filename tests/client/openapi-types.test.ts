@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import {
   createServerClient,
   ERROR_CODES,
+  type CreateSessionInput,
   WEBHOOK_EVENT_TYPES,
   type Period,
   type SessionToken,
@@ -112,7 +113,7 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
       },
     });
     await client.listUsage("alice", { period: "2026-01", cursor: "c", limit: 10 });
-    await client.createSession({ appUserId: "alice", requestLimitUsd: 5 });
+    await client.createSession({ appUserId: "alice", requestLimit: { monthlyUsd: 5 } });
     const usage = spec.paths["/api/v1/usage"].get.parameters as Array<{ name: string; in: string }>;
     expect(sent[0]!.url.pathname).toBe("/api/v1/usage");
     expect([...sent[0]!.url.searchParams.keys()].sort()).toEqual(
@@ -125,6 +126,31 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
     expect(sent[1]!.url.pathname).toBe("/api/v1/sessions");
     expect(Object.keys(sent[1]!.body as object).sort()).toEqual(Object.keys(sessionBody.properties).sort());
     expect(Object.keys((sent[1]!.body as { requestLimit: object }).requestLimit)).toEqual(Object.keys(sessionBody.properties.requestLimit.properties));
+    expect(sent[1]!.body).toEqual({ appUserId: "alice", requestLimit: { monthlyUsd: 5 } });
+  });
+
+  test("CreateSessionInput is POST /sessions' body, field for field (less the deprecated requestLimitUsd)", () => {
+    const schema = spec.paths["/api/v1/sessions"].post.requestBody.content["application/json"].schema;
+    const input = shapeOf<Omit<CreateSessionInput, "requestLimitUsd">>()({ appUserId: "string", requestLimit: "optional object" });
+    expect(input).toEqual(schemaShape(schema));
+    expect(shapeOf<NonNullable<CreateSessionInput["requestLimit"]>>()({ monthlyUsd: "number" })).toEqual(schemaShape(schema.properties.requestLimit));
+  });
+
+  test("the deprecated requestLimitUsd (0.1) is still sent as requestLimit; both at once are refused before anything is sent", async () => {
+    const bodies: unknown[] = [];
+    const client = createServerClient({
+      baseUrl: "http://proxy.test",
+      secretKey: "sk_live_test_key",
+      fetch: async (_input, init) => {
+        bodies.push(JSON.parse(String(init?.body)));
+        return Response.json({});
+      },
+    });
+    await client.createSession({ appUserId: "alice", requestLimitUsd: 3 });
+    await client.createSession({ appUserId: "bob" });
+    expect(bodies).toEqual([{ appUserId: "alice", requestLimit: { monthlyUsd: 3 } }, { appUserId: "bob" }]);
+    await expect(client.createSession({ appUserId: "carol", requestLimit: { monthlyUsd: 3 }, requestLimitUsd: 3 })).rejects.toThrow(TypeError);
+    expect(bodies).toHaveLength(2);
   });
 });
 

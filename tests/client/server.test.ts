@@ -2,8 +2,8 @@
  * `@metered-proxy/client/server` against a real server process (demo mode: the built-in
  * mock upstream) and an app created with the operator CLI: each function, the `openai`
  * client `chat()` presets (JSON and streaming), and the typed errors as the service really
- * sends them. The user's approval is the browser's step, done here over HTTP with the
- * session token createSession returned.
+ * sends them, thrown as they are by the chat calls. The user's approval is the browser's
+ * step, done here over HTTP with the session token createSession returned.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type OpenAI from "openai";
@@ -13,6 +13,7 @@ import {
   createServerClient,
   InvalidRequestError,
   NotConnectedError,
+  ProxyError,
   RateLimitedError,
   toProxyError,
   type ServerClient,
@@ -52,19 +53,20 @@ async function approve(token: string): Promise<void> {
   expect(res.status).toBe(200);
 }
 
-async function connect(appUserId: string, requestLimitUsd: number): Promise<void> {
-  await approve((await client.createSession({ appUserId, requestLimitUsd })).token);
+async function connect(appUserId: string, monthlyUsd: number): Promise<void> {
+  await approve((await client.createSession({ appUserId, requestLimit: { monthlyUsd } })).token);
 }
 
-/** What a chat call threw, as our typed error (failing the test when it is not one). */
-async function proxyErrorOf(call: Promise<unknown>) {
+/** What a chat call threw, which must be our typed error as it is, with the answer's request id. */
+async function proxyErrorOf(call: Promise<unknown>): Promise<ProxyError> {
   try {
     await call;
   } catch (err) {
-    const converted = toProxyError(err);
-    if (!converted) throw err;
-    expect(converted.requestId).toBe((err as { requestID?: string }).requestID ?? null);
-    return converted;
+    if (!(err instanceof ProxyError)) throw err;
+    expect(err.requestId).toMatch(/\S/);
+    // Code written for 0.1 converted it itself: toProxyError hands back the same error.
+    expect(toProxyError(err)).toBe(err);
+    return err;
   }
   throw new Error("expected the call to fail");
 }
@@ -73,7 +75,7 @@ describe("server client against a real server", () => {
   test("createSession: a token the browser approves with; getStatus before and after", async () => {
     const before = await client.getStatus("alice");
     expect(before.connected).toBe(false);
-    const session = await client.createSession({ appUserId: "alice", requestLimitUsd: 5 });
+    const session = await client.createSession({ appUserId: "alice", requestLimit: { monthlyUsd: 5 } });
     expect(session.token.split(".")).toHaveLength(3);
     expect(session.expiresAt).toBeGreaterThan(Date.now() / 1000);
     await approve(session.token);
@@ -122,10 +124,21 @@ describe("server client against a real server", () => {
     expect(err).toMatchObject({ code: "invalid_request", status: 400 });
   });
 
-  test("a user who never approved: NotConnectedError from the chat call", async () => {
-    const err = await proxyErrorOf(client.chat({ user: "stranger" }).chat.completions.create({ model: MODEL, messages: HELLO }));
-    expect(err).toBeInstanceOf(NotConnectedError);
-    expect(err).toMatchObject({ code: "not_connected", status: 402 });
+  test("a user who never approved: NotConnectedError thrown by the chat call, JSON and streamed", async () => {
+    const openai = client.chat({ user: "stranger" });
+    const json = await proxyErrorOf(openai.chat.completions.create({ model: MODEL, messages: HELLO }));
+    expect(json).toBeInstanceOf(NotConnectedError);
+    expect(json).toMatchObject({ code: "not_connected", status: 402 });
+    const streamed = await proxyErrorOf(openai.chat.completions.create({ model: MODEL, messages: HELLO, stream: true }));
+    expect(streamed).toBeInstanceOf(NotConnectedError);
+  });
+
+  test("the SDK's .stream() helper wraps our error in its own, with ours as cause: toProxyError unwraps it", async () => {
+    const helper = client.chat({ user: "stranger" }).chat.completions.stream({ model: MODEL, messages: HELLO });
+    const err = await helper.finalChatCompletion().catch((e: unknown) => e);
+    expect(err).not.toBeInstanceOf(ProxyError);
+    expect(toProxyError(err)).toBeInstanceOf(NotConnectedError);
+    expect(toProxyError(err)).toBe((err as { cause?: unknown }).cause as ProxyError);
   });
 
   test("a small cap, calls until refused: BudgetExceededError with the budget's numbers", async () => {
@@ -134,15 +147,14 @@ describe("server client against a real server", () => {
     // gpt-4o at $10 per million completion tokens: 100 tokens are the whole $0.001, so the
     // first call is shrunk to what the cap affords and a later one cannot get even a minimal completion.
     const body = { model: "openai/gpt-4o", max_tokens: 100, messages: [{ role: "user" as const, content: "Tell me more [[mock tokens=100]]" }] };
-    let refusal: Awaited<ReturnType<typeof proxyErrorOf>> | null = null;
+    let refusal: unknown = null;
     let served = 0;
     for (let call = 0; call < CHAT_RATE_LIMIT - 1 && !refusal; call++) {
       try {
         await openai.chat.completions.create(body);
         served++;
       } catch (err) {
-        refusal = toProxyError(err);
-        if (!refusal) throw err;
+        refusal = err;
       }
     }
     expect(served).toBeGreaterThanOrEqual(1);

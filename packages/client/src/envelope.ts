@@ -1,9 +1,10 @@
 /**
  * Reads the service's error envelope, `{"error": {"code", "message", ...details}}`
  * (ARCHITECTURE.md §3 "Errors"), into the typed errors of errors.ts: from a fetch Response,
- * or from an error the `openai` SDK threw for an answer of ours (toProxyError).
+ * from the answer the `openai` client of `chat()` received (chat.ts), or from an error an
+ * `openai` client threw for an answer of ours (toProxyError).
  */
-import { ERROR_CLASSES, UnexpectedResponseError, type ErrorCode, type ProxyError } from "./errors.js";
+import { ERROR_CLASSES, ProxyError, UnexpectedResponseError, type ErrorCode } from "./errors.js";
 
 /** What both a fetch Response and the openai SDK's APIError offer for headers. */
 interface HeaderReader {
@@ -33,15 +34,21 @@ export async function errorFromResponse(response: Response): Promise<ProxyError 
 }
 
 /**
- * The typed error behind an error the `openai` client of `chat()` threw, e.g.
- * `catch (err) { throw toProxyError(err) ?? err }`; null when it is not an answer of ours
- * (a connection error, a timeout, an abort, anything else).
- *
- * Recognised by shape, not `instanceof`, so an app with its own copy of `openai` works too:
- * the SDK's APIError has the HTTP `status`, the response `headers`, and in `error` the
- * body's `error` object, which is our envelope's inside.
+ * The typed error behind an error a chat call threw, or null when it is not an answer of
+ * ours (a connection error, a timeout, an abort, anything else). The client of `chat()`
+ * already throws ours, so this is for three other cases:
+ * - an error that is ours: returned as it is (code written for 0.1, which converted every
+ *   chat error, keeps working);
+ * - the SDK's `.stream()` helper, which wraps any error that is not the SDK's own in its
+ *   OpenAIError with ours as `cause`: ours is returned;
+ * - an `openai` client the app built itself (or LangChain's): the SDK's APIError for an
+ *   answer of ours becomes ours. Recognised by shape, not `instanceof`, so any copy of
+ *   `openai` works: it has the HTTP `status`, the response `headers`, and in `error` the
+ *   body's `error` object, which is our envelope's inside.
  */
 export function toProxyError(err: unknown): ProxyError | null {
+  if (err instanceof ProxyError) return err;
+  if (isRecord(err) && err.cause instanceof ProxyError) return err.cause;
   if (!isRecord(err) || typeof err.status !== "number" || !isRecord(err.error) || !isHeaderReader(err.headers)) return null;
   const converted = errorFromAnswer(err.status, { error: err.error }, err.headers, "");
   return converted instanceof UnexpectedResponseError ? null : converted;

@@ -19,10 +19,16 @@ export interface ServerClientOptions {
   fetch?: FetchLike;
 }
 
+/** POST /sessions' body, field for field (README "API at a glance"). */
 export interface CreateSessionInput {
   /** The user as the app knows them (1 to 256 characters; opaque to the service). */
   appUserId: string;
-  /** The monthly cap to ask the user to approve, USD; without it the browser code names one. */
+  /** The monthly cap to ask the user to approve, USD; the user may approve less, never more. Without it the browser code names one. */
+  requestLimit?: { monthlyUsd: number };
+  /**
+   * @deprecated Since 0.2.0: use `requestLimit: { monthlyUsd }`, the API's own name. Still
+   * sent as that for 0.2.x; removed in 0.3.0.
+   */
   requestLimitUsd?: number;
 }
 
@@ -44,7 +50,8 @@ export interface ServerClient {
   listUsage(appUserId: string, options?: ListUsageOptions): Promise<UsagePage>;
   /**
    * An `openai` client whose calls are metered against the user's budget (or the grant's).
-   * Its errors are the SDK's; `toProxyError(err)` gives ours.
+   * The service's error answers are thrown as ProxyError classes (e.g. `BudgetExceededError`);
+   * connection errors, timeouts and aborts stay the SDK's.
    */
   chat(payer: ChatPayer, options?: ChatClientOptions): OpenAI;
 }
@@ -58,14 +65,21 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     fetch: options.fetch ?? ((input, init) => fetch(input, init)),
   };
   return {
-    createSession: ({ appUserId, requestLimitUsd }) =>
-      requestJson<SessionToken>(target, "POST", "/sessions", {
-        body: { appUserId, ...(requestLimitUsd === undefined ? {} : { requestLimit: { monthlyUsd: requestLimitUsd } }) },
-      }),
+    // async, so that a refused input rejects like every other failure of the call.
+    createSession: async (input) => requestJson<SessionToken>(target, "POST", "/sessions", { body: sessionBody(input) }),
     getStatus: (appUserId) => requestJson<UserStatus>(target, "GET", "/status", { query: { appUserId } }),
     listUsage: (appUserId, { period, cursor, limit } = {}) => requestJson<UsagePage>(target, "GET", "/usage", { query: { appUserId, period, cursor, limit } }),
     chat: (payer, chatOptions) => presetChatClient(target.apiBase, target.bearer, target.fetch, payer, chatOptions),
   };
+}
+
+/** The API's body; the deprecated `requestLimitUsd` becomes `requestLimit`, and both at once are refused as ambiguous. */
+function sessionBody({ appUserId, requestLimit, requestLimitUsd }: CreateSessionInput): { appUserId: string; requestLimit?: { monthlyUsd: number } } {
+  if (requestLimit !== undefined && requestLimitUsd !== undefined) {
+    throw new TypeError("createSession: pass requestLimit: { monthlyUsd } alone (requestLimitUsd is its deprecated name)");
+  }
+  const limit = requestLimit ?? (requestLimitUsd === undefined ? undefined : { monthlyUsd: requestLimitUsd });
+  return limit === undefined ? { appUserId } : { appUserId, requestLimit: { monthlyUsd: limit.monthlyUsd } };
 }
 
 export type { ChatClientOptions, ChatPayer } from "./chat.js";
