@@ -5,6 +5,8 @@
  * in the lock (the test clients' newer majors ask for Node 22, so they are pinned to the
  * last releases that do not), and every package's peer dependencies resolve to a version in
  * their range. A fresh install that does print either warning is a lock this test fails.
+ * npm 11 also warns on every install about dependencies whose install scripts nobody has
+ * allowed or refused yet (package.json `allowScripts`): each one in the lock has a verdict.
  */
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -17,10 +19,12 @@ interface LockEntry {
   peerDependencies?: Record<string, string>;
   peerDependenciesMeta?: Record<string, { optional?: boolean }>;
   optional?: boolean;
+  hasInstallScript?: boolean;
 }
 
 const lock = JSON.parse(readFileSync(join(REPO_ROOT, "package-lock.json"), "utf8")) as { packages: Record<string, LockEntry> };
-const rootEngines = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { engines: { node: string } }).engines.node;
+const root = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { engines: { node: string }; allowScripts?: Record<string, boolean> };
+const rootEngines = root.engines.node;
 
 /** The first release of each Node line from 18 to 26, and the minors around the floors that packages here set (ESLint: 20.19 and 22.13). */
 const NODE_RELEASES = ["18.20.0", "20.0.0", "20.18.0", "20.19.0", "21.0.0", "22.0.0", "22.12.0", "22.13.0", "23.0.0", "24.0.0", "25.0.0", "26.0.0"];
@@ -62,5 +66,14 @@ describe("npm install on a supported Node: no EBADENGINE, no ERESOLVE", () => {
       }),
     );
     expect(broken).toEqual([]);
+  });
+
+  test("every dependency with an install script is allowed or refused in package.json's allowScripts", () => {
+    const verdicts = Object.keys(root.allowScripts ?? {}).map((entry) => entry.replace(/(.)@[^@]*$/, "$1"));
+    const unreviewed = Object.entries(lock.packages)
+      .filter(([path, entry]) => path && entry.hasInstallScript)
+      .map(([path]) => path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length))
+      .filter((name) => !verdicts.includes(name));
+    expect(unreviewed).toEqual([]);
   });
 });
