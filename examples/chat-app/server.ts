@@ -11,7 +11,7 @@
  */
 import { join } from "node:path";
 // The package as built in this repository (npm test builds it; `npx tsc -p packages/client` does too).
-import { createServerClient, ProxyError, toProxyError } from "../../packages/client/dist/server.js";
+import { createServerClient, ProxyError } from "../../packages/client/dist/server.js";
 
 // What `app create` printed; said plainly when missing, since it is the first step a newcomer can skip.
 const missing = ["APP_ID", "SECRET_KEY"].filter((name) => !process.env[name]);
@@ -31,10 +31,10 @@ const CLIENT_DIST = join(HERE, "..", "..", "packages", "client", "dist");
 
 /** An error of the service as the page reads it: the class name, and what a program needs to act. */
 function errorAnswer(err: unknown): Response {
-  const proxyError = err instanceof ProxyError ? err : toProxyError(err);
-  if (!proxyError) throw err;
+  // Chat calls and sessions throw the service's errors as their own classes (client 0.2).
+  if (!(err instanceof ProxyError)) throw err;
   // The class name, the code and message, and the fields of its kind (BudgetExceededError: limitUsd, usedUsd, remainingUsd, resetsAt).
-  return Response.json({ error: { ...proxyError, name: proxyError.name, message: proxyError.message } }, { status: proxyError.status });
+  return Response.json({ error: { ...err, name: err.name, message: err.message } }, { status: err.status });
 }
 
 /** POST /api/chat {prompt}: the answer streamed as plain text, metered against the user's budget. */
@@ -69,7 +69,7 @@ const server = Bun.serve({
   async fetch(request) {
     const { pathname } = new URL(request.url);
     if (pathname === "/api/session" && request.method === "POST") {
-      return Response.json(await proxy.createSession({ appUserId: USER, requestLimitUsd: 5 }));
+      return Response.json(await proxy.createSession({ appUserId: USER, requestLimit: { monthlyUsd: 5 } }));
     }
     if (pathname === "/api/chat" && request.method === "POST") return chat(request);
     if (/^\/client\/[a-z-]+\.js$/.test(pathname)) {
