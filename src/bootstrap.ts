@@ -8,8 +8,11 @@ import type { Deps } from "./deps";
  * receive it). In development it is printed to the terminal, once. In production, where
  * stdout usually goes to a log collector, it is written to a file only the service's user
  * can read (mode 0600, never overwritten), and only that file's path is printed.
+ * `cliCommand` starts an operator command the way this process was started
+ * (src/launch/invocation.ts): `npm run cli --` in a checkout, `./metered-proxy cli` for the
+ * single binary, whose user has neither the checkout nor npm.
  */
-export async function ensureDefaultApp(deps: Deps, print: (line: string) => void): Promise<void> {
+export async function ensureDefaultApp(deps: Deps, print: (line: string) => void, cliCommand: string): Promise<void> {
   if ((await deps.store.apps.count()) > 0) return;
   // Instances starting together on one empty database: only the first creates the app.
   if (!(await deps.store.settings.claim("default_app_created_at", String(deps.clock.now())))) return;
@@ -27,7 +30,7 @@ export async function ensureDefaultApp(deps: Deps, print: (line: string) => void
     print(`    secretKey: ${key.secretKey}`);
   }
   print("");
-  print("  Create more with: npm run cli -- app create --name NAME --origin https://your.site");
+  print(`  Create more with: ${cliCommand} app create --name NAME --origin https://your.site`);
   print("");
 }
 

@@ -1,7 +1,7 @@
 /**
  * First start in production on an empty store: the default app's secret key goes to a file
  * only the service's user can read (0600), and stdout (a log collector's input in
- * production) gets only the file's path.
+ * production) gets only the file's path, and the command that creates more apps.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, readFileSync, statSync } from "node:fs";
@@ -35,6 +35,8 @@ test("the key is written to a 0600 file beside the database, never printed", asy
     expect(secretKey.startsWith(`sk_live_${appId}_`)).toBe(true);
     const output = [...server.stdout, ...server.stderr].join("\n");
     expect(output).toContain(keyFile);
+    // Started from the checkout (the bundle, as `npm start` runs it): the README's command.
+    expect(output).toContain("Create more with: npm run cli -- app create --name NAME --origin https://your.site");
     expect(output).not.toContain(secretKey.split("_").pop()!);
     expect(output).not.toContain("sk_live_");
     const status = await server.fetch("/api/v1/status?appUserId=u", { headers: { authorization: `Bearer ${secretKey}` } });
