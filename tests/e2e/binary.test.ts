@@ -148,6 +148,16 @@ test("the first start's banner names the binary's own CLI, not npm", () => {
   expect(banner).not.toContain("npm run");
 });
 
+test("the CLI's help names the binary too; a group without its command shows the group and exits 2", () => {
+  const cwd = emptyFolder();
+  const group = runBinary(["cli", "app"], cwd);
+  expect(group.code).toBe(2);
+  expect(group.stderr).toContain(`usage: ${binary} cli app <command> [options]`);
+  expect(group.stderr).toContain("  app create --name NAME");
+  expect(runBinary(["cli", "usage", "export", "--help"], cwd).stdout).toContain("--format  jsonl: JSON lines");
+  expect(readdirSync(cwd)).toEqual([]);
+});
+
 test("a used port: one plain line saying so and what to do, exit 1, no stack trace, no store created", () => {
   const cwd = emptyFolder();
   const run = runBinary([], cwd, { PORT: String(server.port), HOST: "127.0.0.1" });
