@@ -1,6 +1,7 @@
 /**
  * Start-up failures an operator can fix (a port in use, a store another process serves, a
- * bad setting, a secrets key that does not open the store, a folder it may not write), told
+ * bad setting, a secrets key that does not open the store, a folder it may not write, a
+ * default app's key file an earlier store left), told
  * in one plain line: what is wrong and what to do, with the exit status scripts rely on.
  * Not a stack trace: from the bundle or the binary that is minified source, and it hides
  * the one line that matters. Anything else is a bug, so its stack is kept.
@@ -8,6 +9,7 @@
 import { ConfigError } from "../config";
 import { SecretsKeyMismatchError } from "../secrets/stored-secrets";
 import { StoreLockedError } from "../store/process-lock";
+import { DefaultKeyFileExistsError } from "../bootstrap";
 
 /** A configuration error: a bad setting, a secrets key that is malformed or does not open the store. */
 export const EXIT_CONFIG = 2;
@@ -43,6 +45,7 @@ export function plainFailure(err: unknown, address?: ListenAddress): PlainFailur
   if (err instanceof ConfigError) return { line: describeConfigError(err), exitCode: EXIT_CONFIG };
   // Its message names the lock file, the database and the three ways out.
   if (err instanceof StoreLockedError) return { line: err.message, exitCode: EXIT_STORE_LOCKED };
+  if (err instanceof DefaultKeyFileExistsError) return { line: err.message, exitCode: EXIT_CANNOT_START };
   const { code, path, syscall } = (err ?? {}) as { code?: unknown; path?: unknown; syscall?: unknown };
   if (typeof code !== "string") return null;
   if (syscall === "listen" && address) {
