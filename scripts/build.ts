@@ -1,7 +1,10 @@
 /**
  * `npm run build`: the single binary, dist/metered-proxy, with Bun's runtime, the service,
- * the operator CLI (`dist/metered-proxy cli ...`) and the migrations (TypeScript constants)
- * inside. Bun's fetch concurrency cap (BUN_CONFIG_MAX_HTTP_REQUESTS) is read from the
+ * the operator CLI (`dist/metered-proxy cli ...`), the migrations (TypeScript constants,
+ * also run alone by `dist/metered-proxy migrate`) and package.json's version (`--version`;
+ * the bundler inlines the one field src/launch/help.ts imports) inside. Its command line is
+ * src/index.ts's, the same as the bundle `npm start` runs (src/launch/arguments.ts).
+ * Bun's fetch concurrency cap (BUN_CONFIG_MAX_HTTP_REQUESTS) is read from the
  * environment at start, so the binary is run with it set (see the Dockerfile).
  *
  * tests/e2e/binary.test.ts builds its binary with buildBinary, so it tests what this ships.

@@ -1,38 +1,34 @@
 /**
  * Operator commands, against the same DATABASE_URL as the server (SQLite or PostgreSQL);
- * running servers see the changes at once. `cli --help` lists them, `cli <command> --help`
- * shows one. Every command prints JSON lines.
+ * running servers see the changes at once. `cli --help` lists them, `cli app --help` one
+ * group's, `cli <command> --help` one command with its defaults (src/cli/help.ts). Every
+ * command prints JSON lines. Run as `npm run cli -- …` from a checkout, or as
+ * `metered-proxy cli …` from the single binary (src/index.ts).
  * Exit codes: 0 done, 1 refused (e.g. unknown app), 2 usage or configuration error, 3 `usage reconcile` found differences.
  */
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig } from "./config";
+import { loadConfig } from "./config";
 import { openStore } from "./store";
 import { systemClock } from "./clock";
 import { ApiError } from "./errors";
 import { OperatorService } from "./services/operator";
-import { COMMANDS, UsageError, type Command } from "./cli/commands";
+import { UsageError } from "./cli/commands";
 import { CLI_INPUT_NAMES } from "./cli/shared";
+import { commandHelp } from "./cli/help";
+import { routeCli } from "./cli/route";
 import { resolveSecretBox } from "./secrets/secrets-key";
-
-const usageOf = (c: Command) => `  cli ${c.name}${c.usage ? ` ${c.usage}` : ""}\n      ${c.summary}`;
-const HELP = `usage: cli <command> [options]   (npm run cli -- …, or bun run cli …)\n\ncommands:\n${COMMANDS.map(usageOf).join("\n")}\n\nEvery command takes --help.`;
+import { currentInvocation } from "./launch/invocation";
+import { plainFailure } from "./launch/startup-failure";
 
 /** Runs one operator command; also reachable as `metered-proxy cli ...` in the single binary. */
 export async function runCli(argv: string[]): Promise<number> {
-  const words = argv
-    .filter((a) => !a.startsWith("-"))
-    .slice(0, 2)
-    .join(" ");
-  const command = COMMANDS.find((c) => c.name === words);
-  const wantsHelp = argv.includes("--help") || argv.includes("-h") || argv[0] === "help";
-  if (wantsHelp) {
-    console.log(command ? `usage:\n${usageOf(command)}` : HELP);
-    return 0;
+  const cli = currentInvocation(process.env).cli;
+  const route = routeCli(argv, cli);
+  if (route.kind === "help") {
+    (route.exitCode === 0 ? console.log : console.error)(route.text);
+    return route.exitCode;
   }
-  if (!command) {
-    console.error(`unknown command: ${words || "(none)"}\n\n${HELP}`);
-    return 2;
-  }
+  const { command } = route;
   try {
     // Strict: an unknown or misspelt flag is an error, never silently ignored.
     const { values, positionals } = parseArgs({ args: argv, options: command.options, allowPositionals: true, strict: true });
@@ -56,12 +52,14 @@ export async function runCli(argv: string[]): Promise<number> {
     }
     const invalidInput = err instanceof ApiError && err.code === "invalid_request";
     if (invalidInput || err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      console.error(`${(err as Error).message}\n\nusage:\n${usageOf(command)}`);
+      console.error(`${(err as Error).message}\n\n${commandHelp(cli, command)}`);
       return 2;
     }
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      return 2;
+    // A bad setting, a secrets key that does not open the store, a folder it may not write: one plain line.
+    const plain = plainFailure(err);
+    if (plain) {
+      console.error(plain.line);
+      return plain.exitCode;
     }
     throw err;
   }

@@ -1,53 +1,32 @@
 /**
- * The only entry point: loadConfig(env) → openDeps(config) → createApp(deps).listen().
- * Also the only module (with src/cli.ts) that reads the environment.
+ * The only entry point: the bundle `npm start` runs and the single binary are built from it.
+ * What it does is the command line's choice (src/launch/arguments.ts): `serve` (also with no
+ * argument), `cli …`, `migrate`, `healthcheck`, `--help`, `--version`. Serving is
+ * loadConfig(env) → openDeps(config) → createApp(deps).listen(). Also the only module (with
+ * src/cli.ts) that reads the environment.
  */
-import { ConfigError, loadConfig, type Config } from "./config";
-import { connectDependencies, openDeps } from "./deps";
+import { loadConfig, type Config } from "./config";
+import { connectDependencies, openDeps, type Deps } from "./deps";
 import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
-import { createLogger } from "./logger";
-import { acquireStoreLock, StoreLockedError, type StoreLock } from "./store/process-lock";
+import type { StoreLock } from "./store/process-lock";
 import { ConsentRequestSweeper } from "./grants/consent-sweeper";
 import { keepServingOnStrayErrors } from "./stray-errors";
+import { EXIT_USAGE, parseLaunch } from "./launch/arguments";
+import { currentInvocation, type Invocation } from "./launch/invocation";
+import { programHelp, programUsage, VERSION } from "./launch/help";
+import { exitOnFailure } from "./launch/startup-failure";
+import { lockEmbeddedStore } from "./launch/embedded-lock";
+import { checkPortFree } from "./launch/port-check";
+import { migrateStore } from "./launch/migrate";
+import { healthcheck } from "./launch/healthcheck";
 
-function readConfig(): Config {
+/** The settings, or the end of the process with the one line that names what is wrong (exit 2). */
+function readConfig(what: string): Config {
   try {
     return loadConfig(process.env);
   } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(2);
-    }
-    throw err;
-  }
-}
-
-/** Exit code when another process already serves this embedded store (2 is a configuration error). */
-const EXIT_STORE_LOCKED = 3;
-
-/**
- * Embedded mode (no REDIS_URL, a database file) keeps budgets in this process's memory, so
- * it must be the only process serving the file: a second one would double every cap.
- * Taken before the store is opened, so a refused process runs no migration and creates no
- * default app. With REDIS_URL the counters are shared and any number of processes may run.
- */
-function lockEmbeddedStore(config: Config): StoreLock | null {
-  const { database } = config;
-  if (config.redisUrl || database.engine !== "sqlite" || database.path === ":memory:") return null;
-  try {
-    return acquireStoreLock(database.path);
-  } catch (err) {
-    if (err instanceof StoreLockedError) {
-      console.error(err.message);
-      createLogger(config.logLevel).error("store is locked by another process; exiting", {
-        lockFile: err.lockPath,
-        database: err.databasePath,
-        exitCode: EXIT_STORE_LOCKED,
-      });
-      process.exit(EXIT_STORE_LOCKED);
-    }
-    throw err;
+    exitOnFailure(what, err);
   }
 }
 
@@ -57,16 +36,22 @@ function lockEmbeddedStore(config: Config): StoreLock | null {
  */
 const SETTLE_AFTER_CUT_MS = 2000;
 
-async function main(): Promise<void> {
-  const config = readConfig();
+type Listening = ReturnType<ReturnType<typeof createApp>["listen"]>;
+
+/** What a serving process holds, and lets go of on SIGTERM. */
+interface Serving {
+  deps: Deps;
+  app: Listening;
+  storeLock: StoreLock | null;
+  consentSweeper: ConsentRequestSweeper;
+}
+
+/** Everything up to listening; throws what stopped it (src/launch/startup-failure.ts tells it). */
+async function start(config: Config, invocation: Invocation): Promise<Serving> {
   const storeLock = lockEmbeddedStore(config);
-  const deps = await openDeps(config).catch((err: unknown) => {
-    // A secrets key that is malformed, missing, or does not open the store (src/secrets/).
-    if (!(err instanceof ConfigError)) throw err;
-    console.error(err.message);
-    process.exit(2);
-  });
-  await ensureDefaultApp(deps, (line) => console.log(line));
+  checkPortFree({ host: config.host, port: config.port });
+  const deps = await openDeps(config);
+  await ensureDefaultApp(deps, (line) => console.log(line), invocation.cli);
   if (config.demoMode) {
     deps.logger.warn("DEMO MODE: no UPSTREAM_API_KEY is set; chat completions are served by the built-in mock upstream");
   }
@@ -101,73 +86,103 @@ async function main(): Promise<void> {
     maxRequestBodySize: config.maxBodyBytes * 4,
     // Elysia's listen() turns SO_REUSEPORT on by default: a second process on the same
     // port would then bind beside this one and take half the connections, with its own
-    // in-memory budgets. Off, it fails with EADDRINUSE and exits non-zero instead.
+    // in-memory budgets. Off, it fails with EADDRINUSE and exits non-zero instead
+    // (checkPortFree has told most such starts already, before the store was opened).
     reusePort: false,
   });
   deps.logger.info("listening", { url: `http://${config.host}:${app.server?.port}`, mode: config.demoMode ? "demo" : "upstream" });
-  // Only once serving: a failure while starting (a port in use, a store that will not
-  // open) must still end the process with its error.
-  keepServingOnStrayErrors(deps.logger);
-
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    deps.logger.info("shutting down: no new connections; finishing in-flight streams", { signal, activeStreams: app.decorator.chat.activeStreams });
-    // One deadline for the whole shutdown: an orchestrator sends SIGKILL once its own grace
-    // is over, and that would lose every ledger row still queued in the writer.
-    const deadline = Date.now() + config.shutdownGraceMs;
-    const graceful = app.server?.stop(false);
-    const grace = new Promise((resolve) => setTimeout(resolve, config.shutdownGraceMs));
-    await Promise.race([graceful, grace]);
-    await app.server?.stop(true);
-    // Streams that ended are settling; streams cut by the forced stop drain for their usage.
-    await app.decorator.chat.idle(Math.max(0, deadline - Date.now()));
-    if (app.decorator.chat.activeStreams > 0) {
-      // Past the deadline a stream still reading its upstream is stopped: waiting for it
-      // would lose the others' rows. One whose usage had not come stays in the call journal,
-      // its reservation held, for the next process (or another instance) to reconcile.
-      deps.logger.warn("shutdown grace is over: cutting the streams still open", { activeStreams: app.decorator.chat.activeStreams });
-      app.decorator.chat.abortStreams("shutdown grace is over");
-      await app.decorator.chat.idle(SETTLE_AFTER_CUT_MS);
-    }
-    deps.catalogue.stop();
-    await app.decorator.reconciler.stop();
-    await deps.budgetWatcher.check();
-    await Promise.all([deps.budgetWatcher.stop(), deps.webhooks.stop(), consentSweeper.stop()]);
-    await deps.usageWriter.close();
-    await deps.budget.close?.();
-    // Its lease dropped, whatever it left in the journal is the others' (or the next start's) at once.
-    await deps.instanceLease?.stop();
-    await deps.store.close();
-    storeLock?.release();
-    deps.redis?.disconnect();
-    deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });
-    process.exit(0);
-  };
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
-  process.on("SIGINT", () => void shutdown("SIGINT"));
+  return { deps, app, storeLock, consentSweeper };
 }
 
-/** GET /healthz on this machine: the container's HEALTHCHECK, without curl in the image. */
-async function healthcheck(): Promise<number> {
-  const port = process.env.PORT ?? "8787";
+async function serve(invocation: Invocation): Promise<void> {
+  const config = readConfig("cannot start");
+  const serving = await start(config, invocation).catch((err: unknown) => exitOnFailure("cannot start", err, { host: config.host, port: config.port }));
+  // Only once serving: a failure while starting (a port in use, a store that will not
+  // open) must still end the process with its error.
+  keepServingOnStrayErrors(serving.deps.logger);
+  let stopping = false;
+  const onSignal = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    void shutdown(serving, config, signal);
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
+}
+
+/** SIGTERM: stop accepting, finish in-flight streams (bounded), flush usage, exit 0. */
+async function shutdown({ deps, app, storeLock, consentSweeper }: Serving, config: Config, signal: string): Promise<void> {
+  deps.logger.info("shutting down: no new connections; finishing in-flight streams", { signal, activeStreams: app.decorator.chat.activeStreams });
+  // One deadline for the whole shutdown: an orchestrator sends SIGKILL once its own grace
+  // is over, and that would lose every ledger row still queued in the writer.
+  const deadline = Date.now() + config.shutdownGraceMs;
+  const graceful = app.server?.stop(false);
+  const grace = new Promise((resolve) => setTimeout(resolve, config.shutdownGraceMs));
+  await Promise.race([graceful, grace]);
+  await app.server?.stop(true);
+  // Streams that ended are settling; streams cut by the forced stop drain for their usage.
+  await app.decorator.chat.idle(Math.max(0, deadline - Date.now()));
+  if (app.decorator.chat.activeStreams > 0) {
+    // Past the deadline a stream still reading its upstream is stopped: waiting for it
+    // would lose the others' rows. One whose usage had not come stays in the call journal,
+    // its reservation held, for the next process (or another instance) to reconcile.
+    deps.logger.warn("shutdown grace is over: cutting the streams still open", { activeStreams: app.decorator.chat.activeStreams });
+    app.decorator.chat.abortStreams("shutdown grace is over");
+    await app.decorator.chat.idle(SETTLE_AFTER_CUT_MS);
+  }
+  deps.catalogue.stop();
+  await app.decorator.reconciler.stop();
+  await deps.budgetWatcher.check();
+  await Promise.all([deps.budgetWatcher.stop(), deps.webhooks.stop(), consentSweeper.stop()]);
+  await deps.usageWriter.close();
+  await deps.budget.close?.();
+  // Its lease dropped, whatever it left in the journal is the others' (or the next start's) at once.
+  await deps.instanceLease?.stop();
+  await deps.store.close();
+  storeLock?.release();
+  deps.redis?.disconnect();
+  deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });
+  process.exit(0);
+}
+
+/** `migrate`: the store's pending migrations, applied as `serve` would, then one JSON line. */
+async function migrate(): Promise<void> {
+  const config = readConfig("cannot migrate");
   try {
-    const response = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2000) });
-    return response.ok ? 0 : 1;
-  } catch {
-    return 1;
+    // Not under a process that serves the file: its schema would change beneath it.
+    const storeLock = lockEmbeddedStore(config);
+    const migrated = await migrateStore(config, (message) => console.error(`warning: ${message}`));
+    storeLock?.release();
+    console.log(JSON.stringify(migrated));
+  } catch (err) {
+    exitOnFailure("cannot migrate", err);
   }
 }
 
-// One executable for everything (also the single binary): `cli ...` runs an operator
-// command, `healthcheck` probes a running server, anything else starts the service.
-const command = process.argv[2];
-if (command === "cli") {
-  const { runCli } = await import("./cli");
-  process.exit(await runCli(process.argv.slice(3)));
-} else if (command === "healthcheck") {
-  process.exit(await healthcheck());
-} else {
-  await main();
+const launch = parseLaunch(process.argv.slice(2));
+const invocation = currentInvocation(process.env);
+switch (launch.command) {
+  case "serve":
+    await serve(invocation);
+    break;
+  case "cli": {
+    const { runCli } = await import("./cli");
+    process.exit(await runCli(launch.args));
+    break;
+  }
+  case "migrate":
+    await migrate();
+    break;
+  case "healthcheck":
+    process.exit(await healthcheck(process.env.PORT ?? "8787"));
+    break;
+  case "help":
+    console.log(programHelp(invocation));
+    break;
+  case "version":
+    console.log(VERSION);
+    break;
+  case "unknown":
+    console.error(`unknown argument: ${launch.argument}\n${programUsage(invocation)}`);
+    process.exit(EXIT_USAGE);
 }

@@ -3,6 +3,8 @@ import { DATA_COMMANDS } from "./data-commands";
 import { WEBHOOK_COMMANDS } from "./webhook-commands";
 import { SECRETS_COMMANDS } from "./secrets-commands";
 import { APP, print, text, type Command, type Values } from "./shared";
+import { loadConfig } from "../config";
+import { nanoToUsd } from "../money";
 
 export { UsageError, type Command } from "./shared";
 
@@ -27,11 +29,23 @@ const APP_FIELDS = {
   "grant-daily-ceiling-usd": { type: "string" },
 } as const;
 
+/** The service's own defaults (an empty environment), which an app's limits fall back to. */
+const SERVICE_DEFAULTS = loadConfig({});
+
+/** A grant limit left out (app create) or set to `default` (app update): the service's own. */
+const SERVICE_MAX_GRANT = `the service's DEFAULT_MAX_GRANT_USD (${SERVICE_DEFAULTS.defaultMaxGrantUsd} unless set)`;
+const SERVICE_DAILY_CEILING = `the service's GRANT_DAILY_CEILING_USD (${nanoToUsd(SERVICE_DEFAULTS.grantDailyCeilingNano)} unless set)`;
+
 const APP_COMMANDS: Command[] = [
   {
     name: "app create",
     usage: "--name NAME [--origin ORIGIN]... [--max-grant-usd USD] [--grant-daily-ceiling-usd USD]",
     summary: "create an app; prints its secret key, once",
+    defaults: {
+      "--origin": "none: no web page may call the API with the app's session tokens (CORS), nor open its connect page or consent popup",
+      "--max-grant-usd": SERVICE_MAX_GRANT,
+      "--grant-daily-ceiling-usd": SERVICE_DAILY_CEILING,
+    },
     options: APP_FIELDS,
     async run(operator, values) {
       print(await operator.apps.create({ name: text(values, "name")!, origins: origins(values), ...grantLimits(values) }));
@@ -59,6 +73,11 @@ const APP_COMMANDS: Command[] = [
     name: "app update",
     usage: "--app APP_ID [--name NAME] [--origin ORIGIN]... [--max-grant-usd USD|default] [--grant-daily-ceiling-usd USD|default]",
     summary: "change an app's name, origins (the list given replaces the old one), largest grant or daily grant ceiling",
+    defaults: {
+      "a flag left out": "keeps its value",
+      "--max-grant-usd default": SERVICE_MAX_GRANT,
+      "--grant-daily-ceiling-usd default": SERVICE_DAILY_CEILING,
+    },
     options: { ...APP, ...APP_FIELDS },
     async run(operator, values) {
       const changes = { name: text(values, "name", false), origins: origins(values), ...grantLimits(values) };

@@ -73,7 +73,8 @@ export const DATA_COMMANDS: Command[] = [
   {
     name: "usage export",
     usage: "--app APP_ID --from YYYY-MM-DD --to YYYY-MM-DD [--format csv|jsonl]",
-    summary: "the app's ledger rows that started from --from to --to (both days included, UTC), oldest first",
+    summary: "the app's ledger rows that started from --from to --to (both days included, UTC), oldest first, as JSON lines (the default) or CSV",
+    defaults: { "--format": "jsonl: JSON lines, one object per row, every value exact (csv: a header line, then a line per row)" },
     options: { ...APP, from: { type: "string" }, to: { type: "string" }, format: { type: "string" } },
     async run(operator, values) {
       const exported = await operator.usage.export(text(values, "app")!, {

@@ -15,6 +15,11 @@ export interface Command {
   /** The flags part of its usage line. */
   usage: string;
   summary: string;
+  /**
+   * What a flag left out means, by flag (`--format`: "jsonl: one JSON object per line"),
+   * shown by the command's --help. Only flags that may be left out and then mean something.
+   */
+  defaults?: Record<string, string>;
   options: Options;
   /**
    * Runs the command; the operator service refuses with ApiError (invalid_request: exit 2

@@ -1,20 +1,27 @@
 /**
  * Smoke suite of the single binary, built by `npm run build`'s own function (scripts/build.ts)
- * and run with no source tree or node_modules: what a binary user meets. The admin API's
- * creates (the bug that existed only in minified builds), the operator CLI, chat JSON and
- * SSE metered against the mock upstream, the API reference, the health probe, and a clean
- * SIGTERM that flushes the ledger.
+ * and run with no source tree or node_modules: what a binary user meets. Its command line
+ * (--help, --version, an unknown argument that touches nothing, `migrate` on SQLite and
+ * PostgreSQL), the first start's banner naming the binary's own CLI, a used port told in one
+ * line, the admin API's creates (the bug that existed only in minified builds), the operator
+ * CLI, chat JSON and SSE metered against the mock upstream, the API reference, the health
+ * probe, and a clean SIGTERM that flushes the ledger.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Database } from "bun:sqlite";
+import { SQL } from "bun";
 import { buildBinary } from "../../scripts/build";
 import { RUNTIME_ENV } from "../../scripts/runtime-env";
 import { REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
 import { checkChatStream } from "../helpers/openrouter-spec";
+import { startPostgres } from "../helpers/postgres";
+import { MIGRATIONS } from "../../src/store/sqlite/migrations";
+import { PG_MIGRATIONS } from "../../src/store/postgres/migrations";
+import { version } from "../../package.json";
 
 const ADMIN_TOKEN = "binary-admin-token-0123456789abcdefghijkl";
 
@@ -42,6 +49,125 @@ afterAll(async () => {
   await upstream?.stop();
   db?.cleanup();
   rmSync(dir, { recursive: true, force: true });
+});
+
+/** A new empty folder to run the binary in: whatever it creates there is the binary's doing. */
+const emptyFolder = () => mkdtempSync(join(dir, "cwd-"));
+
+/**
+ * Runs `program` (the binary's path, absolute or as typed relative to `cwd`) with `args` in
+ * `cwd`, with only PATH and `env` in its environment: no DATABASE_URL unless given, so the
+ * default store would land in `cwd`.
+ */
+function runBinary(args: string[], cwd: string, env: Record<string, string> = {}, program = binary) {
+  const run = Bun.spawnSync([program, ...args], { cwd, env: { PATH: process.env.PATH ?? "", ...env } });
+  return { code: run.exitCode, stdout: run.stdout.toString(), stderr: run.stderr.toString() };
+}
+
+test("--help names the binary's own commands as it was invoked, exits 0 and creates nothing", () => {
+  const cwd = emptyFolder();
+  const help = runBinary(["--help"], cwd);
+  expect(help.code).toBe(0);
+  for (const line of [`${binary} [serve]`, `${binary} cli <command>`, `${binary} migrate`, `${binary} healthcheck`, `${binary} --version`])
+    expect(help.stdout).toContain(line);
+  expect(help.stdout).not.toContain("npm ");
+  // As typed, relative to the working folder: what the user can paste back.
+  const relative = runBinary(["--help"], dir, {}, "./metered-proxy");
+  expect(relative.stdout).toContain("./metered-proxy cli <command>");
+  expect(readdirSync(cwd)).toEqual([]);
+});
+
+test("--version prints package.json's version, carried inside the binary", () => {
+  const cwd = emptyFolder();
+  for (const flag of ["--version", "-v"]) expect(runBinary([flag], cwd)).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
+  expect(readdirSync(cwd)).toEqual([]);
+});
+
+test("an unknown argument exits 2 with the usage, and creates no data folder, database or key", () => {
+  const cwd = emptyFolder();
+  const mistakes: Array<[string[], string]> = [
+    [["bogus"], "bogus"],
+    [["--halp"], "--halp"],
+    // Settings are environment variables: a flag would otherwise be ignored and the default port used.
+    [["serve", "--port", "9000"], "--port"],
+    [["migrate", "now"], "now"],
+  ];
+  for (const [args, reported] of mistakes) {
+    const run = runBinary(args, cwd);
+    expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 2, stdout: "" });
+    expect(run.stderr).toStartWith(`unknown argument: ${reported}\n`);
+    expect(run.stderr).toContain(`usage: ${binary} [serve | migrate | healthcheck | --help | --version]`);
+  }
+  expect(readdirSync(cwd)).toEqual([]);
+});
+
+test("migrate creates and migrates the default SQLite store, creates no app, and is idempotent", () => {
+  const cwd = emptyFolder();
+  const latest = MIGRATIONS.at(-1)!.version;
+  for (let run = 0; run < 2; run++) {
+    const migrated = runBinary(["migrate"], cwd);
+    expect({ code: migrated.code, stderr: migrated.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(JSON.parse(migrated.stdout)).toEqual({ store: "sqlite:data/proxy.sqlite", schemaVersion: latest });
+  }
+  const db = new Database(join(cwd, "data/proxy.sqlite"), { readonly: true });
+  try {
+    const versions = db.query<{ version: number }, []>("SELECT version FROM schema_migrations ORDER BY version").all();
+    expect(versions.map((v) => v.version)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(db.query<{ n: number }, []>("SELECT count(*) AS n FROM apps").get()!.n).toBe(0);
+  } finally {
+    db.close();
+  }
+});
+
+test("migrate applies PostgreSQL's migrations, per DATABASE_URL", async () => {
+  const pg = await startPostgres();
+  try {
+    const url = await pg.createDatabase("migrated_by_binary");
+    const cwd = emptyFolder();
+    const migrated = runBinary(["migrate"], cwd, { DATABASE_URL: url, SECRETS_KEY: Buffer.alloc(32, 7).toString("base64") });
+    expect({ code: migrated.code, stderr: migrated.stderr }).toEqual({ code: 0, stderr: "" });
+    const latest = PG_MIGRATIONS.at(-1)!.version;
+    expect(JSON.parse(migrated.stdout)).toEqual({ store: `postgres://127.0.0.1:${pg.port}/migrated_by_binary`, schemaVersion: latest });
+    const sql = new SQL(url, { max: 1 });
+    try {
+      const rows: Array<{ version: number }> = await sql`SELECT version FROM schema_migrations ORDER BY version`;
+      expect(rows.map((r) => Number(r.version))).toEqual(PG_MIGRATIONS.map((m) => m.version));
+    } finally {
+      await sql.close({ timeout: 0 });
+    }
+    expect(readdirSync(cwd)).toEqual([]);
+  } finally {
+    await pg.destroy();
+  }
+});
+
+test("the first start's banner names the binary's own CLI, not npm", () => {
+  const banner = server.stdout.join("\n");
+  expect(banner).toContain("Created a default app on this empty store");
+  expect(banner).toContain(`Create more with: ${binary} cli app create --name NAME --origin https://your.site`);
+  expect(banner).not.toContain("npm run");
+});
+
+test("the CLI's help names the binary too; a group without its command shows the group and exits 2", () => {
+  const cwd = emptyFolder();
+  const group = runBinary(["cli", "app"], cwd);
+  expect(group.code).toBe(2);
+  expect(group.stderr).toContain(`usage: ${binary} cli app <command> [options]`);
+  expect(group.stderr).toContain("  app create --name NAME");
+  expect(runBinary(["cli", "usage", "export", "--help"], cwd).stdout).toContain("--format  jsonl: JSON lines");
+  expect(readdirSync(cwd)).toEqual([]);
+});
+
+test("a used port: one plain line saying so and what to do, exit 1, no stack trace, no store created", () => {
+  const cwd = emptyFolder();
+  const run = runBinary([], cwd, { PORT: String(server.port), HOST: "127.0.0.1" });
+  expect(run.code).toBe(1);
+  expect(run.stderr.trimEnd().split("\n")).toEqual([
+    `cannot start: port ${server.port} is in use on 127.0.0.1 (EADDRINUSE): another process listens there. Stop it, or set PORT to a free port.`,
+  ]);
+  expect(run.stdout).toBe("");
+  expect(existsSync(join(cwd, "data/proxy.sqlite"))).toBe(false);
+  expect(server.proc.exitCode).toBeNull();
 });
 
 const admin = (path: string, init: { method?: string; json?: unknown } = {}) =>

@@ -1,10 +1,12 @@
 /**
  * The operator CLI as an operator runs it (a process per command, `bun src/cli.ts`):
- * help for every command, strict flags, and the app and key commands, with a running
- * server seeing each change on its next request.
+ * help for every command and every group, with defaults and exit statuses a script can
+ * trust, strict flags, and the app and key commands, with a running server seeing each
+ * change on its next request.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { COMMANDS } from "../../src/cli/commands";
+import { GROUPS, groupOf } from "../../src/cli/help";
 import { connectOverHttp, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 import { pollUntil } from "../helpers/cluster";
 import { openSqliteStore } from "../../src/store/sqlite";
@@ -20,17 +22,82 @@ afterAll(async () => {
   db.cleanup();
 });
 
+/** A command's line in the listings: its words and flags (`app create --name NAME ...`). */
+const listed = (c: (typeof COMMANDS)[number]) => `  ${c.name}${c.usage ? ` ${c.usage}` : ""}\n      ${c.summary}`;
+
 describe("help and usage errors", () => {
-  test("--help lists every command and exits 0; each command has its own --help", async () => {
+  test("--help lists every command and exits 0; each command has its own --help, with the way to run it", async () => {
     const all = await runCli(db.databaseUrl, "--help");
     expect(all.code).toBe(0);
-    for (const c of COMMANDS) expect(all.stdout).toContain(`cli ${c.name}`);
+    // Started as `bun src/cli.ts`, not by a package manager: the README's command.
+    expect(all.stdout).toStartWith("usage: npm run cli -- <command> [options]\n");
+    for (const c of COMMANDS) expect(all.stdout).toContain(listed(c));
     for (const c of COMMANDS) {
       const one = await runCli(db.databaseUrl, ...c.name.split(" "), "--help");
       expect(one.code).toBe(0);
-      expect(one.stdout).toContain(`cli ${c.name}`);
+      expect(one.stdout).toStartWith(`usage: npm run cli -- ${c.name}`);
       expect(one.stdout).toContain(c.summary);
+      // Every default the command declares is shown on its flag's line.
+      const lines = one.stdout.split("\n");
+      for (const [flag, meaning] of Object.entries(c.defaults ?? {})) {
+        expect({ command: c.name, flag, shown: lines.some((l) => l.startsWith(`  ${flag} `) && l.endsWith(` ${meaning}`)) }).toEqual({
+          command: c.name,
+          flag,
+          shown: true,
+        });
+      }
     }
+  });
+
+  test("each group's --help lists that group's commands only and exits 0; the group alone shows the same on stderr and exits 2", async () => {
+    expect(GROUPS).toEqual(["app", "key", "connections", "grants", "usage", "webhook", "secrets"]);
+    for (const group of GROUPS) {
+      const help = await runCli(db.databaseUrl, group, "--help");
+      expect({ group, code: help.code }).toEqual({ group, code: 0 });
+      expect(help.stdout).toStartWith(`usage: npm run cli -- ${group} <command> [options]\n`);
+      for (const c of COMMANDS) {
+        if (groupOf(c) === group) expect(help.stdout).toContain(listed(c));
+        else expect(help.stdout).not.toContain(listed(c));
+      }
+      const bare = await runCli(db.databaseUrl, group);
+      expect({ group, code: bare.code, stdout: bare.stdout }).toEqual({ group, code: 2, stdout: "" });
+      expect(bare.stderr).toStartWith(`${group}: which command?\n`);
+      expect(bare.stderr).toContain(help.stdout.trimEnd());
+    }
+    // `help` in front is --help.
+    expect((await runCli(db.databaseUrl, "help", "app")).stdout).toStartWith("usage: npm run cli -- app <command> [options]");
+  });
+
+  test("an unknown command exits 2 saying so, with or without --help; no command at all shows every command and exits 2", async () => {
+    const mistakes: Array<[string[], string]> = [
+      [["bogus"], "bogus"],
+      [["bogus", "--help"], "bogus"],
+      [["help", "bogus"], "bogus"],
+      [["bogus", "create", "--name", "x"], "bogus create"],
+    ];
+    for (const [args, reported] of mistakes) {
+      const run = await runCli(db.databaseUrl, ...args);
+      expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 2, stdout: "" });
+      expect(run.stderr).toStartWith(`unknown command: ${reported}\n`);
+      expect(run.stderr).toContain("app, key, connections, grants, usage, webhook, secrets");
+    }
+    const withinGroup = await runCli(db.databaseUrl, "app", "explode", "--help");
+    expect(withinGroup.code).toBe(2);
+    expect(withinGroup.stderr).toStartWith("unknown command: app explode\n");
+    expect(withinGroup.stderr).toContain("usage: npm run cli -- app <command> [options]");
+    const nothing = await runCli(db.databaseUrl);
+    expect({ code: nothing.code, stdout: nothing.stdout }).toEqual({ code: 2, stdout: "" });
+    expect(nothing.stderr).toStartWith("usage: npm run cli -- <command> [options]\n");
+  });
+
+  test("a command's help shows what its flags mean when left out: usage export writes JSON lines", async () => {
+    const exportHelp = await runCli(db.databaseUrl, "usage", "export", "--help");
+    expect(exportHelp.stdout).toContain("as JSON lines (the default) or CSV");
+    expect(exportHelp.stdout).toContain("defaults:\n  --format  jsonl: JSON lines, one object per row");
+    const create = await runCli(db.databaseUrl, "app", "create", "--help");
+    expect(create.stdout).toContain("--max-grant-usd            the service's DEFAULT_MAX_GRANT_USD (5 unless set)");
+    expect(create.stdout).toContain("--grant-daily-ceiling-usd  the service's GRANT_DAILY_CEILING_USD (100 unless set)");
+    expect((await runCli(db.databaseUrl, "webhook", "deliveries", "--help")).stdout).toContain("--limit     50 (at most 1000)");
   });
 
   test("an unknown command, a misspelt flag or a missing value exits 2 with the usage", async () => {
@@ -40,7 +107,7 @@ describe("help and usage errors", () => {
     const misspelt = await runCli(db.databaseUrl, "app", "create", "--nmae", "x");
     expect(misspelt.code).toBe(2);
     expect(misspelt.stderr).toContain("--nmae");
-    expect(misspelt.stderr).toContain("cli app create --name NAME");
+    expect(misspelt.stderr).toContain("usage: npm run cli -- app create --name NAME");
     const missing = await runCli(db.databaseUrl, "app", "create");
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("--name is required");
