@@ -15,6 +15,10 @@ export function openDatabase(path: string): Database {
     createPrivateFile(path);
   }
   const db = new Database(path, { create: true, strict: true });
+  // Before any statement: processes sharing the file (the CLI and a server, servers beside
+  // one Redis) wait for each other's lock, don't fail. The switch to WAL below takes the
+  // lock too, while another process may be creating or migrating the file.
+  db.exec("PRAGMA busy_timeout = 5000");
   db.exec("PRAGMA journal_mode = WAL");
   // New ones take the database's mode; these tighten the ones an older version left loose.
   if (path !== ":memory:") for (const sidecar of ["-wal", "-shm"]) tightenFile(path + sidecar);
@@ -22,8 +26,6 @@ export function openDatabase(path: string): Database {
   // last transactions: at most the last flush interval of ledger rows, a loss we accept
   // for not waiting on fsync at every commit.
   db.exec("PRAGMA synchronous = NORMAL");
-  // The CLI and a running server share the file: wait for the other's lock, don't fail.
-  db.exec("PRAGMA busy_timeout = 5000");
   db.exec("PRAGMA foreign_keys = ON");
   migrate(db);
   return db;

@@ -274,15 +274,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
 export function migrate(db: Database): void {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-  const applied = new Set(
-    db
-      .query<{ version: number }, []>("SELECT version FROM schema_migrations")
-      .all()
-      .map((r) => r.version),
-  );
-  for (const m of MIGRATIONS) {
-    if (applied.has(m.version)) continue;
+  const isApplied = db.query<{ version: number }, [number]>("SELECT version FROM schema_migrations WHERE version = ?");
+  // Read first without the write lock, so that opening an up-to-date file takes none.
+  const pending = MIGRATIONS.filter((m) => !isApplied.get(m.version));
+  for (const m of pending) {
+    // Checked again under the write lock (IMMEDIATE): processes opening the file together
+    // each find what the one before them applied, instead of applying it again.
     db.transaction(() => {
+      if (isApplied.get(m.version)) return;
       db.exec(m.sql);
       db.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, Date.now());
     }).immediate();
