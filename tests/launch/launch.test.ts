@@ -7,6 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { parseLaunch, type Launch } from "../../src/launch/arguments";
 import { invocationOf } from "../../src/launch/invocation";
+import { programHelp } from "../../src/launch/help";
 import { plainFailure } from "../../src/launch/startup-failure";
 import { ConfigError } from "../../src/config";
 import { StoreLockedError } from "../../src/store/process-lock";
@@ -55,6 +56,25 @@ describe("invocationOf", () => {
       cli: "bun run cli",
     });
   });
+});
+
+describe("programHelp", () => {
+  // A binary started by a long path once printed "…/metered-proxy [serve]run the service".
+  test.each(["./metered-proxy", "/tmp/a/rather/long/folder/for/the/release/dist/metered-proxy"])(
+    "every command stands apart from its meaning when the program is %s",
+    (program) => {
+      const rows = programHelp({ program, cli: `${program} cli` })
+        .split("\n")
+        .filter((line) => line.startsWith(`  ${program}`));
+      expect(rows).toHaveLength(6);
+      const meaningColumns = rows.map((line) => {
+        const [command = "", meaning = "", ...rest] = line.slice(2).split(/ {2,}/);
+        expect({ command: command.startsWith(program), meaning: Boolean(meaning), rest }).toEqual({ command: true, meaning: true, rest: [] });
+        return line.lastIndexOf(meaning);
+      });
+      expect(new Set(meaningColumns).size).toBe(1);
+    },
+  );
 });
 
 describe("plainFailure", () => {
