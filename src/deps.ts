@@ -9,7 +9,7 @@ import { InMemoryBudgetLedger, type BudgetLedger } from "./metering/budget-ledge
 import { PricingCatalogue } from "./metering/pricing";
 import { UsageWriter } from "./metering/usage-writer";
 import { UpstreamClient, type FetchUpstream } from "./upstream/client";
-import { createMockUpstream } from "./upstream/mock";
+import { createMockUpstream } from "../packages/mock-upstream/src";
 import { turnBatchedFetch } from "./upstream/turn-batched-fetch";
 import { randomString } from "./random";
 import type Redis from "ioredis";
