@@ -34,7 +34,7 @@ let server: RunningServer;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "proxy-binary-"));
   binary = join(dir, "metered-proxy");
-  buildBinary(binary);
+  await buildBinary(binary);
   upstream = await startMockUpstream();
   db = tempDatabase();
   server = await startServer({
