@@ -9,6 +9,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json bunfig.toml ./
 COPY scripts ./scripts
 COPY src ./src
+# npm run build also writes the mock upstream beside the binary; only the binary is copied on.
+COPY packages/mock-upstream ./packages/mock-upstream
 RUN npm run build \
  && mkdir -p /out/data \
  && cp dist/metered-proxy /out/metered-proxy

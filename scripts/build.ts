@@ -7,31 +7,45 @@
  * Bun's fetch concurrency cap (BUN_CONFIG_MAX_HTTP_REQUESTS) is read from the
  * environment at start, so the binary is run with it set (see the Dockerfile).
  *
+ * The mock upstream is not inside: `npm run build` writes it beside the binary as
+ * dist/mock-upstream.js, which the binary loads only in demo mode (src/upstream/demo-upstream.ts);
+ * a binary alone has no demo mode. The Docker image copies the binary alone: production
+ * has no demo mode either way (src/config.ts).
+ *
  * tests/e2e/binary.test.ts builds its binary with buildBinary, so it tests what this ships.
  */
 import { rmSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { MOCK_UPSTREAM_FILE } from "../src/upstream/demo-upstream";
+import { buildMockUpstreamFile, mockUpstreamBeside } from "./lib/mock-upstream-build";
 
 const REPO_ROOT = join(import.meta.dir, "..");
 /** Where `npm run build` puts the binary, from the repository (the Dockerfile copies it from there). */
 const outfile = "dist/metered-proxy";
 
-/** Compiles src/index.ts into one executable at `outfile`; throws with Bun's output when it fails. */
-export function buildBinary(outfile: string): void {
-  rmSync(outfile, { force: true });
-  const result = Bun.spawnSync([process.execPath, "build", "--compile", "--minify-syntax", "src/index.ts", "--outfile", outfile], {
-    cwd: REPO_ROOT,
-    stdout: "pipe",
-    stderr: "pipe",
+/**
+ * Compiles src/index.ts into one executable at `outfile`, and writes the mock upstream beside
+ * it (MOCK_UPSTREAM_FILE); throws with Bun's output when either fails.
+ */
+export async function buildBinary(outfile: string): Promise<void> {
+  const target = resolve(outfile);
+  rmSync(target, { force: true });
+  await buildMockUpstreamFile(dirname(target), MOCK_UPSTREAM_FILE);
+  const result = await Bun.build({
+    entrypoints: [join(REPO_ROOT, "src/index.ts")],
+    compile: { outfile: target },
+    minify: { syntax: true },
+    // Its import stays in the binary unresolved and unused: the binary loads the file by its own path.
+    plugins: [mockUpstreamBeside(MOCK_UPSTREAM_FILE)],
   });
-  if (result.exitCode !== 0) throw new Error(`bun build --compile failed:\n${result.stdout.toString()}${result.stderr.toString()}`);
+  if (!result.success) throw new AggregateError(result.logs, "bun build --compile failed");
 }
 
 if (import.meta.main) {
   try {
-    buildBinary(join(REPO_ROOT, outfile));
+    await buildBinary(join(REPO_ROOT, outfile));
   } catch (err) {
-    console.error((err as Error).message);
+    console.error(err instanceof AggregateError ? [err.message, ...err.errors.map(String)].join("\n") : err);
     process.exit(1);
   }
   console.log(`built ${outfile}`);

@@ -6,7 +6,8 @@
  * and stays so under load (BENCHMARKS.md, issue 14, change 22). Syntax is minified as for
  * the single binary (scripts/build.ts); names and line breaks are kept, so a stack trace
  * still reads, and no source map is emitted, because Bun loads a linked one at start
- * (+3.6 MB).
+ * (+3.6 MB). The mock upstream is not in it: it is the file mock-upstream-<hash>.js beside
+ * it, which only demo mode loads (scripts/lib/mock-upstream-build.ts).
  *
  *   bun scripts/bundle.ts [SOURCE_ENTRY] [OUTDIR]     (defaults: src/index.ts, dist/server)
  *
@@ -17,6 +18,7 @@
  */
 import { mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { buildMockUpstreamFile, mockUpstreamBeside } from "./lib/mock-upstream-build";
 
 export const SERVER_BUNDLE_DIR = "dist/server";
 
@@ -29,6 +31,8 @@ export async function bundleService(sourceEntry = "src/index.ts", outdir = SERVE
   const staging = join(finalDir, `.staging-${process.pid}-${Date.now()}`);
   mkdirSync(staging, { recursive: true });
   try {
+    // Named by its content, like the assets, so a bundle that is starting loads its own mock.
+    const mockFile = await buildMockUpstreamFile(staging, "mock-upstream-[hash].[ext]");
     const result = await Bun.build({
       entrypoints: [resolve(sourceEntry)],
       outdir: staging,
@@ -38,6 +42,7 @@ export async function bundleService(sourceEntry = "src/index.ts", outdir = SERVE
       // would otherwise be relative to the working directory, not to the bundle. Absolute,
       // so the bundle runs where it was built, which is how `npm start` uses it.
       publicPath: `${finalDir}/`,
+      plugins: [mockUpstreamBeside(mockFile)],
     });
     if (!result.success) throw new AggregateError(result.logs, `bundling ${sourceEntry} failed`);
     const entryOutput = result.outputs.find((output) => output.kind === "entry-point");

@@ -168,7 +168,7 @@ export interface Config {
   /** Service tiers (and `fast` for `speed: "fast"`) priced as multipliers of the listed prices (src/metering/service-tier.ts). */
   serviceTierMultipliers: ReadonlyMap<string, number>;
   webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number; allowPrivateAddresses: boolean };
-  /** Demo mode: tokens a second the built-in mock streams at (src/upstream/mock/pacing.ts); 0: unpaced. */
+  /** Demo mode: tokens a second the built-in mock streams at (packages/mock-upstream/src/pacing.ts); 0: unpaced. */
   demoStreamTokensPerSecond: number;
 }
 

@@ -9,7 +9,7 @@ import { InMemoryBudgetLedger, type BudgetLedger } from "./metering/budget-ledge
 import { PricingCatalogue } from "./metering/pricing";
 import { UsageWriter } from "./metering/usage-writer";
 import { UpstreamClient, type FetchUpstream } from "./upstream/client";
-import { createMockUpstream } from "./upstream/mock";
+import { openDemoUpstream } from "./upstream/demo-upstream";
 import { turnBatchedFetch } from "./upstream/turn-batched-fetch";
 import { randomString } from "./random";
 import type Redis from "ioredis";
@@ -59,7 +59,7 @@ export interface Deps {
 }
 
 export interface DepsOverrides extends Partial<Deps> {
-  /** Replaces the network (or, in demo mode, the built-in mock) for upstream calls. */
+  /** Replaces the network (or, in demo mode, the mock) for upstream calls. */
   fetchUpstream?: FetchUpstream;
   /** The session signing secret, in place of JWT_SECRET (openDeps passes JWT_SECRET, or else the stored one). */
   jwtSecret?: string;
@@ -67,15 +67,18 @@ export interface DepsOverrides extends Partial<Deps> {
 
 /**
  * Opens the configured store (running its migrations), then builds the dependencies on
- * it. The only asynchronous step of start-up that needs the database.
+ * it. The only asynchronous step of start-up that needs the database. In demo mode it first
+ * loads the mock upstream (an asynchronous import, which createDeps cannot make), so a
+ * binary without it stops before any store is created.
  */
 export async function openDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
+  const upstream = overrides.upstream ?? (config.demoMode && !overrides.fetchUpstream ? await openDemoUpstream(config) : undefined);
   const logger = overrides.logger ?? createLogger(config.logLevel);
   const store = overrides.store ?? (await openCachedStore(config, logger));
   // A generated secret is kept in the store (sealed) so tokens survive restarts and are
   // shared by every process on the same database.
   const jwtSecret = overrides.jwtSecret ?? config.jwtSecret ?? (await storedJwtSecret(store, () => randomString(64)));
-  return createDeps(config, { ...overrides, logger, store, jwtSecret });
+  return createDeps(config, { ...overrides, upstream, logger, store, jwtSecret });
 }
 
 /** The configured store with its hot reads cached, invalidated by the engine's change feed. */
@@ -92,12 +95,11 @@ async function openCachedStore(config: Config, logger: Logger): Promise<Store> {
   }
 }
 
-/** The base URL the in-process mock answers on in demo mode; never goes to the network. */
-const DEMO_BASE_URL = "http://demo-upstream.invalid/api/v1";
-
 /**
  * Builds the dependencies on an open store; `overrides` swaps any of them (tests). The
  * session secret is JWT_SECRET or `overrides.jwtSecret`: see openDeps for the stored one.
+ * Demo mode's upstream too is openDeps' to load, or the caller's to pass (`upstream`, or
+ * `fetchUpstream`): see src/upstream/demo-upstream.ts.
  */
 export function createDeps(config: Config, overrides: DepsOverrides & { store: Store }): Deps {
   const clock = overrides.clock ?? systemClock;
@@ -203,12 +205,8 @@ function createRedis(config: Config, logger: Logger): Redis {
 
 function createUpstreamClient(config: Config, fetchOverride: FetchUpstream | undefined): UpstreamClient {
   if (fetchOverride) return new UpstreamClient(fetchOverride, config.upstreamBaseUrl, config.upstreamApiKey ?? "demo", config.upstreamTimeoutMs);
-  if (config.demoMode) {
-    // No served-request log: a demo server may run for days. Paced, so its answers visibly stream.
-    const mock = createMockUpstream({ recordServed: false, streamTokensPerSecond: config.demoStreamTokensPerSecond });
-    const fetchMock: FetchUpstream = (url, init) => mock.fetch(new Request(url, init));
-    return new UpstreamClient(fetchMock, DEMO_BASE_URL, "demo", config.upstreamTimeoutMs);
-  }
+  if (config.demoMode)
+    throw new Error("createDeps in demo mode needs the mock upstream: openDeps loads it, or pass `upstream` (demoUpstreamClient) or `fetchUpstream`");
   return new UpstreamClient(
     turnBatchedFetch((url, init) => fetch(url, init)),
     config.upstreamBaseUrl,

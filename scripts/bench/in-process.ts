@@ -21,7 +21,7 @@ import { openDeps, type DepsOverrides } from "../../src/deps";
 import { loadConfig } from "../../src/config";
 import { memoryLogger } from "../../src/logger";
 import { UsageWriter } from "../../src/metering/usage-writer";
-import { createMockUpstream } from "../../src/upstream/mock";
+import { createMockUpstream } from "../../packages/mock-upstream/src";
 import { ChatCompletionRequest } from "../../src/routes/chat";
 import type { UsageLedgerRepository } from "../../src/store/usage-ledger";
 import type { RateLimiter } from "../../src/ratelimit/rate-limiter";

@@ -301,7 +301,7 @@ async function main(): Promise<void> {
         seconds: cfg.seconds,
         core: CLIENT_CORE,
       });
-      upstreamCheck.push({ upstream: "src/upstream/mock", shape, rps: r.rps, errors: r.errors });
+      upstreamCheck.push({ upstream: "packages/mock-upstream/src", shape, rps: r.rps, errors: r.errors });
     }
     await children.pop()!.stop();
   }

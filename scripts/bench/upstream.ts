@@ -3,7 +3,7 @@
  *
  *   bun scripts/bench/upstream.ts [--kind lean|mock] [--port N]
  *
- * `mock` serves src/upstream/mock (the demo-mode mock) as it is. `lean` replays, from
+ * `mock` serves packages/mock-upstream/src (the demo-mode mock) as it is. `lean` replays, from
  * memory, the exact bytes the mock answers to the bench's three request shapes
  * (./workload.ts): the bodies are captured from the mock in-process at start, so the
  * proxies receive the same JSON and the same SSE events, one event per write, with the
@@ -13,7 +13,7 @@
  * Both count the chat requests they served: GET /__stats. Prints one JSON line with the
  * base URL once listening; stops on SIGTERM/SIGINT.
  */
-import { createMockUpstream } from "../../src/upstream/mock";
+import { createMockUpstream } from "../../packages/mock-upstream/src";
 import { flagReader } from "./lib/flags";
 import { BODIES, LONG_STREAM_CHUNKS, LONG_STREAM_PAUSE_MS, shapeOf, type Shape } from "./workload";
 

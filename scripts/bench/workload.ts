@@ -1,6 +1,6 @@
 /**
  * The three request shapes every arm is loaded with. The `[[mock …]]` directive in the
- * prompt steers src/upstream/mock; the bench upstream (./upstream.ts) replays what the mock
+ * prompt steers packages/mock-upstream/src; the bench upstream (./upstream.ts) replays what the mock
  * answers to exactly these bodies, so both upstreams give the proxies the same bytes.
  */
 

@@ -4,7 +4,7 @@
  * it as the response ends; every second this moves the entries into a map of the few
  * fields the final check needs and empties the array.
  */
-import type { ServedRequest } from "../../src/upstream/mock";
+import type { ServedRequest } from "../../packages/mock-upstream/src";
 
 export interface ServedSummary {
   status: number;

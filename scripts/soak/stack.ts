@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { startRedis, type RunningRedis } from "../bench/lib/arms";
 import { BUN, childEnv, freePort, REPO_ROOT } from "../bench/lib/proc";
 import { readLines } from "../lib/read-lines";

@@ -1,7 +1,7 @@
 /**
  * What the soak sends: which users exist (and what each is expected to provoke) and the
  * request shapes, each steered through the mock upstream by a `[[mock …]]` directive
- * (src/upstream/mock/scenario.ts). Draws use a seeded generator so two runs with the same
+ * (packages/mock-upstream/src/scenario.ts). Draws use a seeded generator so two runs with the same
  * flags send the same sequence.
  */
 

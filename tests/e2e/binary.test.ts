@@ -16,7 +16,7 @@ import { SQL } from "bun";
 import { buildBinary } from "../../scripts/build";
 import { RUNTIME_ENV } from "../../scripts/runtime-env";
 import { REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
-import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { checkChatStream } from "../helpers/openrouter-spec";
 import { startPostgres } from "../helpers/postgres";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations";
@@ -34,7 +34,7 @@ let server: RunningServer;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "proxy-binary-"));
   binary = join(dir, "metered-proxy");
-  buildBinary(binary);
+  await buildBinary(binary);
   upstream = await startMockUpstream();
   db = tempDatabase();
   server = await startServer({

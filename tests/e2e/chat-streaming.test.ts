@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { checkChatStream, validateChatCompletion } from "../helpers/openrouter-spec";
 import { SseReader, eventually, nano, readLedgerRow, startProxyStack, type ProxyStack } from "../helpers/proxy-stack";
-import { completionText } from "../../src/upstream/mock";
+import { completionText } from "../../packages/mock-upstream/src";
 
 // Real server processes; bunfig.toml's [test] timeout is not a key bun reads (its default is 5 s).
 setDefaultTimeout(60_000);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Database } from "bun:sqlite";
-import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { freePort, runServerToExit, startServer, tempDatabase } from "../helpers/server";
 
 const db = tempDatabase();

@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, setDefaul
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { appPageHtml, launchChromium, serveHtml, watchPageProblems, type HtmlServer, type PageProblems } from "../helpers/browser";
 import { cliCreateApp, REPO_ROOT, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 

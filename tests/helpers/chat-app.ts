@@ -10,7 +10,7 @@ import type { Database } from "bun:sqlite";
 import { ManualClock } from "../../src/clock";
 import { usdToNanoFloor } from "../../src/money";
 import { memoryLogger } from "../../src/logger";
-import { createMockUpstream, type MockUpstream, type MockUpstreamOptions } from "../../src/upstream/mock";
+import { createMockUpstream, type MockUpstream, type MockUpstreamOptions } from "../../packages/mock-upstream/src";
 import { UpstreamClient, type FetchUpstream } from "../../src/upstream/client";
 import { PricingCatalogue } from "../../src/metering/pricing";
 

@@ -8,7 +8,7 @@
  * and the shared SQLite file (read-only; WAL lets a reader in while the servers write).
  */
 import { Database } from "bun:sqlite";
-import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { startRedis, type TestRedis } from "./redis";
 import { cliCreateApp, connectOverHttp, startServer, tempDatabase, type RunningServer } from "./server";
 

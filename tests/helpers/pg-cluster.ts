@@ -5,7 +5,7 @@
  * operator CLI against the same DATABASE_URL; users connect over HTTP.
  */
 import { SQL } from "bun";
-import { startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { startPostgres, type TestPostgres } from "./postgres";
 import { startRedis, type TestRedis } from "./redis";
 import { cliCreateApp, connectOverHttp, startServer, type RunningServer } from "./server";

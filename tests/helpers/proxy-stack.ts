@@ -17,7 +17,7 @@ import {
   type MockUpstreamOptions,
   type RunningMockUpstream,
   type ServedRequest,
-} from "../../src/upstream/mock";
+} from "../../packages/mock-upstream/src";
 import { parseSseEvents, type SseEvent } from "./openrouter-spec";
 import { cliCreateApp, connectOverHttp, startServer, tempDatabase, type RunningServer } from "./server";
 

@@ -10,6 +10,8 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import type { Database } from "bun:sqlite";
 import { ManualClock } from "../../src/clock";
 import { memoryLogger } from "../../src/logger";
+import { demoUpstreamClient } from "../../src/upstream/demo-upstream";
+import * as mockUpstream from "../../packages/mock-upstream/src";
 
 /** Known JWT secret so tests can forge tokens that differ from real ones in one claim only. */
 export const TEST_JWT_SECRET = "test-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz";
@@ -51,7 +53,9 @@ export function makeTestApp(opts: { env?: Record<string, string>; now?: number }
   const clock = new ManualClock(opts.now ?? T0);
   const logger = memoryLogger();
   const store = openSqliteStore(":memory:");
-  const deps = createDeps(config, { store, clock, logger });
+  // Demo mode's upstream as openDeps builds it, on the mock imported here (createDeps is synchronous).
+  const upstream = config.demoMode ? demoUpstreamClient(mockUpstream, config) : undefined;
+  const deps = createDeps(config, { store, clock, logger, upstream });
   const app = createApp(deps);
   return {
     app,

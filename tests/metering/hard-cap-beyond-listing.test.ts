@@ -1,6 +1,6 @@
 /**
  * The hard cap against what the upstream bills beyond its listing (the mock bills as
- * OpenRouter and the providers document, src/upstream/mock/billing.ts): web results from
+ * OpenRouter and the providers document, packages/mock-upstream/src/billing.ts): web results from
  * OpenRouter's engine on models listing no web_search price (`:free` ones included), an
  * Anthropic model's tool-use prompt, and premium service tiers and fast mode.
  *
@@ -10,7 +10,7 @@
  * freezes the user), and no refusal is such a freeze below 90 % of the cap.
  */
 import { describe, expect, test } from "bun:test";
-import { BILLING_MODELS } from "../../src/upstream/mock";
+import { BILLING_MODELS } from "../../packages/mock-upstream/src";
 import { billsByUser, expectWithinCap, type Run } from "../helpers/billed-spend";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 

@@ -11,7 +11,7 @@
  * damage after one call and hide the hole.
  */
 import { describe, expect, test } from "bun:test";
-import { BILLING_MODELS } from "../../src/upstream/mock";
+import { BILLING_MODELS } from "../../packages/mock-upstream/src";
 import { billsByUser, expectWithinCap, spend } from "../helpers/billed-spend";
 import { chatTestApp } from "../helpers/chat-app";
 

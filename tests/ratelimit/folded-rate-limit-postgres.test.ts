@@ -15,7 +15,7 @@ import { loadConfig } from "../../src/config";
 import { ManualClock } from "../../src/clock";
 import { memoryLogger } from "../../src/logger";
 import { usdToNanoFloor } from "../../src/money";
-import { createMockUpstream } from "../../src/upstream/mock";
+import { createMockUpstream } from "../../packages/mock-upstream/src";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
 import type { PostgresDatabase } from "../../src/store/postgres/database";
 import { FallbackRateLimiter } from "../../src/ratelimit/fallback-rate-limiter";

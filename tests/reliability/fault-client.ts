@@ -3,7 +3,7 @@
  * (or to its failure), with what the client saw and the ledger row the call left.
  */
 import { readFileSync } from "node:fs";
-import { createMockUpstream, type ServedRequest } from "../../src/upstream/mock";
+import { createMockUpstream, type ServedRequest } from "../../packages/mock-upstream/src";
 import type { ApiUsageRow, ProxyStack } from "../helpers/proxy-stack";
 
 export const MODEL = "openai/gpt-4o-mini";

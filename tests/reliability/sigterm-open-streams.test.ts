@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { Database } from "bun:sqlite";
 import { checkChatStream } from "../helpers/openrouter-spec";
 import { SseReader, eventually, nano, startProxyStack, type ProxyStack } from "../helpers/proxy-stack";
-import { completionText } from "../../src/upstream/mock";
+import { completionText } from "../../packages/mock-upstream/src";
 import { readLedgerFile, sumRowsPerAccount } from "./ledger-file";
 
 setDefaultTimeout(60_000);

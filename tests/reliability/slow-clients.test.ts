@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { checkChatStream } from "../helpers/openrouter-spec";
 import { nano, startProxyStack, type ProxyStack } from "../helpers/proxy-stack";
-import { completionText } from "../../src/upstream/mock";
+import { completionText } from "../../packages/mock-upstream/src";
 import { startSlowReaders, type SlowReaders } from "../../scripts/bench/lib/slow-readers";
 import { call, chatBody, rowOf, rssMb } from "./fault-client";
 

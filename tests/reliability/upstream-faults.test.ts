@@ -20,8 +20,8 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { checkChatStream, validateChatCompletion } from "../helpers/openrouter-spec";
 import { eventually, nano, startProxyStack, type ProxyStack } from "../helpers/proxy-stack";
 import { freePort } from "../helpers/server";
-import { completionText } from "../../src/upstream/mock";
-import { paddingText } from "../../src/upstream/mock/wire-shapes";
+import { completionText } from "../../packages/mock-upstream/src";
+import { paddingText } from "../../packages/mock-upstream/src/wire-shapes";
 import { bytesTheMockSent, call, peakRssMb, rowOf, rssMb, type CallOutcome } from "./fault-client";
 
 setDefaultTimeout(60_000);

@@ -4,7 +4,7 @@
  * at WEB_SEARCH_RESULT_USD. The cap suites for the same dimensions: tests/metering/hard-cap-beyond-listing.test.ts.
  */
 import { describe, expect, test } from "bun:test";
-import { BILLING_MODELS, DEFAULT_MODELS } from "../../src/upstream/mock";
+import { BILLING_MODELS, DEFAULT_MODELS } from "../../packages/mock-upstream/src";
 import { chatTestApp } from "../helpers/chat-app";
 
 const json = async (r: Response): Promise<any> => r.json();

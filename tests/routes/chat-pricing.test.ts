@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { tmpdir } from "node:os";
-import { BILLING_MODELS, DEFAULT_MODELS } from "../../src/upstream/mock";
+import { BILLING_MODELS, DEFAULT_MODELS } from "../../packages/mock-upstream/src";
 import { chatTestApp } from "../helpers/chat-app";
 
 const json = async (r: Response): Promise<any> => r.json();

@@ -5,7 +5,7 @@
  * Each body is held to the upstream's schema and to our own openapi.json.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { BILLING_MODELS, DEFAULT_MODELS } from "../../src/upstream/mock";
+import { BILLING_MODELS, DEFAULT_MODELS } from "../../packages/mock-upstream/src";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import { publishedDocument, type PublishedDocument } from "../helpers/openapi-validator";
 import { validateModels } from "../helpers/openrouter-spec";

@@ -4,7 +4,7 @@
  * computation carries no float noise of its own.
  */
 import { expect } from "bun:test";
-import { BILLING_MODELS, createMockUpstream, type MockModel } from "../../src/upstream/mock";
+import { BILLING_MODELS, createMockUpstream, type MockModel } from "../../packages/mock-upstream/src";
 import { checkChatStream, validateChatCompletion, validateError } from "../helpers/openrouter-spec";
 
 const AUTH = { authorization: "Bearer sk-or-test", "content-type": "application/json" };

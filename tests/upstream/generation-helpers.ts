@@ -3,7 +3,7 @@
  * checked against the spec, exact money in pico-dollars, and reading a stream event by event.
  */
 import { expect } from "bun:test";
-import type { MockUpstream } from "../../src/upstream/mock";
+import type { MockUpstream } from "../../packages/mock-upstream/src";
 import { validateError, validateGeneration, validateGenerationError } from "../helpers/openrouter-spec";
 
 export const KEY = { authorization: "Bearer sk-or-test" };

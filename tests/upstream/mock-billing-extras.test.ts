@@ -2,11 +2,11 @@
  * What the mock bills beyond the listing, as OpenRouter and the providers document it: web
  * results from OpenRouter's engine ($0.004 each) where the model lists no web_search price,
  * Anthropic's tool-use prompt (346 tokens, 313 with a forced tool), and premium service
- * tiers and fast mode at the mock's multipliers (src/upstream/mock/billing.ts). Each bill is
+ * tiers and fast mode at the mock's multipliers (packages/mock-upstream/src/billing.ts). Each bill is
  * computed by hand in pico-dollars.
  */
 import { describe, expect, test } from "bun:test";
-import { estimatePromptTokens } from "../../src/upstream/mock";
+import { estimatePromptTokens } from "../../packages/mock-upstream/src";
 import { ask, billingMock, completion, expectBill, failure, PICO, streamed, usd } from "./billing-helpers";
 
 const textTokens = (text: string) => estimatePromptTokens([{ role: "user", content: text }]);

@@ -4,7 +4,7 @@
  * bill computed by hand. Routing (providers, max_price, routers, fallbacks): mock-routing.test.ts.
  */
 import { describe, expect, test } from "bun:test";
-import { completionText, createMockUpstream, estimatePromptTokens } from "../../src/upstream/mock";
+import { completionText, createMockUpstream, estimatePromptTokens } from "../../packages/mock-upstream/src";
 import { validateModels } from "../helpers/openrouter-spec";
 import { ask, billingMock, completion, expectBill, PICO, streamed, usd } from "./billing-helpers";
 

@@ -8,7 +8,7 @@
  * that stalls after N chunks has produced exactly N when the client leaves.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { BILLING_MODELS, createMockUpstream, startMockUpstream, type MockModel, type RunningMockUpstream } from "../../src/upstream/mock";
+import { BILLING_MODELS, createMockUpstream, startMockUpstream, type MockModel, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { ask, chatRequest, KEY, miniUsd, readEvents, record, streamThenLeave, untilRecorded } from "./generation-helpers";
 
 describe("a client that leaves a stream", () => {

@@ -5,7 +5,7 @@
  * test waits in real time. Billing by how a generation ended: mock-cancellation.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { BILLING_MODELS, createMockUpstream, DEFAULT_MODELS, startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { BILLING_MODELS, createMockUpstream, DEFAULT_MODELS, startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { ask, chatRequest, checked, KEY, lookup, miniUsd, record, streamThenLeave } from "./generation-helpers";
 
 const JANUARY_15 = Date.UTC(2026, 0, 15, 12, 0, 0, 250);

@@ -1,13 +1,13 @@
 /**
- * The mock's stream pacing (src/upstream/mock/pacing.ts), which demo mode turns on so that
+ * The mock's stream pacing (packages/mock-upstream/src/pacing.ts), which demo mode turns on so that
  * its answers visibly stream (DEMO_STREAM_TOKENS_PER_SECOND). No timing thresholds: the
  * tests count how a paced stream arrives (one read per chunk, keep-alives through a long
  * wait), compare its bytes and bill with an unpaced one, and check that a reader who leaves
  * is not kept waiting for a pace that would take minutes.
  */
 import { describe, expect, test } from "bun:test";
-import { BILLING_MODELS, completionText, createMockUpstream, startMockUpstream, type MockUpstreamOptions } from "../../src/upstream/mock";
-import { pacedMs } from "../../src/upstream/mock/pacing";
+import { BILLING_MODELS, completionText, createMockUpstream, startMockUpstream, type MockUpstreamOptions } from "../../packages/mock-upstream/src";
+import { pacedMs } from "../../packages/mock-upstream/src/pacing";
 import { ConfigError, loadConfig } from "../../src/config";
 import { checkChatStream } from "../helpers/openrouter-spec";
 import { ask, chatRequest, readEvents, record, untilRecorded } from "./generation-helpers";

@@ -4,7 +4,7 @@
  * hand; a request nothing can serve within max_price is OpenRouter's 404.
  */
 import { describe, expect, test } from "bun:test";
-import { estimatePromptTokens, type MockModel } from "../../src/upstream/mock";
+import { estimatePromptTokens, type MockModel } from "../../packages/mock-upstream/src";
 import { ask, billingMock, completion, expectBill, failure, PICO, streamed, usd } from "./billing-helpers";
 
 const textTokens = (text: string) => estimatePromptTokens([{ role: "user", content: text }]);

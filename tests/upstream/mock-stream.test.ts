@@ -4,8 +4,8 @@
  * the order of events, and "still pending" only ever after the fact.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { completionText, createMockUpstream, startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
-import { paddingText } from "../../src/upstream/mock/wire-shapes";
+import { completionText, createMockUpstream, startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
+import { paddingText } from "../../packages/mock-upstream/src/wire-shapes";
 import { checkChatStream } from "../helpers/openrouter-spec";
 
 const AUTH = { authorization: "Bearer sk-or-test", "content-type": "application/json" };

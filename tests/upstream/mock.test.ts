@@ -3,7 +3,7 @@
  * spec's schemas (tests/fixtures/openrouter-schemas.json). Streams: mock-stream.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { completionText, createMockUpstream, estimatePromptTokens, startMockUpstream, type RunningMockUpstream } from "../../src/upstream/mock";
+import { completionText, createMockUpstream, estimatePromptTokens, startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
 import { validateChatCompletion, validateError, validateModels } from "../helpers/openrouter-spec";
 
 const AUTH = { authorization: "Bearer sk-or-test", "content-type": "application/json" };

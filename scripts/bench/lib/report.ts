@@ -265,7 +265,7 @@ export function renderTables(r: BenchResults): string {
     out.push("| --- | ---: | ---: |");
     const check = (shape: string) => r.upstreamCheck.find((u) => u.shape === shape)?.rps;
     out.push(
-      `| src/upstream/mock (the demo mock) | ${cell(int(check("json") ?? NaN), ratio(check("json"), run(b, "json", 64)?.rps))} | ${cell(int(check("sse") ?? NaN), ratio(check("sse"), run(b, "sse", 64)?.rps))} |`,
+      `| packages/mock-upstream/src (the demo mock) | ${cell(int(check("json") ?? NaN), ratio(check("json"), run(b, "json", 64)?.rps))} | ${cell(int(check("sse") ?? NaN), ratio(check("sse"), run(b, "sse", 64)?.rps))} |`,
     );
     out.push(
       `| scripts/bench/upstream.ts --kind lean (used for every arm) | ${cell(int(direct("json") ?? NaN), ratio(direct("json"), run(b, "json", 64)?.rps))} | ${cell(int(direct("sse") ?? NaN), ratio(direct("sse"), run(b, "sse", 64)?.rps))} |`,

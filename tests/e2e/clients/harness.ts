@@ -5,7 +5,7 @@
  * at all for a failed one, however many times the library retried it.
  */
 import { expect } from "bun:test";
-import type { ServedRequest } from "../../../src/upstream/mock";
+import type { ServedRequest } from "../../../packages/mock-upstream/src";
 import { nano, type ApiUsageRow, type ProxyStack } from "../../helpers/proxy-stack";
 
 export const MODEL = "openai/gpt-4o-mini";
@@ -158,5 +158,5 @@ export async function expectUpstreamFailureWithoutCharge(stack: ProxyStack, befo
   return attempts.length;
 }
 
-/** The mock's whole completion text for `tokens` tokens (see src/upstream/mock/completion.ts). */
-export { completionText } from "../../../src/upstream/mock";
+/** The mock's whole completion text for `tokens` tokens (see packages/mock-upstream/src/completion.ts). */
+export { completionText } from "../../../packages/mock-upstream/src";

@@ -1,0 +1,48 @@
+/**
+ * Demo mode's upstream: the fake of packages/mock-upstream, answering in process. The product
+ * loads it here only, by dynamic import, only in demo mode, so the artifacts that run in
+ * production carry none of it (tests/ship/mock-outside-artifacts.test.ts):
+ *
+ * - from source (tests, `npm run cli`) the import is the package's source;
+ * - the bundle `npm start` runs has that import pointed at the mock's own file beside the
+ *   bundle (scripts/bundle.ts, with scripts/lib/mock-upstream-build.ts);
+ * - the single binary cannot load a file from inside itself that it was built without, so
+ *   it loads MOCK_UPSTREAM_FILE from beside the executable, which `npm run build` writes
+ *   there (scripts/build.ts). Without that file the binary has no demo mode, and says so.
+ */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { ConfigError, type Config } from "../config";
+import { UpstreamClient } from "./client";
+
+type MockUpstreamModule = typeof import("../../packages/mock-upstream/src");
+
+/** The base URL the in-process mock answers on in demo mode; never goes to the network. */
+export const DEMO_BASE_URL = "http://demo-upstream.invalid/api/v1";
+
+/** The mock built as one file, beside the single binary (scripts/build.ts writes it). */
+export const MOCK_UPSTREAM_FILE = "mock-upstream.js";
+
+/** Demo mode's client on `mockUpstream`: its handler called in process, no network. */
+export function demoUpstreamClient(mockUpstream: Pick<MockUpstreamModule, "createMockUpstream">, config: Config): UpstreamClient {
+  // No served-request log: a demo server may run for days. Paced, so its answers visibly stream.
+  const mock = mockUpstream.createMockUpstream({ recordServed: false, streamTokensPerSecond: config.demoStreamTokensPerSecond });
+  return new UpstreamClient((url, init) => mock.fetch(new Request(url, init)), DEMO_BASE_URL, "demo", config.upstreamTimeoutMs);
+}
+
+/** Loads the mock and builds demo mode's client on it (openDeps, before it opens the store). */
+export async function openDemoUpstream(config: Config): Promise<UpstreamClient> {
+  return demoUpstreamClient(await importMockUpstream(), config);
+}
+
+async function importMockUpstream(): Promise<MockUpstreamModule> {
+  if (!Bun.isStandaloneExecutable) return import("../../packages/mock-upstream/src");
+  const beside = join(dirname(process.execPath), MOCK_UPSTREAM_FILE);
+  if (!existsSync(beside)) {
+    throw new ConfigError([
+      `UPSTREAM_API_KEY: unset, so demo mode, whose mock upstream this binary does not carry (${beside} is missing: \`npm run build\` writes it beside the binary). ` +
+        "Set UPSTREAM_API_KEY for a real upstream, or put that file beside the binary for demo mode",
+    ]);
+  }
+  return (await import(beside)) as MockUpstreamModule;
+}
