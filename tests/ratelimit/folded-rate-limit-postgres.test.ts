@@ -19,8 +19,8 @@ import { createMockUpstream } from "../../src/upstream/mock";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
 import type { PostgresDatabase } from "../../src/store/postgres/database";
 import { FallbackRateLimiter } from "../../src/ratelimit/fallback-rate-limiter";
-import { PostgresRateLimiter } from "../../src/ratelimit/postgres-rate-limiter";
-import { PostgresBudgetLedger } from "../../src/metering/postgres-budget-ledger";
+import { PostgresRateLimiter } from "../../src/store/postgres/rate-limiter";
+import { PostgresBudgetLedger } from "../../src/store/postgres/budget-ledger";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
 
 const ask = { model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 };

@@ -1,11 +1,11 @@
 import type Redis from "ioredis";
-import { ApiError } from "../errors";
-import type { Logger } from "../logger";
-import type { BudgetAccount } from "./accounts";
-import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
-import { rateLimitKeyOf, RedisRateLimiter, SLIDING_WINDOW_STEP } from "../ratelimit/redis-rate-limiter";
-import type { RateLimiter } from "../ratelimit/rate-limiter";
-import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
+import { ApiError } from "../../errors";
+import type { Logger } from "../../logger";
+import type { BudgetAccount } from "../../metering/accounts";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../metering/budget-ledger";
+import { rateLimitKeyOf, RedisRateLimiter, SLIDING_WINDOW_STEP } from "./rate-limiter";
+import type { RateLimiter } from "../../ratelimit/rate-limiter";
+import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./process-lease";
 
 /**
  * The budget ledger shared by every process through Redis. Each account is a hash
@@ -17,7 +17,7 @@ import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from 
  * from the store and retries. Budgets fail closed: Redis trouble during reserve is 503.
  * A settle that fails is retried in the background so a reservation is not left inflating
  * `reserved` after a short outage. The holds of a process that dies before settling stay
- * held as orphans until the reconciler settles them (./redis-process-lease.ts); an account
+ * held as orphans until the reconciler settles them (./process-lease.ts); an account
  * it settled in is marked `stale` then, and counts as not loaded until its spend is
  * reloaded from the store.
  */
@@ -62,7 +62,7 @@ if rlAllowed == 0 then return {3, 0, 0, epoch, rlRemaining, rlReset} end`,
   ", rlRemaining, rlReset",
 );
 
-// A stale account (see redis-process-lease.ts) takes the store's spend but keeps its
+// A stale account (see process-lease.ts) takes the store's spend but keeps its
 // epoch and `reserved`: the holds of live processes in it are still counted and settle as usual.
 // ARGV[4]: the cap an overrun froze the account at, per the store ('' when none).
 const INIT_LUA = `
