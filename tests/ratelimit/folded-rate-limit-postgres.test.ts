@@ -17,6 +17,7 @@ import { memoryLogger } from "../../src/logger";
 import { usdToNanoFloor } from "../../src/money";
 import { createMockUpstream } from "../../src/upstream/mock";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
+import { postgresEngine } from "../../src/store/postgres/engine";
 import type { PostgresDatabase } from "../../src/store/postgres/database";
 import { FallbackRateLimiter } from "../../src/ratelimit/fallback-rate-limiter";
 import { PostgresRateLimiter } from "../../src/store/postgres/rate-limiter";
@@ -78,7 +79,7 @@ async function instance(appId?: string, secretKey?: string): Promise<Instance & 
     RL_CHAT_LIMIT: String(LIMIT),
   });
   const deps = await openDeps(config, {
-    store,
+    engine: postgresEngine(store),
     clock: new ManualClock(Date.UTC(2026, 0, 15, 12)),
     logger: memoryLogger(),
     fetchUpstream: (u, init) => mock.fetch(new Request(u, init)),

@@ -6,7 +6,6 @@ import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../metering/accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "../../metering/budget-ledger";
 import type { CheckItem, PostgresRateLimiter } from "./rate-limiter";
-import type { RateLimiter } from "../../ratelimit/rate-limiter";
 
 /** How long an instance's reservations survive it without a renewal (Redis uses the same bound). */
 const LEASE_MS = 5000;
@@ -82,11 +81,6 @@ export class PostgresBudgetLedger implements BudgetLedger {
       setInterval(() => void this.sweep().catch((err) => this.logger.debug("budget sweep failed", { error: String(err) })), SWEEP_MS),
     );
     for (const timer of this.timers) timer.unref?.();
-  }
-
-  /** Only the limiter it was built with (see the class's doc). */
-  foldsChecksOf(limiter: RateLimiter): boolean {
-    return this.rateLimiter === limiter;
   }
 
   async reserve(

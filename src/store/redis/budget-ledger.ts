@@ -3,8 +3,7 @@ import { ApiError } from "../../errors";
 import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../metering/accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../metering/budget-ledger";
-import { rateLimitKeyOf, RedisRateLimiter, SLIDING_WINDOW_STEP } from "./rate-limiter";
-import type { RateLimiter } from "../../ratelimit/rate-limiter";
+import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "./rate-limiter";
 import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./process-lease";
 
 /**
@@ -190,6 +189,7 @@ interface LedgerCommands {
 
 export class RedisBudgetLedger implements BudgetLedger {
   readonly kind = "redis";
+  readonly recordsRows = false;
   private readonly commands: LedgerCommands;
   private readonly retrying = new Map<string, number>();
   /** This process's open reservations: which account, under which epoch of it. */
@@ -214,14 +214,6 @@ export class RedisBudgetLedger implements BudgetLedger {
     this.commands = redis as unknown as LedgerCommands;
     this.lease = new ProcessLease(redis, logger, instanceId);
     this.lease.start();
-  }
-
-  /**
-   * The chat rate limit runs inside the reserve script: one round trip for both (see
-   * RESERVE_WITH_RATE_LIMIT_LUA). src/deps.ts builds the Redis limiter on the same client.
-   */
-  foldsChecksOf(limiter: RateLimiter): boolean {
-    return limiter instanceof RedisRateLimiter;
   }
 
   async reserve(
