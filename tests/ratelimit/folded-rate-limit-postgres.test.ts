@@ -23,6 +23,7 @@ import { FallbackRateLimiter } from "../../src/ratelimit/fallback-rate-limiter";
 import { PostgresRateLimiter } from "../../src/store/postgres/rate-limiter";
 import { PostgresBudgetLedger } from "../../src/store/postgres/budget-ledger";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const ask = { model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 };
 const LIMIT = 5;
@@ -88,7 +89,7 @@ async function instance(appId?: string, secretKey?: string): Promise<Instance & 
   await deps.catalogue.refresh();
   const app = createApp(deps);
   if (!appId) {
-    const created = await deps.store.apps.create(`folded-${crypto.randomUUID()}`, ["http://localhost:3000"], deps.clock.now());
+    const created = await createAppWithKey(deps.store.apps, `folded-${crypto.randomUUID()}`, ["http://localhost:3000"], deps.clock.now());
     appId = created.app.id;
     secretKey = created.key.secretKey;
   }
