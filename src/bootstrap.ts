@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, openSync, writeSync, closeSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { Deps } from "./deps";
+import { createAppWithKey } from "./services/operator/secret-keys";
 
 /**
  * Production, an empty store, and a default app's key file already there (an earlier store's,
@@ -33,7 +34,7 @@ export async function ensureDefaultApp(deps: Deps, print: (line: string) => void
   if (keyFile !== null && existsSync(keyFile)) throw new DefaultKeyFileExistsError(keyFile);
   // Instances starting together on one empty database: only the first creates the app.
   if (!(await deps.store.settings.claim("default_app_created_at", String(deps.clock.now())))) return;
-  const { app, key } = await deps.store.apps.create("default", [], deps.clock.now());
+  const { app, key } = await createAppWithKey(deps.store.apps, "default", [], deps.clock.now());
   print("");
   if (keyFile !== null) {
     writePrivateFile(keyFile, JSON.stringify({ appId: app.id, keyId: key.keyId, secretKey: key.secretKey }) + "\n");

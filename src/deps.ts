@@ -1,27 +1,21 @@
 import type { Config } from "./config";
 import { systemClock, type Clock } from "./clock";
 import { createLogger, type Logger } from "./logger";
-import { openStore, type Store } from "./store";
+import { openStoreEngine, type Store } from "./store";
+import { storeAlone, type BudgetBackend, type Counters, type StoreEngine } from "./store/engine";
+import { redisCounters } from "./store/redis/engine";
 import { resolveSecretBox } from "./secrets/secrets-key";
 import { storedJwtSecret } from "./secrets/stored-secrets";
 import { SessionTokens } from "./auth/session-token";
-import { InMemoryBudgetLedger, type BudgetLedger } from "./metering/budget-ledger";
+import type { BudgetLedger } from "./metering/budget-ledger";
 import { PricingCatalogue } from "./metering/pricing";
 import { UsageWriter } from "./metering/usage-writer";
 import { UpstreamClient, type FetchUpstream } from "./upstream/client";
 import { openDemoUpstream } from "./upstream/demo-upstream";
 import { turnBatchedFetch } from "./upstream/turn-batched-fetch";
 import { randomString } from "./random";
-import type Redis from "ioredis";
 import { InMemoryRateLimiter, type RateLimiter } from "./ratelimit/rate-limiter";
-import { RedisRateLimiter } from "./ratelimit/redis-rate-limiter";
 import { FallbackRateLimiter } from "./ratelimit/fallback-rate-limiter";
-import { RedisBudgetLedger } from "./metering/redis-budget-ledger";
-import { PostgresBudgetLedger } from "./metering/postgres-budget-ledger";
-import { PostgresRateLimiter } from "./ratelimit/postgres-rate-limiter";
-import type { PostgresStore } from "./store/postgres";
-import type { SqliteStore } from "./store/sqlite";
-import { postgresChangeFeed, sqliteChangeFeed } from "./store/change-feed";
 import { withReadCache } from "./store/cached-store";
 import { BudgetWatcher } from "./webhooks/budget-watcher";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
@@ -38,27 +32,28 @@ export interface Deps {
   store: Store;
   sessionTokens: SessionTokens;
   budget: BudgetLedger;
+  /** Where the budget counters live and how the limiter sits beside them, as the engines reported it. */
+  budgetBackend: BudgetBackend;
   upstream: UpstreamClient;
   catalogue: PricingCatalogue;
   usageWriter: UsageWriter;
   rateLimiter: RateLimiter;
-  /** Set when REDIS_URL is: rate limits and budgets are shared through it. */
-  redis: Redis | null;
   /** Turns spend into budget.threshold and grant.exhausted webhook events (started by src/index.ts). */
   budgetWatcher: BudgetWatcher;
   /** Sends the webhook outbox (started by src/index.ts; tests run its rounds by hand). */
   webhooks: WebhookDispatcher;
   /** This process's id: the owner of its journaled calls and of its budget holds. */
   instanceId: string;
-  /**
-   * Keeps this process's lease in the store, by which its journaled calls are its own
-   * (started by connectDependencies). Null where the budget ledger keeps that same lease
-   * (PostgreSQL without Redis).
-   */
-  instanceLease: InstanceLease | null;
 }
 
-export interface DepsOverrides extends Partial<Deps> {
+export interface DepsOverrides extends Partial<Omit<Deps, "store" | "budget" | "budgetBackend">> {
+  /**
+   * The store engine, opened, in place of the configured one: tests with an in-memory SQLite
+   * store, or several instances on one PostgreSQL database (src/store/engine.ts).
+   */
+  engine?: StoreEngine;
+  /** A store on its own, in place of the configured one: budgets and limits in this process (storeAlone). */
+  store?: Store;
   /** Replaces the network (or, in demo mode, the mock) for upstream calls. */
   fetchUpstream?: FetchUpstream;
   /** The session signing secret, in place of JWT_SECRET (openDeps passes JWT_SECRET, or else the stored one). */
@@ -74,59 +69,55 @@ export interface DepsOverrides extends Partial<Deps> {
 export async function openDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
   const upstream = overrides.upstream ?? (config.demoMode && !overrides.fetchUpstream ? await openDemoUpstream(config) : undefined);
   const logger = overrides.logger ?? createLogger(config.logLevel);
-  const store = overrides.store ?? (await openCachedStore(config, logger));
+  const engine = overrides.engine ?? (overrides.store ? storeAlone(overrides.store) : await openCachedEngine(config, logger));
   // A generated secret is kept in the store (sealed) so tokens survive restarts and are
   // shared by every process on the same database.
-  const jwtSecret = overrides.jwtSecret ?? config.jwtSecret ?? (await storedJwtSecret(store, () => randomString(64)));
-  return createDeps(config, { ...overrides, upstream, logger, store, jwtSecret });
+  const jwtSecret = overrides.jwtSecret ?? config.jwtSecret ?? (await storedJwtSecret(engine.store, () => randomString(64)));
+  return createDeps(config, { ...overrides, upstream, logger, engine, jwtSecret });
 }
 
-/** The configured store with its hot reads cached, invalidated by the engine's change feed. */
-async function openCachedStore(config: Config, logger: Logger): Promise<Store> {
+/** The configured engine, its store's hot reads cached and invalidated by the engine's change feed. */
+async function openCachedEngine(config: Config, logger: Logger): Promise<StoreEngine> {
   const secrets = resolveSecretBox(config, (message) => logger.warn(message));
-  const store = await openStore(config.database, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseTimeoutMs, secrets });
+  const engine = await openStoreEngine(config.database, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseTimeoutMs, secrets });
   try {
-    const feed =
-      store.engine === "postgres" ? await postgresChangeFeed((store as PostgresStore).database.sql, logger) : sqliteChangeFeed((store as SqliteStore).db);
-    return withReadCache(store, feed);
+    return { ...engine, store: withReadCache(engine.store, await engine.openChangeFeed(logger)) };
   } catch (err) {
-    await store.close();
+    await engine.store.close();
     throw err;
   }
 }
 
 /**
- * Builds the dependencies on an open store; `overrides` swaps any of them (tests). The
- * session secret is JWT_SECRET or `overrides.jwtSecret`: see openDeps for the stored one.
- * Demo mode's upstream too is openDeps' to load, or the caller's to pass (`upstream`, or
- * `fetchUpstream`): see src/upstream/demo-upstream.ts.
+ * Builds the dependencies on an open store engine (or a store alone); `overrides` swaps any
+ * of them (tests). The session secret is JWT_SECRET or `overrides.jwtSecret`: see openDeps
+ * for the stored one. Demo mode's upstream too is openDeps' to load, or the caller's to pass
+ * (`upstream`, or `fetchUpstream`): see src/upstream/demo-upstream.ts.
  */
-export function createDeps(config: Config, overrides: DepsOverrides & { store: Store }): Deps {
+export function createDeps(config: Config, overrides: DepsOverrides): Deps {
   const clock = overrides.clock ?? systemClock;
   const logger = overrides.logger ?? createLogger(config.logLevel);
-  const store = overrides.store;
+  const engine = overrides.engine ?? (overrides.store && storeAlone(overrides.store));
+  if (!engine) throw new Error("createDeps needs a store engine or a store (openDeps opens the configured one)");
+  const store = engine.store;
   const jwtSecret = overrides.jwtSecret ?? config.jwtSecret;
   if (!jwtSecret) throw new Error("createDeps needs JWT_SECRET or a jwtSecret override (openDeps reads the stored one)");
   const sessionTokens = overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
-  const redis = overrides.redis !== undefined ? overrides.redis : config.redisUrl ? createRedis(config, logger) : null;
   const instanceId = overrides.instanceId ?? crypto.randomUUID();
-  const loadSpent = (account: string) => store.usageTotals.spentNano(account);
-  const loadFrozenCap = (account: string) => store.usageTotals.frozenCapNano(account);
   // Shared state goes where the instances share it: Redis when set (the fast path, with the
-  // store as the durable ledger), else PostgreSQL itself; SQLite alone is one process.
-  const postgres = store.engine === "postgres" ? (store as PostgresStore).database : null;
-  const postgresLimiter = !redis && postgres ? new PostgresRateLimiter(postgres, () => clock.now()) : null;
-  const budget =
-    overrides.budget ??
-    (redis
-      ? new RedisBudgetLedger(redis, loadSpent, logger, loadFrozenCap, instanceId)
-      : postgres
-        ? new PostgresBudgetLedger(postgres, logger, postgresLimiter ?? undefined, instanceId)
-        : new InMemoryBudgetLedger(loadSpent, loadFrozenCap));
-  const instanceLease = budget instanceof PostgresBudgetLedger ? null : new InstanceLease(store.instances, instanceId, logger);
-  const memoryLimiter = new InMemoryRateLimiter(() => clock.now());
-  const sharedLimiter = redis ? new RedisRateLimiter(redis) : postgresLimiter;
-  const rateLimiter = overrides.rateLimiter ?? (sharedLimiter ? new FallbackRateLimiter(sharedLimiter, memoryLimiter, logger) : memoryLimiter);
+  // store as the durable ledger), else the store's engine (PostgreSQL; SQLite keeps it here).
+  const context = {
+    logger,
+    now: () => clock.now(),
+    instanceId,
+    loadSpent: (account: string) => store.usageTotals.spentNano(account),
+    loadFrozenCap: (account: string) => store.usageTotals.frozenCapNano(account),
+  };
+  const counters = config.redisUrl
+    ? redisCounters({ url: config.redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs }, context)
+    : engine.counters(context);
+  const { budgetBackend, rateLimiter } = wireCounters(counters, new InstanceLease(store.instances, instanceId, logger), overrides.rateLimiter, context);
+  const budget = counters.ledger;
   const upstream = overrides.upstream ?? createUpstreamClient(config, overrides.fetchUpstream);
   const catalogue =
     overrides.catalogue ??
@@ -139,7 +130,7 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
       },
       logger,
     );
-  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, store.engine === "postgres" ? 2 : 1);
+  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, engine.writerConcurrency);
   const budgetWatcher = overrides.budgetWatcher ?? new BudgetWatcher(store, budget, clock, logger);
   const webhooks = overrides.webhooks ?? new WebhookDispatcher(store.webhooks, clock, logger, config.webhooks);
   return {
@@ -149,58 +140,58 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
     store,
     sessionTokens,
     budget,
+    budgetBackend,
     upstream,
     catalogue,
     usageWriter,
     rateLimiter,
-    redis,
     budgetWatcher,
     webhooks,
     instanceId,
-    instanceLease,
   };
 }
 
 /**
- * Waits (bounded) for connections that must be up before serving: with the offline queue
- * off, commands sent before Redis is ready fail. If Redis does not come up in time the
- * service starts anyway: rate limits fall back, budgets answer 503 until it is back.
+ * The limiter and the lifecycle that go with the counters, as the counters say: a shared
+ * limiter gets this process's own behind it; the instance lease is kept here unless the
+ * ledger keeps it; a chat call's limit goes in its reservation where the ledger can take it.
+ * A limiter passed in (tests, benchmarks) is used as it is, and never folded.
  */
-export async function connectDependencies(deps: Deps, timeoutMs = 5000): Promise<boolean> {
-  // The leases are registered before the first call can be reserved or journaled.
-  if (deps.budget instanceof PostgresBudgetLedger) await deps.budget.start();
-  await deps.instanceLease?.start();
-  const redis = deps.redis;
-  if (!redis || redis.status === "ready") return true;
-  const ready = await Promise.race([new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))), Bun.sleep(timeoutMs).then(() => false)]);
-  if (!ready) deps.logger.warn("Redis is not reachable yet; budgets answer 503 until it is", { timeoutMs });
-  return ready;
+function wireCounters(
+  counters: Counters,
+  lease: InstanceLease,
+  replacedLimiter: RateLimiter | undefined,
+  context: { logger: Logger; now: () => number },
+): { budgetBackend: BudgetBackend; rateLimiter: RateLimiter } {
+  const fallback =
+    counters.limiterIsShared && !replacedLimiter ? new FallbackRateLimiter(counters.limiter, new InMemoryRateLimiter(context.now), context.logger) : null;
+  const instanceLease = counters.keepsInstanceLease ? null : lease;
+  const budgetBackend: BudgetBackend = {
+    kind: counters.kind,
+    server: counters.server,
+    limiterFallback: fallback,
+    chatLimitFoldable: fallback && counters.foldsLimiterChecks ? () => !fallback.degraded : null,
+    // The leases are registered before the first call can be reserved or journaled.
+    start: async (timeoutMs) => {
+      await instanceLease?.start();
+      return counters.start(timeoutMs);
+    },
+    close: async () => {
+      await counters.close();
+      // Its lease dropped, whatever it left in the journal is the others' (or the next start's) at once.
+      await instanceLease?.stop();
+    },
+  };
+  return { budgetBackend, rateLimiter: replacedLimiter ?? fallback ?? counters.limiter };
 }
 
 /**
- * A Redis client that fails fast: no offline queue (a command while disconnected fails at
- * once instead of waiting), no per-command retries, and a deadline on every command.
- * It reconnects in the background by itself, so Redis coming back needs no restart.
+ * Waits (bounded) for what must be up before serving: the leases registered, and the
+ * counters' server (Redis) connected. If it does not come up in time the service starts
+ * anyway: rate limits fall back, budgets answer 503 until it is back.
  */
-function createRedis(config: Config, logger: Logger): Redis {
-  // Loaded only when REDIS_URL is set: importing ioredis costs about 17 MB of resident
-  // memory (measured, BENCHMARKS.md), which the embedded mode has no use for.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous, lazy load (see above)
-  const { default: RedisClient } = require("ioredis") as { default: typeof Redis };
-  const redis = new RedisClient(config.redisUrl!, {
-    commandTimeout: config.redisCommandTimeoutMs,
-    connectTimeout: Math.max(1000, config.redisCommandTimeoutMs * 4),
-    enableOfflineQueue: false,
-    // Commands issued in the same event-loop turn (many requests' reserves, limits and
-    // settles) go out in one write: 11 % less CPU per JSON call (BENCHMARKS.md, issue 14).
-    enableAutoPipelining: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: (attempt) => Math.min(100 * attempt, 1000),
-  });
-  // Connection errors are reported by the limiter and the ledger when they matter; this
-  // listener only keeps ioredis from printing every reconnect attempt.
-  redis.on("error", (err) => logger.debug("redis connection error", { error: err.message }));
-  return redis;
+export async function connectDependencies(deps: Deps, timeoutMs = 5000): Promise<boolean> {
+  return deps.budgetBackend.start(timeoutMs);
 }
 
 function createUpstreamClient(config: Config, fetchOverride: FetchUpstream | undefined): UpstreamClient {

@@ -135,12 +135,11 @@ async function shutdown({ deps, app, storeLock, consentSweeper }: Serving, confi
   await deps.budgetWatcher.check();
   await Promise.all([deps.budgetWatcher.stop(), deps.webhooks.stop(), consentSweeper.stop()]);
   await deps.usageWriter.close();
-  await deps.budget.close?.();
-  // Its lease dropped, whatever it left in the journal is the others' (or the next start's) at once.
-  await deps.instanceLease?.stop();
+  // The ledger and its connection closed, and this process's lease dropped: whatever it left
+  // in the journal is the others' (or the next start's) at once.
+  await deps.budgetBackend.close();
   await deps.store.close();
   storeLock?.release();
-  deps.redis?.disconnect();
   deps.logger.info("stopped", { usageRowsWritten: deps.usageWriter.stats.written });
   process.exit(0);
 }

@@ -25,6 +25,7 @@ import { createMockUpstream } from "../../packages/mock-upstream/src";
 import { ChatCompletionRequest } from "../../src/routes/chat";
 import type { UsageLedgerRepository } from "../../src/store/usage-ledger";
 import type { RateLimiter } from "../../src/ratelimit/rate-limiter";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 import { BODIES } from "./workload";
 
 const args = process.argv.slice(2);
@@ -121,7 +122,7 @@ async function service(label: string, opts: { memoryDb?: boolean; noWriter?: boo
   // openDeps opens the store as the server does (with its read cache) and reads (or
   // creates) the stored session secret.
   const deps = await openDeps(config, overrides);
-  const { app: created, key } = await deps.store.apps.create("bench", [], Date.now());
+  const { app: created, key } = await createAppWithKey(deps.store.apps, "bench", [], Date.now());
   await deps.store.connections.approve(created.id, "bench-user", 1e15, Date.now());
   await deps.catalogue.refresh();
   const app = createApp(deps);

@@ -1,6 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Deps } from "../deps";
-import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import type { ChatService } from "../services/chat";
 import type { Reconciler } from "../metering/reconciler";
 import type { FinishedRequest, MetricsRecorder } from "./metrics";
@@ -67,8 +66,10 @@ export class ProxyMetrics implements MetricsRecorder {
     gauge("proxy_usage_writer_pending_rows", "Ledger rows queued in this process, not yet written.", () => deps.usageWriter.stats.pending);
     gauge("proxy_usage_writer_failed_flushes", "Writer flushes that failed since start (their rows were kept).", () => deps.usageWriter.stats.failedFlushes);
     gauge("proxy_usage_writer_written_rows", "Ledger rows written by this process's writer since start.", () => deps.usageWriter.stats.written);
-    gauge("proxy_rate_limit_fallback_checks", "Rate-limit checks answered in-process because the shared limiter was down.", () =>
-      deps.rateLimiter instanceof FallbackRateLimiter ? deps.rateLimiter.fallbackChecks : 0,
+    gauge(
+      "proxy_rate_limit_fallback_checks",
+      "Rate-limit checks answered in-process because the shared limiter was down.",
+      () => deps.budgetBackend.limiterFallback?.fallbackChecks ?? 0,
     );
     const webhooks = deps.webhooks.stats;
     gauge("proxy_webhook_delivered", "Webhook deliveries accepted (2xx) by receivers, since start.", () => webhooks.delivered);

@@ -5,9 +5,7 @@
  * so running it is never required.
  */
 import type { Config } from "../config";
-import { openStore, storeLocation, type Store } from "../store";
-import type { SqliteStore } from "../store/sqlite";
-import type { PostgresStore } from "../store/postgres";
+import { openStoreEngine, storeLocation } from "../store";
 import { resolveSecretBox } from "../secrets/secrets-key";
 
 export interface Migrated {
@@ -19,19 +17,11 @@ export interface Migrated {
 
 export async function migrateStore(config: Config, warn: (message: string) => void): Promise<Migrated> {
   const secrets = resolveSecretBox(config, warn);
-  const store = await openStore(config.database, { poolSize: 1, statementTimeoutMs: config.databaseTimeoutMs, secrets });
+  const engine = await openStoreEngine(config.database, { poolSize: 1, statementTimeoutMs: config.databaseTimeoutMs, secrets });
   try {
-    return { store: storeLocation(config.database), schemaVersion: await schemaVersion(store) };
+    // Read back from the store, rather than taken from the list of migrations: it shows what the database holds.
+    return { store: storeLocation(config.database), schemaVersion: await engine.schemaVersion() };
   } finally {
-    await store.close();
+    await engine.store.close();
   }
-}
-
-/** Read back from the store, rather than taken from the list of migrations: it shows what the database holds. */
-async function schemaVersion(store: Store): Promise<number> {
-  if (store.engine === "sqlite") {
-    return (store as SqliteStore).db.query<{ version: number }, []>("SELECT max(version) AS version FROM schema_migrations").get()!.version;
-  }
-  const rows: Array<{ version: number }> = await (store as PostgresStore).database.sql`SELECT max(version) AS version FROM schema_migrations`;
-  return Number(rows[0]!.version);
 }

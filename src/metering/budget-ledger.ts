@@ -1,6 +1,6 @@
 import type { BudgetAccount } from "./accounts";
 import type { UsageRow } from "../store/usage-ledger";
-import type { RateLimitDecision, RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
+import type { RateLimitDecision, RateLimitRule } from "../ratelimit/rate-limiter";
 
 /** What the live counters say about one account, in nano-dollars. */
 export interface BudgetSnapshot {
@@ -9,8 +9,9 @@ export interface BudgetSnapshot {
 }
 
 /**
- * `rateLimit`: the decision of a rate limit checked in the same atomic step (a ledger that
- * `foldsRateLimits`, when asked to). When it refused, nothing was reserved.
+ * `rateLimit`: the decision of a rate limit checked in the same atomic step (a ledger whose
+ * engine folds its limiter's checks, src/store/engine.ts, when asked to). When it refused,
+ * nothing was reserved.
  */
 export type ReserveOutcome = (
   | { ok: true; grantedNano: number }
@@ -50,12 +51,6 @@ export interface BudgetLedger {
     rateLimit?: FoldedRateLimit,
   ): Promise<ReserveOutcome>;
   /**
-   * True when `reserve` can run `limiter`'s checks in the same atomic step (the Redis
-   * ledger beside the Redis limiter, the PostgreSQL one beside the PostgreSQL limiter it
-   * was built with): a chat call then costs one round trip, not two.
-   */
-  foldsChecksOf?(limiter: RateLimiter): boolean;
-  /**
    * Replaces the reservation with the actual cost. Idempotent: settling an unknown or
    * already settled request id changes nothing. Called on the same ledger (process) that
    * reserved, which is where the request ran.
@@ -70,7 +65,7 @@ export interface BudgetLedger {
    * True when `settle` also writes the ledger row it is given, in the same transaction
    * (the PostgreSQL ledger); otherwise the caller queues the row in the usage writer.
    */
-  readonly recordsRows?: boolean;
+  readonly recordsRows: boolean;
   snapshot(account: BudgetAccount): Promise<BudgetSnapshot>;
   /**
    * Holds again what a previous process on this store held when it stopped: its journaled
@@ -105,6 +100,7 @@ export interface AdoptedHold {
  * loaded: the only await comes before any counter is read.
  */
 export class InMemoryBudgetLedger implements BudgetLedger {
+  readonly recordsRows = false;
   private readonly accounts = new Map<BudgetAccount, BudgetSnapshot & { frozenCapNano: number | null }>();
   private readonly loading = new Map<BudgetAccount, Promise<void>>();
   private readonly reservations = new Map<string, { account: BudgetAccount; amountNano: number; capNano: number }>();

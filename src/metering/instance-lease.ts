@@ -8,8 +8,9 @@ const RENEW_MS = 1000;
 /**
  * This process's lease in the store: while it is renewed, its journal entries are its own;
  * once it lapses (the process died), any reconciler may take them (src/store/call-journal.ts).
- * On PostgreSQL without Redis the budget ledger keeps the same lease (same table, same id),
- * so src/deps.ts builds no second one there.
+ * On PostgreSQL without Redis the budget ledger keeps the same lease (same table, same id):
+ * its engine says so (Counters.keepsInstanceLease, src/store/engine.ts), and src/deps.ts
+ * starts no second one there.
  */
 export class InstanceLease {
   private timer: ReturnType<typeof setInterval> | null = null;

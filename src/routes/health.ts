@@ -2,7 +2,6 @@ import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
 import type { Deps } from "../deps";
 import type { ChatService } from "../services/chat";
-import { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import type { OverrunMonitor } from "../metering/overrun-monitor";
 import { operatorTokenMatcher } from "../auth/operator-token";
 
@@ -59,9 +58,10 @@ export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMon
   const isOperator = operatorTokenMatcher([deps.config.metricsToken]);
   const check = async () => {
     const storeOk = await pingStore(deps);
-    // Budgets live in Redis when it is set, in PostgreSQL when the store is, else here.
-    const budgetKind = deps.redis ? "redis" : deps.store.engine === "postgres" ? "postgres" : "memory";
-    const budgetOk = deps.redis ? deps.redis.status === "ready" : storeOk;
+    // Where the budgets live was decided once, by the engines (src/deps.ts): on a server of
+    // their own (Redis), or in this process or the store, reachable when it is.
+    const { kind: budgetKind, server } = deps.budgetBackend;
+    const budgetOk = server ? server.ready() : storeOk;
     return { storeOk, budgetKind, budgetOk, problems: healthProblems(deps, storeOk, budgetOk) };
   };
   return new Elysia()
@@ -134,7 +134,8 @@ function withoutCredentials(baseUrl: string): string {
 function healthProblems(deps: Deps, storeOk: boolean, budgetOk: boolean): string[] {
   const problems: string[] = [];
   if (!storeOk) problems.push(`the store (${deps.store.engine}) is unreachable`);
-  if (!budgetOk && deps.redis) problems.push("Redis is unreachable: chat calls answer 503 until it is back");
+  const server = deps.budgetBackend.server;
+  if (!budgetOk && server) problems.push(`${server.name} is unreachable: chat calls answer 503 until it is back`);
   const { size, refreshedAt } = deps.catalogue;
   if (size === 0) problems.push("the upstream's price list is empty (never loaded): chat calls are priced at the fallback price");
   else if (refreshedAt !== null) {
@@ -148,9 +149,9 @@ function healthProblems(deps: Deps, storeOk: boolean, budgetOk: boolean): string
 }
 
 function limiterState(deps: Deps) {
-  const limiter = deps.rateLimiter;
-  if (limiter instanceof FallbackRateLimiter) return { kind: limiter.kind, ...limiter.state };
-  return { kind: limiter.kind, degraded: false, since: null, lastError: null };
+  const fallback = deps.budgetBackend.limiterFallback;
+  if (fallback) return { kind: fallback.kind, ...fallback.state };
+  return { kind: deps.rateLimiter.kind, degraded: false, since: null, lastError: null };
 }
 
 async function pingStore(deps: Deps): Promise<boolean> {

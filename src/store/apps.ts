@@ -20,10 +20,13 @@ export interface AppKey {
   revokedAt: number | null;
 }
 
-/** A key as shown to the operator, once, at creation. */
-export interface IssuedKey {
-  keyId: string;
-  secretKey: string;
+/**
+ * A new secret key as the store receives it: its id and the SHA-256 of its secret part,
+ * never the secret. Keys are minted by the operator service (src/services/operator/secret-keys.ts).
+ */
+export interface NewAppKey {
+  id: string;
+  secretHash: Uint8Array;
 }
 
 /** An app's own grant limits; null (or absent at creation): the service default. */
@@ -40,7 +43,8 @@ export interface AppChanges extends AppGrantLimits {
 
 /** Apps and their secret keys (several per app, so keys can be rotated without downtime). */
 export interface AppRepository {
-  create(name: string, origins: string[], now: number, limits?: AppGrantLimits): Promise<{ app: App; key: IssuedKey }>;
+  /** A new app with its first key, in one transaction. */
+  create(name: string, origins: string[], now: number, firstKey: NewAppKey, limits?: AppGrantLimits): Promise<App>;
   find(id: string): Promise<App | null>;
   /** Changes the given fields (origins are replaced as a whole); null when there is no such app. */
   update(id: string, changes: AppChanges): Promise<App | null>;
@@ -51,7 +55,7 @@ export interface AppRepository {
   /** True when some active app registered this origin (used to answer CORS preflights). */
   isRegisteredOrigin(origin: string): Promise<boolean>;
   /** Adds a new key; earlier keys stay valid until revoked (rotation). */
-  issueKey(appId: string, now: number): Promise<IssuedKey>;
+  addKey(appId: string, key: NewAppKey, now: number): Promise<void>;
   /** Revokes one key; returns false when no such active key exists for the app. */
   revokeKey(appId: string, keyId: string, now: number): Promise<boolean>;
   activeKeysOf(appId: string): Promise<AppKey[]>;
@@ -60,4 +64,3 @@ export interface AppRepository {
 
 /** App ids never contain "_" so that `sk_live_{appId}_{secret}` splits unambiguously. */
 export const newAppId = () => `app${randomString(13, LOWER_ALNUM)}`;
-export const newKeyId = () => `key${randomString(13, LOWER_ALNUM)}`;

@@ -71,10 +71,9 @@ export function withReadCache(store: Store, feed: ChangeFeed): Store & { readonl
     list: () => store.apps.list(),
     count: () => store.apps.count(),
     isRegisteredOrigin: (origin) => store.apps.isRegisteredOrigin(origin),
-    issueKey: async (appId, now) => {
-      const issued = await store.apps.issueKey(appId, now);
+    addKey: async (appId, key, now) => {
+      await store.apps.addKey(appId, key, now);
       cache.drop(appKey(appId));
-      return issued;
     },
     revokeKey: async (appId, keyId, now) => {
       const revoked = await store.apps.revokeKey(appId, keyId, now);

@@ -37,4 +37,4 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export { openStore, storeLocation } from "./open";
+export { openStore, openStoreEngine, storeLocation } from "./open";

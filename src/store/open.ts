@@ -1,6 +1,8 @@
 import type { DatabaseTarget } from "../config";
 import type { Store } from ".";
 import { openSqliteStore } from "./sqlite";
+import { sqliteEngine } from "./sqlite/engine";
+import type { OpenedStoreEngine } from "./engine";
 import type { SecretBox } from "../secrets/secret-box";
 import { secureStoredSecrets } from "../secrets/stored-secrets";
 
@@ -19,23 +21,31 @@ export interface OpenStoreOptions {
  * and the operator CLI open.
  */
 export async function openStore(target: DatabaseTarget, options: OpenStoreOptions & { secrets: SecretBox; checkSecrets?: false }): Promise<Store> {
-  const store = await openEngine(target, options);
-  // Skipped only by `cli secrets reset`, which repairs a store this check refuses.
-  if (options.checkSecrets === false) return store;
-  try {
-    await secureStoredSecrets(store);
-  } catch (err) {
-    await store.close();
-    throw err;
-  }
-  return store;
+  return (await openStoreEngine(target, options)).store;
 }
 
-async function openEngine(target: DatabaseTarget, options: OpenStoreOptions & { secrets: SecretBox }): Promise<Store> {
-  if (target.engine === "sqlite") return openSqliteStore(target.path, options.secrets);
+/** The same, with the rest of the engine's parts (src/store/engine.ts): what the service builds on. */
+export async function openStoreEngine(
+  target: DatabaseTarget,
+  options: OpenStoreOptions & { secrets: SecretBox; checkSecrets?: false },
+): Promise<OpenedStoreEngine> {
+  const engine = await openEngine(target, options);
+  // Skipped only by `cli secrets reset`, which repairs a store this check refuses.
+  if (options.checkSecrets === false) return engine;
+  try {
+    await secureStoredSecrets(engine.store);
+  } catch (err) {
+    await engine.store.close();
+    throw err;
+  }
+  return engine;
+}
+
+async function openEngine(target: DatabaseTarget, options: OpenStoreOptions & { secrets: SecretBox }): Promise<OpenedStoreEngine> {
+  if (target.engine === "sqlite") return sqliteEngine(openSqliteStore(target.path, options.secrets));
   // Loaded only for PostgreSQL, so the embedded mode does not pay for the driver.
-  const { openPostgresStore } = await import("./postgres");
-  return openPostgresStore(target.url, options);
+  const { openPostgresEngine } = await import("./postgres/engine");
+  return openPostgresEngine(target.url, options);
 }
 
 /** Where the store is, for logs and /healthz: the SQLite path, or the Postgres host and database without credentials. */

@@ -12,6 +12,7 @@ import { ADMIN_TOKEN } from "../helpers/admin";
 import { approveConsentOrThrow } from "../helpers/grants";
 import { TEST_JWT_SECRET } from "../helpers/test-app";
 import { usdToNanoFloor } from "../../src/money";
+import { issueKey } from "../../src/services/operator/secret-keys";
 
 const API = "/api/v1";
 const DISABLED = '{"error":{"code":"auth","message":"this app is disabled"}}';
@@ -73,7 +74,7 @@ beforeAll(async () => {
     600_000,
   );
   grantToken = (await approveConsentOrThrow(t.deps.store.grants, consent, now)).grantToken;
-  const revoked = await t.deps.store.apps.issueKey(t.appId, now);
+  const revoked = await issueKey(t.deps.store.apps, t.appId, now);
   await t.deps.store.apps.revokeKey(t.appId, revoked.keyId, now);
   revokedKey = revoked.secretKey;
 });

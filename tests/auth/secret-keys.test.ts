@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { makeTestApp } from "../helpers/test-app";
 import { expectOk } from "../helpers/expect";
 import { formatSecretKey, parseSecretKey, secretMatches, hashSecret } from "../../src/auth/secret-key";
+import { issueKey } from "../../src/services/operator/secret-keys";
 
 const statusOf = (user = "u") => `/api/v1/status?appUserId=${user}`;
 
@@ -69,7 +70,7 @@ describe("secret keys on /sessions and /status", () => {
     const t = makeTestApp();
     const a = await t.createClientApp();
     const b = await t.createClientApp();
-    const rotated = await t.deps.store.apps.issueKey(a.appId, t.clock.now());
+    const rotated = await issueKey(t.deps.store.apps, a.appId, t.clock.now());
     expect(await t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(true);
     expect(await t.deps.store.apps.revokeKey(a.appId, a.keyId, t.clock.now())).toBe(false);
     expect(await t.deps.store.apps.revokeKey(b.appId, rotated.keyId, t.clock.now())).toBe(false);

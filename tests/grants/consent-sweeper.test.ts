@@ -11,12 +11,13 @@ import { ConsentRequestSweeper } from "../../src/grants/consent-sweeper";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { approveConsentOrThrow } from "../helpers/grants";
 import { T0 } from "../helpers/test-app";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const SCHEDULE = { everyMs: 60_000, batchSize: 3, maxBatchesPerRun: 2 };
 
 async function storeWithRequests(clock: ManualClock, count: number): Promise<{ store: SqliteStore; appId: string; tokens: string[] }> {
   const store = openSqliteStore(":memory:");
-  const { app } = await store.apps.create("sweep", ["https://s.example"], clock.now());
+  const { app } = await createAppWithKey(store.apps, "sweep", ["https://s.example"], clock.now());
   const tokens: string[] = [];
   for (let i = 0; i < count; i++) {
     const request = { appId: app.id, usdCapNano: 1, maxUses: null, ttlSeconds: 60, origin: "https://s.example", state: "" };

@@ -13,6 +13,7 @@ import { memoryLogger } from "../../src/logger";
 import { createMockUpstream, type MockUpstream, type MockUpstreamOptions } from "../../packages/mock-upstream/src";
 import { UpstreamClient, type FetchUpstream } from "../../src/upstream/client";
 import { PricingCatalogue } from "../../src/metering/pricing";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 export const UPSTREAM_KEY = "sk-or-test-upstream-key";
 
@@ -75,7 +76,7 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
   const deps = await openDeps(config, { store, clock, logger, fetchUpstream, catalogue });
   await connectDependencies(deps);
   const app = createApp(deps);
-  const { app: created, key } = await deps.store.apps.create("chat-test", ["http://localhost:3000"], clock.now());
+  const { app: created, key } = await createAppWithKey(deps.store.apps, "chat-test", ["http://localhost:3000"], clock.now());
   const auth = { authorization: `Bearer ${key.secretKey}` };
   return {
     app,

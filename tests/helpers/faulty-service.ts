@@ -12,10 +12,11 @@ import { connectDependencies, openDeps } from "../../src/deps";
 import { openStore, type Store } from "../../src/store";
 import { keepServingOnStrayErrors } from "../../src/stray-errors";
 import { resolveSecretBox } from "../../src/secrets/secrets-key";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const config = loadConfig(process.env);
 const real = await openStore(config.database, { secrets: resolveSecretBox(config, () => {}) });
-const { app: created, key } = await real.apps.create("faulty", ["http://localhost:3000"], Date.now());
+const { app: created, key } = await createAppWithKey(real.apps, "faulty", ["http://localhost:3000"], Date.now());
 
 let faults = 0;
 /** The repository with every method but `spared` failing, alternately thrown and rejected. */

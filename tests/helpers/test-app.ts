@@ -12,6 +12,7 @@ import { ManualClock } from "../../src/clock";
 import { memoryLogger } from "../../src/logger";
 import { demoUpstreamClient } from "../../src/upstream/demo-upstream";
 import * as mockUpstream from "../../packages/mock-upstream/src";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 /** Known JWT secret so tests can forge tokens that differ from real ones in one claim only. */
 export const TEST_JWT_SECRET = "test-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz";
@@ -65,7 +66,7 @@ export function makeTestApp(opts: { env?: Record<string, string>; now?: number }
     logger,
     call: (path, init = {}) => app.handle(buildRequest(path, init)),
     async createClientApp({ name = "test app", origins = [] } = {}) {
-      const { app: created, key } = await deps.store.apps.create(name, origins, clock.now());
+      const { app: created, key } = await createAppWithKey(deps.store.apps, name, origins, clock.now());
       return { appId: created.id, keyId: key.keyId, secretKey: key.secretKey };
     },
   };

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Redis from "ioredis";
 import { InMemoryBudgetLedger, type BudgetLedger } from "../../src/metering/budget-ledger";
-import { RedisBudgetLedger } from "../../src/metering/redis-budget-ledger";
+import { RedisBudgetLedger } from "../../src/store/redis/budget-ledger";
 import { ApiError } from "../../src/errors";
 import { memoryLogger } from "../../src/logger";
 import { startRedis, type TestRedis } from "../helpers/redis";

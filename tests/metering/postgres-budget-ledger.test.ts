@@ -1,11 +1,11 @@
 /**
- * The PostgreSQL budget ledger (src/metering/postgres-budget-ledger.ts) on a real server:
+ * The PostgreSQL budget ledger (src/store/postgres/budget-ledger.ts) on a real server:
  * the BudgetLedger contract, with several ledgers (instances, each with its own pool)
  * on one database, and what happens to the reservations of an instance that dies.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { SQL } from "bun";
-import { PostgresBudgetLedger } from "../../src/metering/postgres-budget-ledger";
+import { PostgresBudgetLedger } from "../../src/store/postgres/budget-ledger";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
 import type { UsageRow } from "../../src/store/usage-ledger";
 import { memoryLogger } from "../../src/logger";

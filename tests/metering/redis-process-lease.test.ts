@@ -1,6 +1,6 @@
 /**
  * What a process that dies without settling leaves in the shared Redis budgets, and its
- * reclaim (src/metering/redis-process-lease.ts), on a real redis-server: its holds stay
+ * reclaim (src/store/redis/process-lease.ts), on a real redis-server: its holds stay
  * counted, as orphans, until the reconciler settles each (with `settle`, from any process). Two ledgers stand
  * for two processes; "dying" is deleting a ledger's lease key, which is what its expiry
  * does, so no test waits for the lease's real lifetime. The ledgers' background renewal and
@@ -8,8 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Redis from "ioredis";
-import { RedisBudgetLedger } from "../../src/metering/redis-budget-ledger";
-import { leaseKeyOf } from "../../src/metering/redis-process-lease";
+import { RedisBudgetLedger } from "../../src/store/redis/budget-ledger";
+import { leaseKeyOf } from "../../src/store/redis/process-lease";
 import { memoryLogger } from "../../src/logger";
 import { startRedis, type TestRedis } from "../helpers/redis";
 

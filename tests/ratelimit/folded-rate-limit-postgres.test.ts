@@ -17,11 +17,13 @@ import { memoryLogger } from "../../src/logger";
 import { usdToNanoFloor } from "../../src/money";
 import { createMockUpstream } from "../../packages/mock-upstream/src";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
+import { postgresEngine } from "../../src/store/postgres/engine";
 import type { PostgresDatabase } from "../../src/store/postgres/database";
 import { FallbackRateLimiter } from "../../src/ratelimit/fallback-rate-limiter";
-import { PostgresRateLimiter } from "../../src/ratelimit/postgres-rate-limiter";
-import { PostgresBudgetLedger } from "../../src/metering/postgres-budget-ledger";
+import { PostgresRateLimiter } from "../../src/store/postgres/rate-limiter";
+import { PostgresBudgetLedger } from "../../src/store/postgres/budget-ledger";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const ask = { model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 };
 const LIMIT = 5;
@@ -78,7 +80,7 @@ async function instance(appId?: string, secretKey?: string): Promise<Instance & 
     RL_CHAT_LIMIT: String(LIMIT),
   });
   const deps = await openDeps(config, {
-    store,
+    engine: postgresEngine(store),
     clock: new ManualClock(Date.UTC(2026, 0, 15, 12)),
     logger: memoryLogger(),
     fetchUpstream: (u, init) => mock.fetch(new Request(u, init)),
@@ -87,7 +89,7 @@ async function instance(appId?: string, secretKey?: string): Promise<Instance & 
   await deps.catalogue.refresh();
   const app = createApp(deps);
   if (!appId) {
-    const created = await deps.store.apps.create(`folded-${crypto.randomUUID()}`, ["http://localhost:3000"], deps.clock.now());
+    const created = await createAppWithKey(deps.store.apps, `folded-${crypto.randomUUID()}`, ["http://localhost:3000"], deps.clock.now());
     appId = created.app.id;
     secretKey = created.key.secretKey;
   }

@@ -1,10 +1,10 @@
 /**
- * The PostgreSQL sliding window (src/ratelimit/postgres-rate-limiter.ts) on a real server:
+ * The PostgreSQL sliding window (src/store/postgres/rate-limiter.ts) on a real server:
  * exact under concurrency from several pools (instances), the window slides like the
  * in-process one, and forgetting idle keys never loses a hit of a live window.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { PostgresRateLimiter } from "../../src/ratelimit/postgres-rate-limiter";
+import { PostgresRateLimiter } from "../../src/store/postgres/rate-limiter";
 import { InMemoryRateLimiter } from "../../src/ratelimit/rate-limiter";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";

@@ -11,6 +11,7 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import { chatTestApp, handDrivenUpstream, type ChatTestApp } from "../helpers/chat-app";
 import { tempDatabase } from "../helpers/server";
 import { approveConsentOrThrow } from "../helpers/grants";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const MODEL = "openai/gpt-4o-mini";
 const ask = (text = "hi", extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: "user", content: text }], max_tokens: 20, ...extra });
@@ -139,7 +140,7 @@ describe("what an Idempotency-Key does not allow", () => {
   test("keys are per app: another app's call with the same key runs and is charged to that app", async () => {
     const t = await chatTestApp();
     await t.connect("alice", 5);
-    const { app: other, key } = await t.deps.store.apps.create("other", [], t.clock.now());
+    const { app: other, key } = await createAppWithKey(t.deps.store.apps, "other", [], t.clock.now());
     await t.deps.store.connections.approve(other.id, "alice", 5_000_000_000, t.clock.now());
     expect((await t.chat(ask(), keyed("shared-key"))).status).toBe(200);
     const res = await t.chat(ask(), keyed("shared-key", { authorization: `Bearer ${key.secretKey}` }));

@@ -7,6 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import { CONSENT_ORIGIN, obtainGrant, openConsentPage } from "../helpers/consent";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const consentRows = (t: ChatTestApp) => (t.db.query("SELECT count(*) AS n FROM consent_requests").get() as { n: number }).n;
 
@@ -24,7 +25,7 @@ async function expectErrorPage(res: Response, status: number, message: RegExp): 
 describe("consent pages are rate-limited", () => {
   test("per client address: past the limit an error page with 429 and Retry-After, and no row; the window moves on", async () => {
     const t = await chatTestApp({ env: { RL_CONSENT_IP_LIMIT: "2", RL_CONSENT_APP_LIMIT: "100", RL_CONSENT_WINDOW_SECONDS: "60" } });
-    const other = await t.deps.store.apps.create("other", [CONSENT_ORIGIN], t.clock.now());
+    const other = await createAppWithKey(t.deps.store.apps, "other", [CONSENT_ORIGIN], t.clock.now());
     expect((await openConsentPage(t)).status).toBe(200);
     t.clock.advance(10_000);
     expect((await openConsentPage(t)).status).toBe(200);
@@ -44,7 +45,7 @@ describe("consent pages are rate-limited", () => {
 
   test("per app: one app past its limit leaves other apps' pages alone", async () => {
     const t = await chatTestApp({ env: { RL_CONSENT_IP_LIMIT: "100", RL_CONSENT_APP_LIMIT: "2" } });
-    const other = await t.deps.store.apps.create("other", [CONSENT_ORIGIN], t.clock.now());
+    const other = await createAppWithKey(t.deps.store.apps, "other", [CONSENT_ORIGIN], t.clock.now());
     expect((await openConsentPage(t)).status).toBe(200);
     expect((await openConsentPage(t)).status).toBe(200);
     const limited = await openConsentPage(t);

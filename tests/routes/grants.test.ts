@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import { CONSENT_ORIGIN as ORIGIN, consentTokenIn, obtainGrant, openConsentPage as consentPage } from "../helpers/consent";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const json = async (r: Response): Promise<any> => r.json();
 const ask = (extra: Record<string, unknown> = {}) => ({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 20, ...extra });
@@ -145,7 +146,7 @@ describe("redeeming a grant", () => {
   test("another app's grant is 402 grant_invalid", async () => {
     const t = await chatTestApp();
     const grant = await obtainGrant(t);
-    const { key } = await t.deps.store.apps.create("other", [ORIGIN], t.clock.now());
+    const { key } = await createAppWithKey(t.deps.store.apps, "other", [ORIGIN], t.clock.now());
     const res = await t.app.handle(
       new Request("http://localhost/api/v1/chat/completions", {
         method: "POST",

@@ -23,6 +23,7 @@ import { expectError, expectOk } from "../helpers/expect";
 import { usdToNanoFloor } from "../../src/money";
 import { ADMIN_TOKEN } from "../helpers/admin";
 import { approveConsentOrThrow } from "../helpers/grants";
+import { createAppWithKey, issueKey } from "../../src/services/operator/secret-keys";
 
 const API = "/api/v1";
 const MODEL = "openai/gpt-4o-mini";
@@ -231,9 +232,9 @@ beforeAll(async () => {
   });
   nowS = Math.floor(t.clock.now() / 1000);
   const now = t.clock.now();
-  const b = await t.deps.store.apps.create("B", ["http://localhost:3001"], now);
-  const disabled = await t.deps.store.apps.create("disabled", [], now);
-  const c = await t.deps.store.apps.create("C", ["http://localhost:3000"], now);
+  const b = await createAppWithKey(t.deps.store.apps, "B", ["http://localhost:3001"], now);
+  const disabled = await createAppWithKey(t.deps.store.apps, "disabled", [], now);
+  const c = await createAppWithKey(t.deps.store.apps, "C", ["http://localhost:3000"], now);
   remember(c.key.secretKey);
   await t.deps.store.connections.approve(c.app.id, "victim", usdToNanoFloor(1), now);
   const consentC = remember(
@@ -259,7 +260,7 @@ beforeAll(async () => {
   currentGrant = ids.grantA;
 
   // A revoked key, and the key that replaced it.
-  const revoked = await t.deps.store.apps.issueKey(ids.appA, now);
+  const revoked = await issueKey(t.deps.store.apps, ids.appA, now);
   remember(revoked.secretKey);
   await t.deps.store.apps.revokeKey(ids.appA, revoked.keyId, now);
 
@@ -445,7 +446,7 @@ describe("auth matrix", () => {
   });
 
   test("rotation: the old key stays valid on every endpoint until it is revoked, then 401 everywhere", async () => {
-    const rotated = await t.deps.store.apps.issueKey(ids.appA, t.clock.now());
+    const rotated = await issueKey(t.deps.store.apps, ids.appA, t.clock.now());
     liveKeyA = remember(rotated.secretKey);
     const readOnly = SECRET_KEY_ENDPOINTS.filter((e) => e.path.includes("/status") || e.path.includes("/usage") || e.path.includes("/sessions"));
     for (const endpoint of readOnly) {

@@ -16,6 +16,7 @@ import { TEST_JWT_SECRET } from "../helpers/test-app";
 import { expectError, expectOk } from "../helpers/expect";
 import { usdToNanoFloor } from "../../src/money";
 import { ADMIN_TOKEN } from "../helpers/admin";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const API = "/api/v1";
 const MODEL = "openai/gpt-4o-mini";
@@ -376,7 +377,7 @@ beforeAll(async () => {
   t = await chatTestApp({
     env: { JWT_SECRET: TEST_JWT_SECRET, RL_CHAT_LIMIT: "100000", RL_SESSIONS_LIMIT: "100000", ADMIN_TOKEN, RL_ADMIN_AUTH_LIMIT: "100000" },
   });
-  const b = await t.deps.store.apps.create("B", [ORIGIN_B], t.clock.now());
+  const b = await createAppWithKey(t.deps.store.apps, "B", [ORIGIN_B], t.clock.now());
   await t.connect("alice", CAP_A);
   const grantA = await grantOf(t.appId, ORIGIN_A);
   A = { appId: t.appId, key: t.secretKey, aliceToken: await sessionFor(t.secretKey, "alice"), ...grantA };

@@ -7,6 +7,7 @@
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { REPO_ROOT, tempDatabase } from "../helpers/server";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 setDefaultTimeout(60_000);
 const db = tempDatabase();
@@ -29,7 +30,7 @@ async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string
 
 test("six processes approving one consent token at once: exactly one grant is created", async () => {
   const store = openSqliteStore(db.path);
-  const { app } = await store.apps.create("raced", ["https://r.example"], Date.now());
+  const { app } = await createAppWithKey(store.apps, "raced", ["https://r.example"], Date.now());
   const token = await store.grants.createConsentRequest(
     { appId: app.id, usdCapNano: 1_000_000_000, maxUses: null, ttlSeconds: 60, origin: "https://r.example", state: "" },
     Date.now(),

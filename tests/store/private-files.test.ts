@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { acquireStoreLock } from "../../src/store/process-lock";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -29,7 +30,7 @@ const modesIn = (folder: string) => Object.fromEntries(readdirSync(folder).map((
 async function openLockedAndWrite(path: string): Promise<void> {
   const lock = acquireStoreLock(path);
   const store = openSqliteStore(path);
-  await store.apps.create("modes", [], Date.now());
+  await createAppWithKey(store.apps, "modes", [], Date.now());
   // Both sidecars exist while the store is open: checked then.
   expect(modesIn(join(path, ".."))).toMatchObject({ "proxy.sqlite-wal": "600", "proxy.sqlite-shm": "600" });
   await store.close();

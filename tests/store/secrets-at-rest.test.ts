@@ -14,6 +14,7 @@ import { openPostgresStore } from "../../src/store/postgres";
 import { SealedSecretError, SecretBox, sealedContext } from "../../src/secrets/secret-box";
 import { forgetUnreadableSecrets, JWT_SECRET_SETTING, SecretsKeyMismatchError, secureStoredSecrets, storedJwtSecret } from "../../src/secrets/stored-secrets";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 let pg: TestPostgres;
 const folders: string[] = [];
@@ -69,7 +70,7 @@ describe.each(engines)("secrets at rest on %s", (engine, database) => {
 
   test("a webhook secret is stored sealed and bound to its endpoint; a claimed delivery carries it opened", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const endpoint = await endpointWithDelivery(store, app.id, "alice");
       expect(endpoint.secret).toMatch(/^whsec_/);
       const stored = await storedOf(store, endpoint.id);
@@ -83,7 +84,7 @@ describe.each(engines)("secrets at rest on %s", (engine, database) => {
 
   test("two endpoints' sealed secrets swapped: neither opens, no delivery is signed; swapped back, both are sent", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const two = await store.webhooks.createEndpoint(app.id, "https://hooks.example/two", null, T0);
       const one = await endpointWithDelivery(store, app.id, "alice"); // the approval goes to both
       const [sealedOne, sealedTwo] = [await storedOf(store, one.id), await storedOf(store, two.id)];
@@ -104,7 +105,7 @@ describe.each(engines)("secrets at rest on %s", (engine, database) => {
 
   test("plaintext an older version stored is sealed at open, idempotently, and keeps working", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const endpoint = await endpointWithDelivery(store, app.id, "alice");
       // As an older version wrote them: the JWT secret and the webhook secret in clear.
       await store.webhooks.replaceStoredSecret(endpoint.id, await storedOf(store, endpoint.id), "whsec_plainOldSecret");
@@ -144,7 +145,7 @@ describe.each(engines)("secrets at rest on %s", (engine, database) => {
 
   test("another key is refused at open, naming SECRETS_KEY; after `secrets reset` the store is usable under the new key", () =>
     withStore(async (store, open) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const endpoint = await store.webhooks.createEndpoint(app.id, "https://hooks.example/x", ["connection.revoked"], T0);
       await secureStoredSecrets(store);
       const jwt = await storedJwtSecret(store, () => "the first jwt secret");

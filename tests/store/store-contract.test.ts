@@ -9,6 +9,7 @@ import type { UsageRow } from "../../src/store/usage-ledger";
 import { storeEngines, withStore as withOpenStore } from "../helpers/store-engines";
 import { approveConsentOrThrow } from "../helpers/grants";
 import { grantDayAccount } from "../../src/metering/accounts";
+import { createAppWithKey, issueKey } from "../../src/services/operator/secret-keys";
 
 const engines = storeEngines();
 
@@ -40,7 +41,7 @@ describe.each(engines)("store contract on %s", (_name, open) => {
   test("apps: create, find, list, count, origins, keys issued, listed and revoked", () =>
     withStore(async (store) => {
       expect(await store.apps.count()).toBe(0);
-      const { app, key } = await store.apps.create("one", ["https://a.example"], 100, { maxGrantNano: 5_000 });
+      const { app, key } = await createAppWithKey(store.apps, "one", ["https://a.example"], 100, { maxGrantNano: 5_000 });
       expect(app).toMatchObject({
         name: "one",
         origins: ["https://a.example"],
@@ -58,7 +59,7 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.apps.isRegisteredOrigin("https://a.example")).toBe(true);
       expect(await store.apps.isRegisteredOrigin("https://b.example")).toBe(false);
 
-      const second = await store.apps.issueKey(app.id, 200);
+      const second = await issueKey(store.apps, app.id, 200);
       expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id).sort()).toEqual([key.keyId, second.keyId].sort());
       const [stored] = await store.apps.activeKeysOf(app.id);
       expect(stored!.secretHash).toBeInstanceOf(Uint8Array);
@@ -74,7 +75,7 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.apps.update(app.id, { grantDailyCeilingNano: 70_000 })).toMatchObject({ maxGrantNano: 5_000, grantDailyCeilingNano: 70_000 });
       expect(await store.apps.update(app.id, { maxGrantNano: null })).toMatchObject({ maxGrantNano: null, grantDailyCeilingNano: 70_000 });
       expect((await store.apps.update(app.id, { grantDailyCeilingNano: null }))!.grantDailyCeilingNano).toBeNull();
-      const both = await store.apps.create("two", [], 100, { maxGrantNano: 1, grantDailyCeilingNano: 2 });
+      const both = await createAppWithKey(store.apps, "two", [], 100, { maxGrantNano: 1, grantDailyCeilingNano: 2 });
       expect(await store.apps.find(both.app.id)).toMatchObject({ maxGrantNano: 1, grantDailyCeilingNano: 2 });
       expect(await store.apps.update("nope", { name: "x" })).toBeNull();
       expect(await store.apps.isRegisteredOrigin("https://b.example")).toBe(true);
@@ -86,9 +87,22 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.apps.setDisabled("nope", 1)).toBe(false);
     }));
 
+  test("apps: a key is kept as the id and hash it was given, never a secret", () =>
+    withStore(async (store) => {
+      const first = { id: "keyfirst", secretHash: new Uint8Array(32).fill(7) };
+      const app = await store.apps.create("hashed", [], 1, first);
+      expect(app).not.toHaveProperty("key");
+      await store.apps.addKey(app.id, { id: "keysecond", secretHash: new Uint8Array(32).fill(9) }, 2);
+      const keys = await store.apps.keysOf(app.id);
+      expect(keys.map((k) => [k.id, [...k.secretHash]])).toEqual([
+        ["keyfirst", [...first.secretHash]],
+        ["keysecond", new Array(32).fill(9)],
+      ]);
+    }));
+
   test("connections: approve, update, revoke, re-approve, funding invalid", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("c", [], 1);
+      const { app } = await createAppWithKey(store.apps, "c", [], 1);
       expect(await store.connections.find(app.id, "u")).toBeNull();
       const first = await store.connections.approve(app.id, "u", 1_000, 10);
       expect(first).toEqual({ appId: app.id, appUserId: "u", monthlyCapNano: 1_000, fundingStatus: "ok", connectedAt: 10, updatedAt: 10, revokedAt: null });
@@ -188,7 +202,7 @@ describe.each(engines)("store contract on %s", (_name, open) => {
 
   test("grants: a consent page of an app disabled since approves nothing, and stays usable", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("d", ["https://d.example"], 1);
+      const { app } = await createAppWithKey(store.apps, "d", ["https://d.example"], 1);
       const token = await store.grants.createConsentRequest(
         { appId: app.id, usdCapNano: 5_000, maxUses: 1, ttlSeconds: 60, origin: "https://d.example", state: "s" },
         100,
@@ -203,7 +217,7 @@ describe.each(engines)("store contract on %s", (_name, open) => {
 
   test("grants: a consent token approves one grant, once, before it expires; uses are counted", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("g", ["https://g.example"], 1);
+      const { app } = await createAppWithKey(store.apps, "g", ["https://g.example"], 1);
       const token = await store.grants.createConsentRequest(
         { appId: app.id, usdCapNano: 5_000, maxUses: 2, ttlSeconds: 60, origin: "https://g.example", state: "s" },
         100,
@@ -264,7 +278,7 @@ describe.each(engines)("store contract on %s", (_name, open) => {
 
   test("grants: purging deletes used and expired consent requests in bounded batches, and keeps live ones", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("purge", ["https://p.example"], 1);
+      const { app } = await createAppWithKey(store.apps, "purge", ["https://p.example"], 1);
       const ask = (now: number, lifetimeMs: number) =>
         store.grants.createConsentRequest(
           { appId: app.id, usdCapNano: 1, maxUses: null, ttlSeconds: 60, origin: "https://p.example", state: "" },

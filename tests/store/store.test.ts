@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations";
+import { createAppWithKey, issueKey } from "../../src/services/operator/secret-keys";
 
 const cleanups: Array<() => void | Promise<void>> = [];
 afterEach(async () => {
@@ -67,7 +68,7 @@ describe("SQLite store", () => {
     const path = join(tempDir(), "shared.sqlite");
     const server = open(path);
     const cli = open(path);
-    const { app } = await cli.apps.create("from cli", ["https://x.example"], 1);
+    const { app } = await createAppWithKey(cli.apps, "from cli", ["https://x.example"], 1);
     expect(await server.apps.find(app.id)).toMatchObject({ name: "from cli", origins: ["https://x.example"] });
     expect(await server.apps.isRegisteredOrigin("https://x.example")).toBe(true);
   });
@@ -77,8 +78,8 @@ describe("apps and keys", () => {
   test("create, find, list, count", async () => {
     const store = open(":memory:");
     expect(await store.apps.count()).toBe(0);
-    const one = await store.apps.create("one", [], 10);
-    const two = await store.apps.create("two", ["https://two.example"], 20);
+    const one = await createAppWithKey(store.apps, "one", [], 10);
+    const two = await createAppWithKey(store.apps, "two", ["https://two.example"], 20);
     expect(await store.apps.count()).toBe(2);
     expect((await store.apps.list()).map((a) => a.name)).toEqual(["one", "two"]);
     expect(await store.apps.find(two.app.id)).toMatchObject({ id: two.app.id, name: "two", origins: ["https://two.example"], createdAt: 20, disabledAt: null });
@@ -89,8 +90,8 @@ describe("apps and keys", () => {
 
   test("rotation keeps several active keys; revoking one leaves the others", async () => {
     const store = open(":memory:");
-    const { app, key } = await store.apps.create("a", [], 1);
-    const second = await store.apps.issueKey(app.id, 2);
+    const { app, key } = await createAppWithKey(store.apps, "a", [], 1);
+    const second = await issueKey(store.apps, app.id, 2);
     expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id).sort()).toEqual([key.keyId, second.keyId].sort());
     expect(await store.apps.revokeKey(app.id, key.keyId, 3)).toBe(true);
     expect((await store.apps.activeKeysOf(app.id)).map((k) => k.id)).toEqual([second.keyId]);
@@ -99,7 +100,7 @@ describe("apps and keys", () => {
 
   test("isRegisteredOrigin matches exact origins of active apps only", async () => {
     const store = open(":memory:");
-    const { app } = await store.apps.create("a", ["https://a.example", "http://localhost:3000"], 1);
+    const { app } = await createAppWithKey(store.apps, "a", ["https://a.example", "http://localhost:3000"], 1);
     expect(await store.apps.isRegisteredOrigin("https://a.example")).toBe(true);
     expect(await store.apps.isRegisteredOrigin("http://localhost:3000")).toBe(true);
     expect(await store.apps.isRegisteredOrigin("https://a.example/")).toBe(false);
@@ -113,7 +114,7 @@ describe("apps and keys", () => {
 describe("connections", () => {
   test("approve, update, revoke, re-approve keep connectedAt and funding state right", async () => {
     const store = open(":memory:");
-    const { app } = await store.apps.create("a", [], 1);
+    const { app } = await createAppWithKey(store.apps, "a", [], 1);
     expect(await store.connections.find(app.id, "u")).toBeNull();
 
     await store.connections.approve(app.id, "u", 5_000, 100);
@@ -145,8 +146,8 @@ describe("connections", () => {
 
   test("every query is scoped by app id", async () => {
     const store = open(":memory:");
-    const a = (await store.apps.create("a", [], 1)).app;
-    const b = (await store.apps.create("b", [], 1)).app;
+    const a = (await createAppWithKey(store.apps, "a", [], 1)).app;
+    const b = (await createAppWithKey(store.apps, "b", [], 1)).app;
     await store.connections.approve(a.id, "u", 1, 1);
     expect(await store.connections.find(b.id, "u")).toBeNull();
     await store.connections.revoke(b.id, "u", 2);

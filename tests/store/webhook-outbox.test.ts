@@ -9,6 +9,7 @@ import type { DeliveryFailure } from "../../src/store/webhooks";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 let pg: TestPostgres;
 beforeAll(async () => {
@@ -44,8 +45,8 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test("endpoints: created with a whsec_ secret, listed, disabled, enabled, deleted; scoped by app", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
-      const { app: other } = await store.apps.create("b", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
+      const { app: other } = await createAppWithKey(store.apps, "b", [], T0);
       const e = await store.webhooks.createEndpoint(app.id, "https://hooks.example/x", ["connection.revoked"], T0);
       expect(e.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
       expect(e).toMatchObject({ appId: app.id, url: "https://hooks.example/x", eventTypes: ["connection.revoked"], disabledAt: null });
@@ -62,7 +63,7 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test("connection changes record their events in the same transaction; no-op changes record none", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       // Without an endpoint nothing is recorded at all.
       await store.connections.approve(app.id, "u0", 1e9, T0);
       await store.webhooks.createEndpoint(app.id, "https://hooks.example/x", null, T0);
@@ -88,7 +89,7 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test("a dedup key is recorded once, even by many instances at the same moment", () =>
     withStore(async (store, open) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
       await store.webhooks.createEndpoint(app.id, "https://hooks.example/2", ["budget.threshold"], T0);
       await store.webhooks.createEndpoint(app.id, "https://hooks.example/3", ["connection.revoked"], T0);
@@ -107,7 +108,7 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test("claims lease deliveries; instances claiming together never take the same one", () =>
     withStore(async (store, open) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
       for (let i = 0; i < 40; i++) await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0);
       const others = open ? await Promise.all([open(), open()]) : [];
@@ -127,7 +128,7 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test("a claim lets endpoints take turns: one endpoint's older backlog does not fill it", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const early = await store.webhooks.createEndpoint(app.id, "https://hooks.example/early", ["connection.revoked"], T0);
       const late = await store.webhooks.createEndpoint(app.id, "https://hooks.example/late", ["budget.threshold"], T0);
       for (let i = 0; i < 3; i++) await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: { i } }, T0 + i);
@@ -138,7 +139,7 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test("a bounded claim skips endpoints at their bound and gives the others their room", () =>
     withStore(async (store, open) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const full = await store.webhooks.createEndpoint(app.id, "https://hooks.example/full", null, T0);
       const busy = await store.webhooks.createEndpoint(app.id, "https://hooks.example/busy", null, T0);
       const idle = await store.webhooks.createEndpoint(app.id, "https://hooks.example/idle", null, T0);
@@ -167,7 +168,7 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test("errors stored as raw text (before they were classes) are listed as classes", () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const e = await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
       const legacy: Record<string, DeliveryFailure> = {
         "no answer within 10000 ms": "timeout",
@@ -185,7 +186,7 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
 
   test(`attempt outcomes, the deliveries listing, and the purge of finished events (${engine})`, () =>
     withStore(async (store) => {
-      const { app } = await store.apps.create("a", [], T0);
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const e = await store.webhooks.createEndpoint(app.id, "https://hooks.example/1", null, T0);
       const first = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0))!;
       const second = (await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0 + 1))!;

@@ -14,12 +14,13 @@ import { ManualClock } from "../../src/clock";
 import { periodAt } from "../../src/money";
 import { openSqliteStore } from "../../src/store/sqlite";
 import type { BudgetTarget } from "../../src/services/budget-target";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 /** A watcher over one user whose cap and spend (nano-dollars) the test sets, with an endpoint subscribed to thresholds. */
 async function watched(capNano: number, spentNano: number) {
   const clock = new ManualClock(Date.UTC(2026, 0, 15, 12));
   const store = openSqliteStore(":memory:");
-  const { app } = await store.apps.create("watched", ["https://w.example"], clock.now());
+  const { app } = await createAppWithKey(store.apps, "watched", ["https://w.example"], clock.now());
   await store.webhooks.createEndpoint(app.id, "https://w.example/hook", ["budget.threshold"], clock.now());
   const period = periodAt(clock.now());
   const target: BudgetTarget = {

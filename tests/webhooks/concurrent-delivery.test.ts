@@ -13,6 +13,7 @@ import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { WebhookDispatcher } from "../../src/webhooks/dispatcher";
 import { pollUntil } from "../helpers/cluster";
 import { startReceiver, type ReceiverProcess } from "../helpers/webhook-receiver-process";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const T0 = Date.UTC(2026, 0, 15);
 /** Far longer than a test may wait (POLL_BOUND_MS): a send that waits for the hanging one cannot pass. */
@@ -73,7 +74,7 @@ afterEach(async () => {
 });
 
 async function appWithEndpoints(name: string, urls: string[]) {
-  const appId = (await store.apps.create(name, [], T0)).app.id;
+  const appId = (await createAppWithKey(store.apps, name, [], T0)).app.id;
   const endpoints = [];
   for (const url of urls) endpoints.push(await store.webhooks.createEndpoint(appId, url, null, T0));
   return { appId, endpoints };

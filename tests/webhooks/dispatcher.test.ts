@@ -11,6 +11,7 @@ import { memoryLogger } from "../../src/logger";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { WebhookDispatcher, type DispatcherOptions } from "../../src/webhooks/dispatcher";
 import { startReceiver, type ReceiverProcess } from "../helpers/webhook-receiver-process";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 let receiver: ReceiverProcess;
 beforeAll(async () => {
@@ -36,7 +37,7 @@ const deliveries = () => store.webhooks.listDeliveries(appId, 10);
 beforeEach(async () => {
   store = openSqliteStore(":memory:");
   clock = new ManualClock(T0);
-  appId = (await store.apps.create("hooks", [], T0)).app.id;
+  appId = (await createAppWithKey(store.apps, "hooks", [], T0)).app.id;
   const endpoint = await store.webhooks.createEndpoint(appId, receiver.url, null, T0);
   endpointId = endpoint.id;
   await receiver.control({ secret: endpoint.secret, fail: 0, status: 500 });

@@ -14,6 +14,7 @@ import { WebhookDispatcher, type SendWebhook } from "../../src/webhooks/dispatch
 import { startReceiver, type ReceiverProcess } from "../helpers/webhook-receiver-process";
 import { makeAdminTestApp } from "../helpers/admin";
 import { expectError, expectOk } from "../helpers/expect";
+import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const T0 = Date.UTC(2026, 0, 15);
 
@@ -49,7 +50,7 @@ const deliveryTo = async (endpointId: string) => (await store.webhooks.listDeliv
 beforeEach(async () => {
   store = openSqliteStore(":memory:");
   clock = new ManualClock(T0);
-  appId = (await store.apps.create("hooks", [], T0)).app.id;
+  appId = (await createAppWithKey(store.apps, "hooks", [], T0)).app.id;
   requested = [];
 });
 

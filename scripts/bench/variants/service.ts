@@ -22,7 +22,7 @@ import { appendFileSync } from "node:fs";
 import { loadConfig } from "../../../src/config";
 import { connectDependencies, openDeps } from "../../../src/deps";
 import { createApp } from "../../../src/app";
-import { openStore } from "../../../src/store";
+import { openStoreEngine } from "../../../src/store";
 import { UsageWriter } from "../../../src/metering/usage-writer";
 import type { UsageLedgerRepository, UsageRow } from "../../../src/store/usage-ledger";
 import type { RateLimiter } from "../../../src/ratelimit/rate-limiter";
@@ -44,12 +44,16 @@ const allowAll: RateLimiter = {
   check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: rule.windowMs }),
 };
 
+/** The configured engine, its store's reads memoized for good (no change feed). */
+async function cachedReadsEngine() {
+  const engine = await openStoreEngine(config.database, { secrets: resolveSecretBox(config, (m) => logger.warn(m)) });
+  return { ...engine, store: withCachedReads(engine.store) };
+}
+
 // Without cached-reads the store is the service's own: its read cache and change feed.
 const deps = await openDeps(config, {
   logger,
-  ...(variant.has("cached-reads")
-    ? { store: withCachedReads(await openStore(config.database, { secrets: resolveSecretBox(config, (m) => logger.warn(m)) })) }
-    : {}),
+  ...(variant.has("cached-reads") ? { engine: await cachedReadsEngine() } : {}),
   ...(variant.has("no-writer") ? { usageWriter: new UsageWriter(discardingLedger, logger, config.usageFlushMs) } : {}),
   ...(variant.has("no-ratelimit") ? { rateLimiter: allowAll } : {}),
 });
@@ -117,7 +121,7 @@ process.on("SIGTERM", async () => {
   await server.stop(true);
   await app.decorator.chat.idle(5000);
   await deps.usageWriter.close();
+  await deps.budgetBackend.close();
   await deps.store.close();
-  deps.redis?.disconnect();
   process.exit(0);
 });

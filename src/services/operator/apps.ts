@@ -1,6 +1,7 @@
 import { nanoToUsd, usdAmountToNano } from "../../money";
 import type { App, AppChanges } from "../../store/apps";
 import { invalid, isoOrNull, isoTime, MAX_GRANT_USD_CEILING, nonEmptyName, normaliseOrigin, notFound, requireApp, type OperatorContext } from "./input";
+import { createAppWithKey } from "./secret-keys";
 import type { AppDetailsView, AppStateView, AppView, CreatedAppView, UpdatedAppView } from "./views";
 
 export interface NewApp {
@@ -33,7 +34,7 @@ export class AppOperations {
       maxGrantNano: this.maxGrantNano(input.maxGrantUsd) ?? null,
       grantDailyCeilingNano: this.dailyCeilingNano(input.grantDailyCeilingUsd) ?? null,
     };
-    const { app, key } = await this.context.store.apps.create(name, origins, this.context.clock.now(), limits);
+    const { app, key } = await createAppWithKey(this.context.store.apps, name, origins, this.context.clock.now(), limits);
     // Only the limits the app sets: the line keeps its fixed keys otherwise (ARCHITECTURE.md §4).
     const setLimits = Object.fromEntries(Object.entries(grantLimitsUsd(app)).filter(([, usd]) => usd !== null));
     return { appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...setLimits };

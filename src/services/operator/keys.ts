@@ -1,4 +1,5 @@
 import { isoOrNull, isoTime, notFound, requireApp, type OperatorContext } from "./input";
+import { issueKey } from "./secret-keys";
 import type { IssuedKeyView, KeyView, RevokedKeyView } from "./views";
 
 /** An app's secret keys: several at once, so a key is rotated without downtime. */
@@ -15,7 +16,7 @@ export class KeyOperations {
   /** A new key, shown this once; older keys stay valid until revoked. */
   async rotate(appId: string): Promise<IssuedKeyView> {
     await requireApp(this.context, appId);
-    const key = await this.context.store.apps.issueKey(appId, this.context.clock.now());
+    const key = await issueKey(this.context.store.apps, appId, this.context.clock.now());
     return { appId, keyId: key.keyId, secretKey: key.secretKey };
   }
 

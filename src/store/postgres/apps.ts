@@ -1,5 +1,4 @@
-import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
-import { newAppId, newKeyId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+import { newAppId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type NewAppKey } from "../apps";
 import { bytes, num, numOrNull, type PostgresDatabase } from "./database";
 
 type Row = Record<string, unknown>;
@@ -25,16 +24,14 @@ const toKey = (r: Row): AppKey => ({
 export class PostgresAppRepository implements AppRepository {
   constructor(private readonly db: PostgresDatabase) {}
 
-  create(name: string, origins: string[], now: number, limits: AppGrantLimits = {}): Promise<{ app: App; key: IssuedKey }> {
+  create(name: string, origins: string[], now: number, firstKey: NewAppKey, limits: AppGrantLimits = {}): Promise<App> {
     const id = newAppId();
-    const keyId = newKeyId();
-    const secret = generateSecret();
     return this.db.run((sql) =>
       sql.begin(async (tx) => {
         const [app] = await tx`INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano)
           VALUES (${id}, ${name}, ${JSON.stringify(origins)}, ${now}, ${limits.maxGrantNano ?? null}, ${limits.grantDailyCeilingNano ?? null}) RETURNING *`;
-        await tx`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${keyId}, ${id}, ${Buffer.from(hashSecret(secret))}, ${now})`;
-        return { app: toApp(app), key: { keyId, secretKey: formatSecretKey(id, secret) } };
+        await tx`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${firstKey.id}, ${id}, ${Buffer.from(firstKey.secretHash)}, ${now})`;
+        return toApp(app);
       }),
     );
   }
@@ -78,13 +75,10 @@ export class PostgresAppRepository implements AppRepository {
     return rows.length > 0;
   }
 
-  async issueKey(appId: string, now: number): Promise<IssuedKey> {
-    const keyId = newKeyId();
-    const secret = generateSecret();
+  async addKey(appId: string, key: NewAppKey, now: number): Promise<void> {
     await this.db.run(
-      (sql) => sql`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${keyId}, ${appId}, ${Buffer.from(hashSecret(secret))}, ${now})`,
+      (sql) => sql`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${key.id}, ${appId}, ${Buffer.from(key.secretHash)}, ${now})`,
     );
-    return { keyId, secretKey: formatSecretKey(appId, secret) };
   }
 
   async revokeKey(appId: string, keyId: string, now: number): Promise<boolean> {

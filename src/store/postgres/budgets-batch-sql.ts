@@ -1,6 +1,6 @@
 /**
  * Migration 7 of the PostgreSQL store: reserves, settles and rate-limit checks taken several
- * at a time (src/metering/postgres-budget-ledger.ts and src/ratelimit/postgres-rate-limiter.ts
+ * at a time (src/store/postgres/budget-ledger.ts and src/store/postgres/rate-limiter.ts
  * send what queued while their previous batch ran).
  * The items of a batch are taken one after the other against the counters, as migration 3's
  * budget_reserve and budget_settle take one call each, so the cap holds exactly as before.

@@ -1,6 +1,6 @@
 /**
  * Migration 3 of the PostgreSQL store: budgets kept in the database itself, for instances
- * that share nothing else (src/metering/postgres-budget-ledger.ts calls these functions).
+ * that share nothing else (src/store/postgres/budget-ledger.ts calls these functions).
  * Shipped SQL is never edited: a change is a new migration.
  */
 export const BUDGETS_SQL = `

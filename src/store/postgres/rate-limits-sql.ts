@@ -1,7 +1,7 @@
 /**
  * Migration 4 of the PostgreSQL store: the sliding-window log of admitted requests per key
  * (the algorithm of src/ratelimit/rate-limiter.ts), shared by every instance, for
- * src/ratelimit/postgres-rate-limiter.ts. Shipped SQL is never edited: a change is a new migration.
+ * src/store/postgres/rate-limiter.ts. Shipped SQL is never edited: a change is a new migration.
  *
  * Both tables are unlogged: losing them in a database crash only reopens the windows.
  * `rate_limit_keys` holds each key's count, so a check costs an index lookup whatever the

@@ -1,6 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
-import { newAppId, newKeyId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type IssuedKey } from "../apps";
+import { newAppId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type NewAppKey } from "../apps";
 
 interface AppRow {
   id: string;
@@ -47,14 +46,15 @@ export class SqliteAppRepository implements AppRepository {
     this.activeKeys = db.query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? AND revoked_at IS NULL");
   }
 
-  async create(name: string, origins: string[], now: number, limits: AppGrantLimits = {}): Promise<{ app: App; key: IssuedKey }> {
+  async create(name: string, origins: string[], now: number, firstKey: NewAppKey, limits: AppGrantLimits = {}): Promise<App> {
     const id = newAppId();
     return this.db
       .transaction(() => {
         this.db
           .query("INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano) VALUES (?, ?, ?, ?, ?, ?)")
           .run(id, name, JSON.stringify(origins), now, limits.maxGrantNano ?? null, limits.grantDailyCeilingNano ?? null);
-        return { app: toApp(this.byId.get(id)!), key: this.insertKey(id, now) };
+        this.insertKey(id, firstKey, now);
+        return toApp(this.byId.get(id)!);
       })
       .immediate();
   }
@@ -102,15 +102,12 @@ export class SqliteAppRepository implements AppRepository {
     );
   }
 
-  async issueKey(appId: string, now: number): Promise<IssuedKey> {
-    return this.insertKey(appId, now);
+  async addKey(appId: string, key: NewAppKey, now: number): Promise<void> {
+    this.insertKey(appId, key, now);
   }
 
-  private insertKey(appId: string, now: number): IssuedKey {
-    const keyId = newKeyId();
-    const secret = generateSecret();
-    this.db.query("INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (?, ?, ?, ?)").run(keyId, appId, hashSecret(secret), now);
-    return { keyId, secretKey: formatSecretKey(appId, secret) };
+  private insertKey(appId: string, key: NewAppKey, now: number): void {
+    this.db.query("INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (?, ?, ?, ?)").run(key.id, appId, key.secretHash, now);
   }
 
   async revokeKey(appId: string, keyId: string, now: number): Promise<boolean> {

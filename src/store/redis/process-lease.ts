@@ -1,5 +1,5 @@
 import type Redis from "ioredis";
-import type { Logger } from "../logger";
+import type { Logger } from "../../logger";
 
 /**
  * What a process that dies without settling (SIGKILL, OOM, power) leaves in the shared

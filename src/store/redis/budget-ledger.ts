@@ -1,11 +1,10 @@
 import type Redis from "ioredis";
-import { ApiError } from "../errors";
-import type { Logger } from "../logger";
-import type { BudgetAccount } from "./accounts";
-import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
-import { rateLimitKeyOf, RedisRateLimiter, SLIDING_WINDOW_STEP } from "../ratelimit/redis-rate-limiter";
-import type { RateLimiter } from "../ratelimit/rate-limiter";
-import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./redis-process-lease";
+import { ApiError } from "../../errors";
+import type { Logger } from "../../logger";
+import type { BudgetAccount } from "../../metering/accounts";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../metering/budget-ledger";
+import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "./rate-limiter";
+import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./process-lease";
 
 /**
  * The budget ledger shared by every process through Redis. Each account is a hash
@@ -17,7 +16,7 @@ import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from 
  * from the store and retries. Budgets fail closed: Redis trouble during reserve is 503.
  * A settle that fails is retried in the background so a reservation is not left inflating
  * `reserved` after a short outage. The holds of a process that dies before settling stay
- * held as orphans until the reconciler settles them (./redis-process-lease.ts); an account
+ * held as orphans until the reconciler settles them (./process-lease.ts); an account
  * it settled in is marked `stale` then, and counts as not loaded until its spend is
  * reloaded from the store.
  */
@@ -62,7 +61,7 @@ if rlAllowed == 0 then return {3, 0, 0, epoch, rlRemaining, rlReset} end`,
   ", rlRemaining, rlReset",
 );
 
-// A stale account (see redis-process-lease.ts) takes the store's spend but keeps its
+// A stale account (see process-lease.ts) takes the store's spend but keeps its
 // epoch and `reserved`: the holds of live processes in it are still counted and settle as usual.
 // ARGV[4]: the cap an overrun froze the account at, per the store ('' when none).
 const INIT_LUA = `
@@ -190,6 +189,7 @@ interface LedgerCommands {
 
 export class RedisBudgetLedger implements BudgetLedger {
   readonly kind = "redis";
+  readonly recordsRows = false;
   private readonly commands: LedgerCommands;
   private readonly retrying = new Map<string, number>();
   /** This process's open reservations: which account, under which epoch of it. */
@@ -214,14 +214,6 @@ export class RedisBudgetLedger implements BudgetLedger {
     this.commands = redis as unknown as LedgerCommands;
     this.lease = new ProcessLease(redis, logger, instanceId);
     this.lease.start();
-  }
-
-  /**
-   * The chat rate limit runs inside the reserve script: one round trip for both (see
-   * RESERVE_WITH_RATE_LIMIT_LUA). src/deps.ts builds the Redis limiter on the same client.
-   */
-  foldsChecksOf(limiter: RateLimiter): boolean {
-    return limiter instanceof RedisRateLimiter;
   }
 
   async reserve(

@@ -1,7 +1,7 @@
-import type { PostgresDatabase } from "../store/postgres/database";
-import { num } from "../store/postgres/database";
-import { CallBatcher } from "../store/postgres/call-batcher";
-import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limiter";
+import type { PostgresDatabase } from "./database";
+import { num } from "./database";
+import { CallBatcher } from "./call-batcher";
+import type { RateLimitDecision, RateLimiter, RateLimitRule } from "../../ratelimit/rate-limiter";
 
 /** Most checks in one transaction. */
 const MAX_BATCH = 256;
@@ -46,7 +46,7 @@ export class PostgresRateLimiter implements RateLimiter {
 
   /**
    * A check for another statement to take, the budget reservation's
-   * (src/metering/postgres-budget-ledger.ts), which calls `answered` once it has its answer.
+   * (src/store/postgres/budget-ledger.ts), which calls `answered` once it has its answer.
    */
   checkItem(rule: RateLimitRule, key: string): CheckItem {
     return { key: `${rule.name}:${key}`, limit: rule.limit, window: rule.windowMs, now: this.now() };

@@ -1,12 +1,11 @@
-import { num, type PostgresDatabase } from "../store/postgres/database";
-import { CallBatcher } from "../store/postgres/call-batcher";
-import { ledgerRecord } from "../store/postgres/usage-ledger";
-import type { UsageRow } from "../store/usage-ledger";
-import type { Logger } from "../logger";
-import type { BudgetAccount } from "./accounts";
-import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "./budget-ledger";
-import type { CheckItem, PostgresRateLimiter } from "../ratelimit/postgres-rate-limiter";
-import type { RateLimiter } from "../ratelimit/rate-limiter";
+import { num, type PostgresDatabase } from "./database";
+import { CallBatcher } from "./call-batcher";
+import { ledgerRecord } from "./usage-ledger";
+import type { UsageRow } from "../usage-ledger";
+import type { Logger } from "../../logger";
+import type { BudgetAccount } from "../../metering/accounts";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "../../metering/budget-ledger";
+import type { CheckItem, PostgresRateLimiter } from "./rate-limiter";
 
 /** How long an instance's reservations survive it without a renewal (Redis uses the same bound). */
 const LEASE_MS = 5000;
@@ -82,11 +81,6 @@ export class PostgresBudgetLedger implements BudgetLedger {
       setInterval(() => void this.sweep().catch((err) => this.logger.debug("budget sweep failed", { error: String(err) })), SWEEP_MS),
     );
     for (const timer of this.timers) timer.unref?.();
-  }
-
-  /** Only the limiter it was built with (see the class's doc). */
-  foldsChecksOf(limiter: RateLimiter): boolean {
-    return this.rateLimiter === limiter;
   }
 
   async reserve(
