@@ -3,8 +3,8 @@
  * one file, dist/server/index.js (its served assets beside it), which `npm start` then
  * runs with `exec bun`. One module instead of hundreds (the bundle holds 650: TypeBox's
  * 246 files, the service's 174 and the rest of node_modules) starts about 5 MB smaller
- * and stays so under load (BENCHMARKS.md, issue 14, change 22). Syntax is minified as for
- * the single binary (scripts/build.ts); names and line breaks are kept, so a stack trace
+ * and stays so under load (ARCHITECTURE.md §7 "A bundle for npm start"). Syntax is
+ * minified as for the single binary (scripts/build.ts); names and line breaks are kept, so a stack trace
  * still reads, and no source map is emitted, because Bun loads a linked one at start
  * (+3.6 MB). The mock upstream is not in it: it is the file mock-upstream-<hash>.js beside
  * it, which only demo mode loads (scripts/lib/mock-upstream-build.ts).

@@ -7,8 +7,8 @@
  *
  * Not here, measured and left to the operator (README, Configuration):
  * `BUN_JSC_useGenerationalGC=0` lowers the peak of 2,000 open streams by about 10 MB and
- * costs 10-17 % of the calls per second at 64 connections (BENCHMARKS.md, issue 14,
- * eleventh session).
+ * costs 10-17 % of the calls per second at 64 connections (ARCHITECTURE.md §7 "Generational
+ * GC kept").
  */
 export const RUNTIME_ENV = {
   /**

@@ -18,8 +18,8 @@ export interface Logger {
 /**
  * Lines written to stdout in batches: every line of one event-loop turn in one write. At
  * one access-log line per request, a write per line was a system call per request
- * (BENCHMARKS.md, issue 14). A line is never held past the turn that logged it, and what
- * is pending when the process exits is written synchronously first.
+ * (ARCHITECTURE.md §7 "Per-call strings and writes"). A line is never held past the turn
+ * that logged it, and what is pending when the process exits is written synchronously first.
  */
 function batchedStdout(): (line: string) => void {
   let pending: string[] = [];

@@ -80,8 +80,8 @@ let lastPeriod: { startMs: number; endMs: number; period: Period } | null = null
 
 export function periodAt(ms: number): Period {
   // Every chat call asks (its budget's account is per period): two ISO strings each time
-  // were 1 % of the service's CPU (BENCHMARKS.md, issue 14). The period is frozen, so
-  // sharing it is safe.
+  // were 1 % of the service's CPU (ARCHITECTURE.md §7 "Period remembered"). The period is
+  // frozen, so sharing it is safe.
   if (lastPeriod && ms >= lastPeriod.startMs && ms < lastPeriod.endMs) return lastPeriod.period;
   const d = new Date(ms);
   const year = d.getUTCFullYear();

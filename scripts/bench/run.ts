@@ -1,9 +1,11 @@
 /**
- * `npm run bench`: every arm in one run, then BENCHMARKS.md's tables are rewritten.
+ * `npm run bench`: every arm in one run. Every raw number goes to --out (JSON), and the
+ * Markdown tables beside it (the same name ending in .md), from which BENCHMARKS.md's
+ * summary is copied: that file stays one page, so a run does not write into it.
  *
  *   bun scripts/bench/run.ts [--seconds 10] [--warmup 3] [--connections 16,64,256]
  *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e,f,g] [--upstream lean|mock]
- *     [--wait-quiet 120] [--quick] [--no-write] [--out tmp/bench/results.json]
+ *     [--wait-quiet 120] [--quick] [--out tmp/bench/results.json]
  *
  * Cores (2 here): the process under test runs alone on core 1; wrk, the other clients,
  * the upstream, redis-server and PostgreSQL (arms f, g: durable, fsync on; the postmaster
@@ -60,7 +62,6 @@ const cfg = {
   upstream: opt("upstream", "lean") as "lean" | "mock",
   waitQuiet: Number(opt("wait-quiet", "120")),
   out: resolve(REPO_ROOT, opt("out", "tmp/bench/results.json")),
-  write: !has("no-write"),
 };
 
 const log = (line: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
@@ -343,7 +344,7 @@ async function main(): Promise<void> {
     quiet,
     loadAtStart,
     loadAtEnd: loadAverage(),
-    config: { ...cfg, out: undefined, write: undefined },
+    config: { ...cfg, out: undefined },
     cores: { client: CLIENT_CORE, sut: SUT_CORE },
     writer,
     upstreamCheck,
@@ -351,11 +352,9 @@ async function main(): Promise<void> {
   };
   mkdirSync(dirname(cfg.out), { recursive: true });
   writeFileSync(cfg.out, JSON.stringify(results, null, 2));
-  log(`results: ${cfg.out}`);
-  if (cfg.write) {
-    renderReport(results, join(REPO_ROOT, "BENCHMARKS.md"));
-    log("BENCHMARKS.md tables rewritten");
-  }
+  const tables = cfg.out.replace(/\.json$/, "") + ".md";
+  renderReport(results, tables);
+  log(`results: ${cfg.out}, tables: ${tables}`);
 }
 
 try {

@@ -1,15 +1,12 @@
 /**
  * The usage scanner on its own: CPU per stream for the bench's SSE answer (role chunk, 20
  * content chunks, finish chunk, usage chunk, [DONE]; one chunk per event, as the lean
- * upstream writes them), the service's scanner (bytes, by position) against the two
- * variants in scripts/bench/variants/ (the previous one, which decoded each chunk, and one
- * on Buffer views), interleaved in one process.
+ * upstream writes them). To compare a change, run it in a `git worktree` of each commit,
+ * in turns.
  *
  *   taskset -c 1 bun scripts/bench/sse-scanner.ts [--streams 20000] [--rounds 3]
  */
 import { SseUsageScanner } from "../../src/metering/sse-usage-scanner";
-import { SseUsageScanner as BufferViewScanner } from "./variants/sse-usage-scanner-bytes";
-import { SseUsageScanner as DecodingScanner } from "./variants/sse-usage-scanner-decoding";
 import { flagReader } from "./lib/flags";
 
 const flag = flagReader();
@@ -27,30 +24,21 @@ const chunks = [
   encoder.encode("data: [DONE]\n\n"),
 ];
 
-const scanners: Array<[string, new () => { feed(chunk: Uint8Array): void; end(): void; usage: unknown }]> = [
-  ["src/metering/sse-usage-scanner.ts (bytes, by position)", SseUsageScanner],
-  ["variants/sse-usage-scanner-decoding.ts (decodes each chunk)", DecodingScanner],
-  ["variants/sse-usage-scanner-bytes.ts (Buffer views)", BufferViewScanner],
-];
-const results = new Map<string, number[]>(scanners.map(([name]) => [name, []]));
+const perStream: number[] = [];
 for (let round = 0; round < rounds; round++) {
-  for (const [name, Scanner] of scanners) {
-    const start = process.cpuUsage();
-    for (let i = 0; i < streams; i++) {
-      const scanner = new Scanner();
-      for (const chunk of chunks) scanner.feed(chunk);
-      scanner.end();
-      if (!scanner.usage) throw new Error(`${name} found no usage`);
-    }
-    const used = process.cpuUsage(start);
-    results.get(name)!.push((used.user + used.system) / streams);
+  const start = process.cpuUsage();
+  for (let i = 0; i < streams; i++) {
+    const scanner = new SseUsageScanner();
+    for (const chunk of chunks) scanner.feed(chunk);
+    scanner.end();
+    if (!scanner.usage) throw new Error("the scanner found no usage");
   }
+  const used = process.cpuUsage(start);
+  perStream.push((used.user + used.system) / streams);
 }
+const median = [...perStream].sort((a, b) => a - b)[Math.floor(perStream.length / 2)]!;
 console.log(
   `| scanner, ${chunks.length} events per stream, ${streams.toLocaleString("en-US")} streams × ${rounds} rounds | CPU µs per stream (median) | all rounds |`,
 );
 console.log("| --- | ---: | --- |");
-for (const [name, values] of results) {
-  const median = [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-  console.log(`| ${name} | ${median.toFixed(1)} | ${values.map((v) => v.toFixed(1)).join(", ")} |`);
-}
+console.log(`| src/metering/sse-usage-scanner.ts | ${median.toFixed(1)} | ${perStream.map((v) => v.toFixed(1)).join(", ")} |`);

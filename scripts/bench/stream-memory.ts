@@ -55,14 +55,6 @@ try {
   const arms: Array<[string, () => Promise<RunningArm>]> = [
     ["(b) bare forwarder, body passed through", () => startBare(upstream, 1)],
     ["(b) + body read chunk by chunk in JS and re-enqueued", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay" })],
-    [
-      "(b) + body read in JS and yielded from an async generator",
-      () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-generator" }),
-    ],
-    [
-      "(b) + body read in JS and written to a direct stream",
-      () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-direct" }),
-    ],
     ["(b) + body split with tee(), one branch drained", () => startBare(upstream, 1, [], "scripts/bench/variants/bare-plus.ts", { BARE_PLUS: "relay-tee" })],
     [
       serviceLabel,

@@ -1,6 +1,7 @@
 /**
  * The resource checks (RSS flat, WAL bounded) from the samples, and the summary printed at
- * the end: one Markdown table, the form BENCHMARKS.md's "Soak" section quotes.
+ * the end: one Markdown table, as docs/benchmarks-log.md quotes a run (BENCHMARKS.md's "Soak"
+ * section sums up the last).
  */
 import type { Machine } from "../bench/lib/machine";
 import type { Tally } from "./driver";

@@ -66,7 +66,8 @@ export function accessLog(logger: Logger, metrics?: MetricsRecorder) {
       const routeName = route || new URL(request.url).pathname;
       // A stream's line waits for its metering, but this hook does not: an awaiting hook
       // kept the request's whole context (the Request, the parsed body, `set`) alive while
-      // the stream ran, about 1.5 KB of heap per open stream (BENCHMARKS.md, issue 14).
+      // the stream ran, about 2 KB of heap per open stream (ARCHITECTURE.md §7 "Access-log
+      // hook does not wait").
       // Only what the line needs is kept.
       const write = () => {
         const finishedAt = performance.now();

@@ -31,7 +31,7 @@ export interface MetricsRecorder {
 /**
  * The Prometheus metrics when METRICS_TOKEN is set, else none: prom-client is loaded only
  * then: a service without metrics has no use for its memory (idle RSS 67.5 → 64.2 MB with
- * it left out, BENCHMARKS.md issue 14).
+ * it left out, ARCHITECTURE.md §7 "Metrics only when asked").
  */
 export function createMetrics(deps: Deps, chat: ChatService, reconciler: Reconciler): MetricsRecorder | null {
   if (!deps.config.metricsToken) return null;

@@ -51,7 +51,7 @@ const ERROR_ENVELOPE_JSON = plainJson(ErrorEnvelope);
 export async function buildOpenApiDocument(app: AnyElysia, sources: DocumentSources): Promise<Json> {
   // The generator is loaded when the document is first asked for: imported at start, it
   // and the parts of TypeBox it brings held 1.6 MB in every process, whether or not it
-  // ever serves its docs (BENCHMARKS.md, issue 14, eighth session).
+  // ever serves its docs (ARCHITECTURE.md §7 "OpenAPI generator on first use").
   const { toOpenAPISchema } = await import("@elysiajs/openapi");
   const generated = plainJson(toOpenAPISchema(app, undefined, undefined, undefined, OPENAPI_VERSION));
   const { documentation } = sources;

@@ -15,8 +15,9 @@ export function requestContext(maxBodyBytes: number) {
   return new Elysia()
     .onRequest(({ request, set }) => {
       // Time-ordered (UUIDv7): the id is the usage ledger's primary key, and random ids
-      // scatter inserts across its index (measured: 31.5k vs 167k rows/s on a 1M-row ledger,
-      // BENCHMARKS.md). The cost: an id reveals the millisecond it was made.
+      // scatter inserts across its index (31.5k vs 167k rows/s on a 1M-row ledger,
+      // ARCHITECTURE.md §7 "Time-ordered request ids"). The cost: an id reveals the
+      // millisecond it was made.
       const requestId = Bun.randomUUIDv7();
       set.headers["x-request-id"] = requestId;
       accessEntry(request).requestId = requestId;

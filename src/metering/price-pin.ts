@@ -55,7 +55,8 @@ export function withPricePin(provider: unknown, pin: PricePin): Record<string, u
 /**
  * A plain decimal string (no exponent): catalogue prices have at most about 10 decimals.
  * Memoised: a process sees a few dozen distinct prices, and every chat call pins several
- * (toFixed and two regular expressions were 2 % of the service's CPU, BENCHMARKS.md issue 14).
+ * (toFixed and two regular expressions were 2 % of the service's CPU, ARCHITECTURE.md §7
+ * "Per-call strings and writes").
  */
 function decimal(usd: number): string {
   let text = DECIMALS.get(usd);

@@ -1,8 +1,8 @@
 /**
  * Byte helpers for the SSE usage scanner. They work on plain Uint8Arrays, as read from the
- * upstream, without wrapping them: under Bun 1.4.5 a `Buffer` view of a chunk cost about
- * 107 ns and a `subarray` about 60 ns, more than the searches themselves (BENCHMARKS.md,
- * issue 14).
+ * upstream, without wrapping them: under Bun 1.4.5 a `Buffer` view of a chunk costs more
+ * than the searches themselves, and a `subarray` about as much (ARCHITECTURE.md §7 "SSE byte
+ * helpers").
  */
 
 /**

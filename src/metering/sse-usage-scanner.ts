@@ -41,7 +41,7 @@ const UTF8 = new TextDecoder();
  * those holding `"usage"` or `"error"`. The rest (the content chunks) are just counted,
  * which is what an estimate needs if the usage never arrives. A chunk of whole events, what
  * OpenRouter sends, allocates nothing here: decoding every chunk to a string was most of
- * what scanning cost in CPU and garbage (BENCHMARKS.md, issue 14).
+ * what scanning cost in CPU and garbage (ARCHITECTURE.md §7 "SSE scanner on bytes").
  */
 export class SseUsageScanner {
   generationId: string | null = null;

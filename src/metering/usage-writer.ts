@@ -45,9 +45,9 @@ export class UsageWriter {
     private readonly maxBatch = 1000,
     /**
      * Batches written at once. SQLite has one writer, so 1. PostgreSQL takes 2: one batch's
-     * commit waits for the disk while the other's rows are inserted (measured,
-     * BENCHMARKS.md). Order does not matter: rows are keyed by request id, totals add up,
-     * and each batch locks its totals rows in account order.
+     * commit waits for the disk while the other's rows are inserted (ARCHITECTURE.md §7
+     * "Two writer batches on PostgreSQL"). Order does not matter: rows are keyed by request
+     * id, totals add up, and each batch locks its totals rows in account order.
      */
     private readonly concurrency = 1,
   ) {}

@@ -44,7 +44,8 @@ export const ChatCompletionRequest = t.Object(
     stream: t.Optional(t.Boolean()),
     // TypeBox's own Integer, not Elysia's: Elysia's is a transform (it coerces strings, for
     // query strings), and one transform anywhere makes Elysia decode the whole body on every
-    // call (3 % of the service's CPU, BENCHMARKS.md issue 14). A JSON body's number is a number.
+    // call (3 % of the service's CPU, ARCHITECTURE.md §7 "No transform in the chat body"). A
+    // JSON body's number is a number.
     max_tokens: t.Optional(Type.Integer({ minimum: 1 })),
     max_completion_tokens: t.Optional(Type.Integer({ minimum: 1 })),
   },

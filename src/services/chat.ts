@@ -128,7 +128,7 @@ export class ChatService implements CallFinisher {
    * Relays a stream and meters it when it ends. A method of its own, not part of
    * `complete`: the stream's callbacks would otherwise keep that async function's state
    * alive, and with it the client's whole request (the prompt), for as long as the stream
-   * runs (BENCHMARKS.md, issue 14, eighth session).
+   * runs (ARCHITECTURE.md §7 "Stream answered apart").
    */
   private streamAnswer(
     ticket: MeteringTicket,

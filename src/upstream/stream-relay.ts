@@ -50,8 +50,9 @@ export function relayStream(
  * open as long as its client reads, so what one holds is multiplied by thousands: the
  * source's methods live on the prototype, the stall timer gets the relay as its argument,
  * and only the two handlers of a read are bound, once per stream (closures over the state
- * made about a dozen functions and scopes per stream; BENCHMARKS.md, issue 14). `pull` is
- * not an async function, so per chunk there is one promise: the read's `then`.
+ * made about 6 functions and 2 scopes more per stream; ARCHITECTURE.md §7 "Relay as one
+ * object"). `pull` is not an async function, so per chunk there is one promise: the read's
+ * `then`.
  */
 class StreamRelay {
   private readonly scanner = new SseUsageScanner();

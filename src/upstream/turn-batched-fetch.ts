@@ -4,8 +4,8 @@ import type { FetchUpstream } from "./client";
  * Bun's `fetch` hands every request to its HTTP client thread and wakes that thread. When
  * the thread shares a core with the JavaScript thread, each wake-up preempts the JavaScript
  * mid-turn, and under load that happened about once per call: the switches and the client
- * thread's kernel time were a quarter of a call's CPU (BENCHMARKS.md, issue 14, ninth
- * session). So only the first call of an event-loop turn is issued at once; the calls
+ * thread's kernel time were a quarter of a call's CPU (ARCHITECTURE.md §7 "Upstream calls
+ * per turn"). So only the first call of an event-loop turn is issued at once; the calls
  * started after it in the same turn wait for the turn's end (`setImmediate`) and go out
  * together, back to back, so the client thread finds them waiting in one wake-up. A call
  * made alone is issued at once, as before.

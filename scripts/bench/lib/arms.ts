@@ -7,6 +7,7 @@
  *   g  this service on PostgreSQL + REDIS_URL (Redis fast path, ledger batched into Postgres)
  */
 import { Database } from "bun:sqlite";
+import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { BUN, childEnv, freePort, pin, REPO_ROOT, spawnPinned, waitForHttp, type Child } from "./proc";
@@ -108,6 +109,8 @@ export interface ServiceState {
   databasePath: string;
   postgresUrl?: string;
   secretKey?: string;
+  /** PostgreSQL: the SECRETS_KEY its CLI and service share (production takes the key from it alone). */
+  secretsKey?: string;
 }
 
 /** DATABASE_URL for the service and its CLI. */
@@ -129,8 +132,13 @@ export async function startService(
   run: { bunFlags?: string[]; entry?: string; env?: Record<string, string> } = {},
 ): Promise<RunningArm> {
   const databaseUrl = serviceDatabaseUrl(state);
+  if (state.postgresUrl) state.secretsKey ??= randomBytes(32).toString("base64");
+  const sealing: Record<string, string> = state.secretsKey ? { SECRETS_KEY: state.secretsKey } : {};
   if (!state.secretKey) {
-    const cli = Bun.spawnSync([BUN, "src/cli.ts", "app", "create", "--name", "bench"], { cwd: REPO_ROOT, env: childEnv({ DATABASE_URL: databaseUrl }) });
+    const cli = Bun.spawnSync([BUN, "src/cli.ts", "app", "create", "--name", "bench"], {
+      cwd: REPO_ROOT,
+      env: childEnv({ DATABASE_URL: databaseUrl, ...sealing }),
+    });
     if (cli.exitCode !== 0) throw new Error(`app create failed: ${cli.stderr.toString()}`);
     state.secretKey = (JSON.parse(cli.stdout.toString().trim()) as { secretKey: string }).secretKey;
   }
@@ -140,6 +148,7 @@ export async function startService(
     PORT: String(port),
     HOST: "127.0.0.1",
     DATABASE_URL: databaseUrl,
+    ...sealing,
     UPSTREAM_BASE_URL: upstream.url,
     UPSTREAM_API_KEY: "sk-or-bench",
     // Bun's settings as `npm start` sets them; the bare forwarder (b) keeps Bun's defaults

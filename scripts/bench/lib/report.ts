@@ -1,8 +1,8 @@
 /**
- * Results of a run, and the Markdown tables written into BENCHMARKS.md between the
- * `bench:tables` markers (the prose around them is kept as it is).
+ * Results of a run, and its Markdown tables, written to a file of their own beside the
+ * run's JSON (BENCHMARKS.md quotes a summary of them by hand).
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import type { ArmId } from "./arms";
 import type { Machine, QuietWait } from "./machine";
 import type { WrkResult } from "./wrk";
@@ -82,9 +82,6 @@ export interface BenchResults {
   upstreamCheck: Array<{ upstream: string; shape: string; rps: number; errors: number }>;
   arms: ArmResult[];
 }
-
-const START = "<!-- bench:tables:start -->";
-const END = "<!-- bench:tables:end -->";
 
 const int = (n: number) => Math.round(n).toLocaleString("en-US");
 const ms = (us: number) => (us / 1000).toFixed(us < 10_000 ? 3 : 1);
@@ -376,14 +373,6 @@ export function targets(r: BenchResults): Target[] {
   return out;
 }
 
-const SKELETON = `# Benchmarks\n\nReproduce with \`npm run bench\` (see scripts/bench/run.ts).\n\n${START}\n${END}\n`;
-
 export function renderReport(results: BenchResults, path: string): void {
-  const current = existsSync(path) ? readFileSync(path, "utf8") : SKELETON;
-  const start = current.indexOf(START);
-  const end = current.indexOf(END);
-  const base = start === -1 || end === -1 ? current + `\n${START}\n${END}\n` : current;
-  const s = base.indexOf(START);
-  const e = base.indexOf(END);
-  writeFileSync(path, base.slice(0, s + START.length) + "\n" + renderTables(results) + "\n" + base.slice(e));
+  writeFileSync(path, `# npm run bench\n\n${renderTables(results)}\n`);
 }

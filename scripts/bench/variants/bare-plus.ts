@@ -2,20 +2,15 @@
  * The bare forwarder (../bare-forwarder.ts) plus single pieces of the service's per-request
  * work, each as the service does it, to price them one at a time. For measurement only.
  *
- *   BARE_PLUS=signal,parse,sha,requestid UPSTREAM_BASE_URL=… bun scripts/bench/variants/bare-plus.ts
+ *   BARE_PLUS=signal,parse,sha,uuidv7 UPSTREAM_BASE_URL=… bun scripts/bench/variants/bare-plus.ts
  *     signal     an AbortController and a headers timer around fetch (src/upstream/client.ts)
  *     parse      JSON answers read whole, decoded and parsed, then re-sent from the bytes
  *                (src/services/chat.ts completeJson)
  *     sha        SHA-256 of a secret and a constant-time compare (src/auth/secret-key.ts)
- *     requestid  a random UUID as x-request-id (src/http/request-context.ts)
- *     uuidv7     Bun.randomUUIDv7() instead, for comparison
+ *     uuidv7     Bun.randomUUIDv7() as x-request-id (src/http/request-context.ts)
  *     relay      streams read chunk by chunk in JavaScript and re-enqueued (a pull stream,
  *                highWaterMark 0, as src/upstream/stream-relay.ts does, without the scanner)
  *     relay-tee  streams split with ReadableStream.tee() instead (what the design rules out)
- *     relay-generator  streams read chunk by chunk in JavaScript and yielded from an async
- *                generator given to Response as the body
- *     relay-direct  streams read chunk by chunk in JavaScript and written to a Bun "direct"
- *                ReadableStream (controller.write + flush: no queue, no pull per chunk)
  *     redis      one Redis round trip (an EVALSHA of a one-line script, through ioredis with
  *                the service's auto-pipelining) before the fetch, as the service's reserve
  *                is at the least; needs REDIS_URL (profile.ts --arm b --variant redis starts one)
@@ -36,7 +31,6 @@ const server = Bun.serve({
   idleTimeout: 0,
   async fetch(request) {
     const headers: Record<string, string> = {};
-    if (on.has("requestid")) headers["x-request-id"] = crypto.randomUUID();
     if (on.has("uuidv7")) headers["x-request-id"] = Bun.randomUUIDv7();
     if (on.has("sha") && !secretMatches("0123456789abcdefghijklmnopqrstuv", storedHash)) return new Response("no", { status: 401 });
     const body = (await request.json()) as Record<string, unknown>;
@@ -63,9 +57,6 @@ const server = Bun.serve({
       return new Response(bytes, { status: response.status, headers });
     }
     if (on.has("relay") && response.body) return new Response(relay(response.body), { status: response.status, headers });
-    if (on.has("relay-generator") && response.body)
-      return new Response(relayGenerator(response.body) as unknown as ReadableStream<Uint8Array>, { status: response.status, headers });
-    if (on.has("relay-direct") && response.body) return new Response(relayDirect(response.body), { status: response.status, headers });
     if (on.has("relay-tee") && response.body) {
       const [toClient, toScanner] = response.body.tee();
       void drain(toScanner);
@@ -88,36 +79,6 @@ function relay(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
     },
     { highWaterMark: 0 },
   );
-}
-
-async function* relayGenerator(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      yield value;
-    }
-  } finally {
-    reader.releaseLock();
-  }
-}
-
-function relayDirect(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  return new ReadableStream<Uint8Array>({
-    type: "direct",
-    async pull(controller: ReadableStreamDirectController) {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        await controller.write(value);
-        await controller.flush();
-      }
-      controller.close();
-    },
-    cancel: (reason: unknown) => void reader.cancel(reason),
-  });
 }
 
 /**

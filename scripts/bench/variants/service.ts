@@ -5,9 +5,6 @@
  *
  *   BENCH_VARIANT=a,b,...   any of
  *     no-writer       usage rows are counted but not written (no SQLite insert per request)
- *     cached-reads    apps, keys and connections read from SQLite once, then from memory,
- *                     with no change feed (without it, the service's own read cache)
- *     no-ratelimit    the rate limiter allows without looking (the macro still runs)
  *     chat-core       POST /api/v1/chat/completions served by Bun.serve straight into the
  *                     service's own ChatService (key check, user's budget, reservation,
  *                     upstream call, relay, meter, ledger row), with no Elysia lifecycle and
@@ -22,13 +19,9 @@ import { appendFileSync } from "node:fs";
 import { loadConfig } from "../../../src/config";
 import { connectDependencies, openDeps } from "../../../src/deps";
 import { createApp } from "../../../src/app";
-import { openStoreEngine } from "../../../src/store";
 import { UsageWriter } from "../../../src/metering/usage-writer";
 import type { UsageLedgerRepository, UsageRow } from "../../../src/store/usage-ledger";
-import type { RateLimiter } from "../../../src/ratelimit/rate-limiter";
 import { createLogger } from "../../../src/logger";
-import { resolveSecretBox } from "../../../src/secrets/secrets-key";
-import { withCachedReads } from "../lib/cached-reads";
 import { authenticateSecretKey } from "../../../src/auth/credentials";
 import { userBudgetTarget } from "../../../src/services/budget-target";
 import type { ChatBody } from "../../../src/services/chat";
@@ -39,23 +32,11 @@ const config = loadConfig(process.env);
 const logger = createLogger(config.logLevel);
 
 const discardingLedger = { insertBatch: async (rows: UsageRow[]) => rows.length } as unknown as UsageLedgerRepository;
-const allowAll: RateLimiter = {
-  kind: "none",
-  check: async (rule) => ({ allowed: true, limit: rule.limit, remaining: rule.limit, resetMs: rule.windowMs }),
-};
 
-/** The configured engine, its store's reads memoized for good (no change feed). */
-async function cachedReadsEngine() {
-  const engine = await openStoreEngine(config.database, { secrets: resolveSecretBox(config, (m) => logger.warn(m)) });
-  return { ...engine, store: withCachedReads(engine.store) };
-}
-
-// Without cached-reads the store is the service's own: its read cache and change feed.
+// The store is the service's own, with its read cache and change feed.
 const deps = await openDeps(config, {
   logger,
-  ...(variant.has("cached-reads") ? { engine: await cachedReadsEngine() } : {}),
   ...(variant.has("no-writer") ? { usageWriter: new UsageWriter(discardingLedger, logger, config.usageFlushMs) } : {}),
-  ...(variant.has("no-ratelimit") ? { rateLimiter: allowAll } : {}),
 });
 await connectDependencies(deps);
 await deps.catalogue.refresh();

@@ -6,7 +6,8 @@
  * budget_reserve and budget_settle take one call each, so the cap holds exactly as before.
  * What changes is how often the account row is written and committed: once per account per
  * batch instead of once per call. Every call of an account queued on that row, and every
- * write of it left a version that the next ones walked past (BENCHMARKS.md, issue 14).
+ * write of it left a version that the next ones walked past (ARCHITECTURE.md §7 "Budgets in
+ * batches").
  *
  * Lock order: a batch that locks several account rows takes them in account order, and so
  * does budget_reclaim now, so two such transactions cannot deadlock on them. A settle batch

@@ -15,8 +15,9 @@ export interface PostgresOptions {
  *   measured in scripts/bench/pg-driver.ts), and a connection is always given back;
  * - the server cancels a statement that runs longer than that, and ends a session left
  *   idle inside a transaction.
- * Driver: Bun's built-in SQL client, picked on measurement (BENCHMARKS.md): about twice the
- * primary-key reads per second of the `postgres` package, and it has LISTEN.
+ * Driver: Bun's built-in SQL client, picked on measurement (ARCHITECTURE.md §7 "PostgreSQL
+ * driver"): about 1.7 times the primary-key reads per second of the `postgres` package, and
+ * it has LISTEN.
  */
 export class PostgresDatabase {
   readonly sql: SQL;

@@ -14,7 +14,8 @@ export function postgresEngine(store: PostgresStore): OpenedStoreEngine {
   const { database } = store;
   return {
     store,
-    // One batch's commit waits for the disk while the next one's rows are inserted (measured, BENCHMARKS.md).
+    // One batch's commit waits for the disk while the next one's rows are inserted
+    // (ARCHITECTURE.md §7 "Two writer batches on PostgreSQL").
     writerConcurrency: 2,
     counters: (context) => postgresCounters(database, context),
     openChangeFeed: (logger) => postgresChangeFeed(database.sql, logger),

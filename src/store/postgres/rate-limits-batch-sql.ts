@@ -3,7 +3,7 @@
  * checks of one key without writing per check. Migration 7 ran rate_limit_take once per
  * check: a count update, a delete of what expired and a min() per call, which made the
  * checks the largest part of PostgreSQL's time per chat call (pg_stat_statements,
- * BENCHMARKS.md, issue 14).
+ * ARCHITECTURE.md §7 "Checks decided per key").
  *
  * Now each key of the batch is locked once, and its checks are decided in order against a
  * count and an oldest hit kept in the function: the hits admitted in the batch are

@@ -5,7 +5,8 @@
  *
  * Both tables are unlogged: losing them in a database crash only reopens the windows.
  * `rate_limit_keys` holds each key's count, so a check costs an index lookup whatever the
- * window holds (a count(*) over the log grew with the traffic: measured, BENCHMARKS.md),
+ * window holds (a count(*) over the log grew with the traffic: ARCHITECTURE.md §7
+ * "Rate-limit count row"),
  * and its row lock serializes the checks of one key across instances.
  */
 export const RATE_LIMITS_SQL = `

@@ -54,7 +54,8 @@ async function waitUntilReady(redis: Redis, timeoutMs: number, logger: Logger): 
  */
 function connectRedis(options: RedisOptions, logger: Logger): Redis {
   // Loaded only when REDIS_URL is set: importing ioredis costs about 17 MB of resident
-  // memory (measured, BENCHMARKS.md), which the embedded mode has no use for.
+  // memory in a fresh process, about 3 MB in the bundle (ARCHITECTURE.md §7 "ioredis loaded
+  // lazily"), which the embedded mode has no use for.
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous, lazy load (see above)
   const { default: RedisClient } = require("ioredis") as { default: typeof Redis };
   const redis = new RedisClient(options.url, {
@@ -62,7 +63,8 @@ function connectRedis(options: RedisOptions, logger: Logger): Redis {
     connectTimeout: Math.max(1000, options.commandTimeoutMs * 4),
     enableOfflineQueue: false,
     // Commands issued in the same event-loop turn (many requests' reserves, limits and
-    // settles) go out in one write: 11 % less CPU per JSON call (BENCHMARKS.md, issue 14).
+    // settles) go out in one write: 11 % less CPU per JSON call (ARCHITECTURE.md §7 "Redis
+    // auto-pipelining").
     enableAutoPipelining: true,
     maxRetriesPerRequest: 0,
     retryStrategy: (attempt) => Math.min(100 * attempt, 1000),

@@ -49,8 +49,9 @@ const LEDGER_COLUMNS = `request_id, account, app_id, app_user_id, grant_id, peri
 const PLACEHOLDERS = `(${Array.from({ length: 18 }, () => "?").join(", ")})`;
 /**
  * Rows per INSERT statement. One statement for many rows instead of one per row: bun:sqlite's
- * cost per statement run (bind, step, reset) was most of a row's cost (BENCHMARKS.md, issue
- * 14). 18 columns × 50 rows stays far below SQLite's 32,766 parameters per statement.
+ * cost per statement run (bind, step, reset) was most of a row's cost (ARCHITECTURE.md §7
+ * "Rows per INSERT"). 18 columns × 50 rows stays far below SQLite's 32,766 parameters per
+ * statement.
  */
 const ROWS_PER_INSERT = 50;
 
