@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import type { Deps } from "../../deps";
 import type { Guards } from "../../http/guards";
-import { accessEntry } from "../../http/access-log";
+import { requestContextSlot } from "../../request/elysia";
 import type { OperatorService } from "../../services/operator";
 import { adminAppDataRoutes } from "./app-data";
 import type { SettleBarrier } from "../../metering/meter";
@@ -18,11 +18,12 @@ export { NewWebhookEndpointRequest } from "./webhooks";
 export function adminRoutes(deps: Deps, operator: OperatorService, auth: Guards, settles: SettleBarrier) {
   return (
     new Elysia({ prefix: "/admin" })
+      .use(requestContextSlot)
       // The access log says which app an operator's call touched (never the token).
-      .onBeforeHandle(({ params, request }) => {
+      .onBeforeHandle(({ params, requestContext }) => {
         // Routes without path parameters get no `params` at all.
         const appId = (params as { appId?: string } | undefined)?.appId;
-        if (appId) accessEntry(request).appId = appId;
+        if (appId) requestContext.log.appId = appId;
       })
       .use(adminAppRoutes(operator, auth))
       .use(adminAppDataRoutes(deps, operator, auth, settles))
