@@ -22,7 +22,7 @@ import { grantRoutes } from "./routes/grants";
 import { ApproveConsentRequest, consentRoutes } from "./routes/grant-consent";
 import { connectRoutes } from "./routes/connect";
 import { ConsentService } from "./services/grant-consent";
-import { Meter } from "./metering/meter";
+import { Meter, ownWritesVisible } from "./metering/meter";
 import { InFlightCalls } from "./metering/in-flight-calls";
 import { Reconciler } from "./metering/reconciler";
 import { OverrunMonitor } from "./metering/overrun-monitor";
@@ -68,30 +68,34 @@ const DOCUMENTED_CONTENT: DocumentedContent[] = [
   { path: `${API_PREFIX}/chat/completions`, method: "post", status: 200, mediaType: "text/event-stream", schema: ChatCompletionStream },
 ];
 
-/** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
+/**
+ * Builds the HTTP app from its dependencies. No environment, no I/O: tests build many.
+ * The one place that reads Deps whole: each service and route is handed the parts it uses.
+ */
 export function createApp(deps: Deps) {
   const { config, clock, logger, store, budget } = deps;
   const auth = guardsPlugin(deps);
   const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), deps.budgetWatcher);
   // Read-your-writes for this process's ledger reads: its settles under way, then its queued rows.
-  const connections = new ConnectionService(deps, meter);
+  const ownWrites = async () => ownWritesVisible(meter, deps.usageWriter);
+  const connections = new ConnectionService(store.connections, budget, meter, clock, config);
   const reserving = { catalogue: deps.catalogue, budget, clock, watcher: deps.budgetWatcher, config };
   const chat = new ChatService(reserving, deps.upstream, meter, new InFlightCalls(store.callJournal, deps.instanceId, clock), logger, config);
   const reconciler = new Reconciler(store.callJournal, budget, meter, deps.upstream, clock, logger, deps.instanceId, config.reconcile);
-  const grants = new GrantService(deps, meter);
+  const grants = new GrantService(store.grants, budget, meter, clock, config);
   const idempotency = new IdempotencyService(store.idempotencyKeys, clock, logger, config);
   const operator = new OperatorService(store, clock, undefined, { allowPrivateWebhookAddresses: config.webhooks.allowPrivateAddresses });
   const api = new Elysia({ prefix: API_PREFIX })
-    .use(sessionRoutes(deps, auth))
+    .use(sessionRoutes(deps.sessionTokens, config.maxMonthlyUsd, auth))
     .use(connectionRoutes(connections, auth))
-    .use(connectRoutes(deps))
+    .use(connectRoutes(store.apps, config.maxMonthlyUsd))
     .use(statusRoutes(connections, auth))
     .use(chatRoutes(chat, new PayerBudgets(store.connections, grants, clock), idempotency, auth))
-    .use(consentRoutes(deps, new ConsentService(deps)))
+    .use(consentRoutes(new ConsentService(store.apps, store.grants, clock, config), deps.rateLimiter, config.rateLimits))
     .use(grantRoutes(grants, auth))
-    .use(usageRoutes(deps, auth, meter))
-    .use(modelCatalogueRoutes(deps, auth))
-    .use(adminRoutes(deps, operator, auth, meter));
+    .use(usageRoutes(store.usageLedger, clock, ownWrites, auth))
+    .use(modelCatalogueRoutes(deps.catalogue, auth))
+    .use(adminRoutes(operator, auth, ownWrites, logger));
 
   const metrics = createMetrics(deps, chat, reconciler);
   const bodyShapes = new BodyShapes();
