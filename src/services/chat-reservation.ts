@@ -43,9 +43,9 @@ export interface Reserving {
  * priciest model that may serve it, reserve atomically between a minimal and the full
  * completion, then size max_tokens (and the reasoning budget) to what was granted.
  */
-export async function reserveChat(deps: Reserving, request: ReservationRequest): Promise<MeteringTicket> {
+export async function reserveChat(reserving: Reserving, request: ReservationRequest): Promise<MeteringTicket> {
   const { body, target, requestId } = request;
-  const { config, catalogue } = deps;
+  const { config, catalogue } = reserving;
   const shape = readRequestShape(body, config.pluginReservationsNano);
   const bounds = costBounds(catalogue, {
     shape,
@@ -57,24 +57,24 @@ export async function reserveChat(deps: Reserving, request: ReservationRequest):
   });
   const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
   // The row's start, and the UTC day whose grant ceiling the call draws on: one instant.
-  const startedAt = deps.clock.now();
+  const startedAt = reserving.clock.now();
   // A grant call draws on its app's daily ceiling first, and then on its grant for at most
   // what the ceiling granted. Each reserve is atomic on its own account, so neither cap can
   // be passed; between the two, the ceiling may hold a little more than the grant took,
   // until the call settles (never less).
-  const ceiling = target.dailyGrantCeilingNano === undefined ? null : await reserveDailyCeiling(deps, request, plan, startedAt);
+  const ceiling = target.dailyGrantCeilingNano === undefined ? null : await reserveDailyCeiling(reserving, request, plan, startedAt);
   const rateLimit = ceiling ? undefined : request.rateLimit;
   // A deferred rate-limit check exists only beside a ledger that runs it (src/http/guards.ts).
-  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, ceiling?.grantedNano ?? plan.desiredNano, rateLimit);
+  const outcome = await reserving.budget.reserve(target.account, requestId, target.capNano, plan.minNano, ceiling?.grantedNano ?? plan.desiredNano, rateLimit);
   // Its limit first: a call over its rate limit is a 429 whatever its budget (nothing was reserved).
   if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
   const release = async () => {
-    await deps.budget.settle(requestId, 0);
-    if (ceiling) await deps.budget.settle(ceiling.reservationId, 0);
+    await reserving.budget.settle(requestId, 0);
+    if (ceiling) await reserving.budget.settle(ceiling.reservationId, 0);
   };
   if (!outcome.ok) {
-    if (ceiling) await deps.budget.settle(ceiling.reservationId, 0);
-    deps.watcher.note(target, true);
+    if (ceiling) await reserving.budget.settle(ceiling.reservationId, 0);
+    reserving.watcher.note(target, true);
     throw budgetExceeded(target, outcome);
   }
   try {
@@ -82,7 +82,7 @@ export async function reserveChat(deps: Reserving, request: ReservationRequest):
   } catch (err) {
     await release();
     // A grant refused for its uses: the watcher reports it exhausted if that is why.
-    deps.watcher.note(target);
+    reserving.watcher.note(target);
     throw err;
   }
   return {
@@ -105,12 +105,12 @@ export async function reserveChat(deps: Reserving, request: ReservationRequest):
  * (grantDayAccount), or throws 402 `budget_exceeded` with that ceiling's figures. The
  * call's rate-limit check, when the ledger runs it, goes with this first reserve.
  */
-async function reserveDailyCeiling(deps: Reserving, request: ReservationRequest, plan: ReservationPlan, startedAt: number) {
+async function reserveDailyCeiling(reserving: Reserving, request: ReservationRequest, plan: ReservationPlan, startedAt: number) {
   const { target } = request;
   const capNano = target.dailyGrantCeilingNano!;
   const account = grantDayAccount(target.appId, startedAt);
   const reservationId = `${request.requestId}/grant-day`;
-  const outcome = await deps.budget.reserve(account, reservationId, capNano, plan.minNano, plan.desiredNano, request.rateLimit);
+  const outcome = await reserving.budget.reserve(account, reservationId, capNano, plan.minNano, plan.desiredNano, request.rateLimit);
   if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
   if (outcome.ok) return { reservationId, grantedNano: outcome.grantedNano };
   const day = utcDayAt(startedAt);
