@@ -16,12 +16,13 @@ import { ChatCompletionRequest, ChatCompletionStream, chatRoutes } from "./route
 import { usageRoutes } from "./routes/usage";
 import { ChatService } from "./services/chat";
 import { GrantService } from "./services/grants";
+import { PayerBudgets } from "./services/budget-target";
 import { IdempotencyService } from "./services/idempotency";
 import { grantRoutes } from "./routes/grants";
 import { ApproveConsentRequest, consentRoutes } from "./routes/grant-consent";
 import { connectRoutes } from "./routes/connect";
 import { ConsentService } from "./services/grant-consent";
-import { Meter } from "./metering/meter";
+import { Meter, ownWritesVisible } from "./metering/meter";
 import { InFlightCalls } from "./metering/in-flight-calls";
 import { Reconciler } from "./metering/reconciler";
 import { OverrunMonitor } from "./metering/overrun-monitor";
@@ -67,39 +68,46 @@ const DOCUMENTED_CONTENT: DocumentedContent[] = [
   { path: `${API_PREFIX}/chat/completions`, method: "post", status: 200, mediaType: "text/event-stream", schema: ChatCompletionStream },
 ];
 
-/** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
+/**
+ * Builds the HTTP app from its dependencies. No environment, no I/O: tests build many.
+ * The one place that reads Deps whole: each service and route is handed the parts it uses.
+ */
 export function createApp(deps: Deps) {
+  const { config, clock, logger, store, budget } = deps;
   const auth = guardsPlugin(deps);
-  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger), deps.budgetWatcher);
-  const connections = new ConnectionService(deps, meter);
-  const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter, new InFlightCalls(deps.store.callJournal, deps.instanceId, deps.clock));
-  const reconciler = new Reconciler(deps.store.callJournal, deps.budget, meter, deps.upstream, deps.clock, deps.logger, deps.instanceId, deps.config.reconcile);
-  const grants = new GrantService(deps, meter);
-  const idempotency = new IdempotencyService(deps, deps.store.idempotencyKeys);
-  const operator = new OperatorService(deps.store, deps.clock, undefined, { allowPrivateWebhookAddresses: deps.config.webhooks.allowPrivateAddresses });
+  const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), deps.budgetWatcher);
+  // Read-your-writes for this process's ledger reads: its settles under way, then its queued rows.
+  const ownWrites = async () => ownWritesVisible(meter, deps.usageWriter);
+  const connections = new ConnectionService(store.connections, budget, meter, clock, config);
+  const reserving = { catalogue: deps.catalogue, budget, clock, watcher: deps.budgetWatcher, config };
+  const chat = new ChatService(reserving, deps.upstream, meter, new InFlightCalls(store.callJournal, deps.instanceId, clock), logger, config);
+  const reconciler = new Reconciler(store.callJournal, budget, meter, deps.upstream, clock, logger, deps.instanceId, config.reconcile);
+  const grants = new GrantService(store.grants, budget, meter, clock, config);
+  const idempotency = new IdempotencyService(store.idempotencyKeys, clock, logger, config);
+  const operator = new OperatorService(store, clock, undefined, { allowPrivateWebhookAddresses: config.webhooks.allowPrivateAddresses });
   const api = new Elysia({ prefix: API_PREFIX })
-    .use(sessionRoutes(deps, auth))
+    .use(sessionRoutes(deps.sessionTokens, config.maxMonthlyUsd, auth))
     .use(connectionRoutes(connections, auth))
-    .use(connectRoutes(deps))
+    .use(connectRoutes(store.apps, config.maxMonthlyUsd))
     .use(statusRoutes(connections, auth))
-    .use(chatRoutes(deps, chat, grants, idempotency, auth))
-    .use(consentRoutes(deps, new ConsentService(deps)))
+    .use(chatRoutes(chat, new PayerBudgets(store.connections, grants, clock), idempotency, auth))
+    .use(consentRoutes(new ConsentService(store.apps, store.grants, clock, config), deps.rateLimiter, config.rateLimits))
     .use(grantRoutes(grants, auth))
-    .use(usageRoutes(deps, auth, meter))
-    .use(modelCatalogueRoutes(deps, auth))
-    .use(adminRoutes(deps, operator, auth, meter));
+    .use(usageRoutes(store.usageLedger, clock, ownWrites, auth))
+    .use(modelCatalogueRoutes(deps.catalogue, auth))
+    .use(adminRoutes(operator, auth, ownWrites, logger));
 
   const metrics = createMetrics(deps, chat, reconciler);
   const bodyShapes = new BodyShapes();
   const app = new Elysia()
-    .use(accessLog(deps.logger, metrics ?? undefined))
-    .use(requestContext(deps.config.maxBodyBytes))
-    .use(errorHandler(deps.logger))
+    .use(accessLog(logger, metrics ?? undefined))
+    .use(requestContext(config.maxBodyBytes))
+    .use(errorHandler(logger))
     .use(bodyShapeGuard(bodyShapes))
-    .use(connectionsCors(deps.store))
+    .use(connectionsCors(store))
     .use(apiDocs(API_PREFIX, { documentation: DOCUMENTATION, requestBodies: DOCUMENTED_BODIES, extraContent: DOCUMENTED_CONTENT }))
     .use(healthRoutes(deps, chat, meter.overruns))
-    .use(metricsRoute(metrics, deps.config.metricsToken))
+    .use(metricsRoute(metrics, config.metricsToken))
     .use(api)
     .decorate("chat", chat)
     .decorate("reconciler", reconciler);

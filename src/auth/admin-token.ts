@@ -4,6 +4,8 @@ import type { Clock } from "../clock";
 import { ApiError } from "../errors";
 import type { RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
 import { bearerCredential } from "./credentials";
+import type { RequestContext } from "../request/context";
+import { requestContextSlot } from "../request/elysia";
 
 /**
  * The operator's credential for /api/v1/admin/* (`ADMIN_TOKEN`). Unset, the admin API is
@@ -66,28 +68,26 @@ function lockedOut(resetMs: number): ApiError {
 /**
  * `{ adminToken: true }` on a route. Like the app credentials' macro (src/auth/macro.ts), it
  * runs in `parse` and `transform`, before any body is read or validated for a stranger.
- * The first hook to run decides (a refusal ends the request); later ones reuse its answer.
+ * The first hook to run decides: a refusal ends the request, a pass is kept on the
+ * request's context (`operator`) and the later hooks find it there.
  */
 export function adminTokenPlugin(guard: AdminTokenGuard) {
-  const checked = new WeakMap<Request, Promise<void>>();
-  const check = async (request: Request, server: { requestIP(request: Request): { address: string } | null } | null): Promise<void> => {
-    let found = checked.get(request);
-    if (!found) {
-      found = guard.check(request.headers.get("authorization"), server?.requestIP(request)?.address ?? "unknown");
-      checked.set(request, found);
-    }
-    return found;
+  type Server = { requestIP(request: Request): { address: string } | null } | null;
+  const check = async (context: RequestContext, request: Request, server: Server): Promise<void> => {
+    if (context.operator) return;
+    await guard.check(request.headers.get("authorization"), server?.requestIP(request)?.address ?? "unknown");
+    context.operator = true;
   };
-  return new Elysia().macro({
+  return new Elysia().use(requestContextSlot).macro({
     adminToken: {
-      async parse({ request, server }) {
-        await check(request, server);
+      async parse({ request, requestContext, server }) {
+        await check(requestContext, request, server);
       },
-      async transform({ request, server }) {
-        await check(request, server);
+      async transform({ request, requestContext, server }) {
+        await check(requestContext, request, server);
       },
-      async beforeHandle({ request, server }) {
-        await check(request, server);
+      async beforeHandle({ request, requestContext, server }) {
+        await check(requestContext, request, server);
       },
     },
   });

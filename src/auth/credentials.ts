@@ -13,7 +13,7 @@ export function bearerCredential(header: string | null): string {
 }
 
 /** Resolves a secret key to its active app, or throws 401 `auth` ("this app is disabled" for a right key of a disabled app). */
-export async function authenticateSecretKey(store: Store, header: string | null): Promise<App> {
+export async function authenticateSecretKey(store: Pick<Store, "apps">, header: string | null): Promise<App> {
   const credential = bearerCredential(header);
   const parsed = parseSecretKey(credential);
   if (!parsed) {
@@ -35,7 +35,11 @@ export async function authenticateSecretKey(store: Store, header: string | null)
 }
 
 /** Resolves a session JWT to its claims and active app, or throws 401 `auth` ("this app is disabled" for a genuine token of a disabled app). */
-export async function authenticateSession(store: Store, tokens: SessionTokens, header: string | null): Promise<{ app: App; session: SessionClaims }> {
+export async function authenticateSession(
+  store: Pick<Store, "apps">,
+  tokens: SessionTokens,
+  header: string | null,
+): Promise<{ app: App; session: SessionClaims }> {
   const credential = bearerCredential(header);
   if (credential.startsWith("sk_")) {
     throw new ApiError("auth", "this endpoint takes a session token, not a secret key");

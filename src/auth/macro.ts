@@ -1,13 +1,11 @@
 import { Elysia } from "elysia";
-import type { Deps } from "../deps";
+import type { Store } from "../store";
 import type { App } from "../store/apps";
-import type { SessionClaims } from "./session-token";
+import type { SessionClaims, SessionTokens } from "./session-token";
 import { authenticateSecretKey, authenticateSession } from "./credentials";
 import { restrictCorsToApp } from "../routes/connections-cors";
-import { accessEntry } from "../http/access-log";
-
-type SecretKeyAuth = { app: App };
-type SessionAuth = { app: App; session: SessionClaims };
+import type { RequestContext } from "../request/context";
+import { requestContextSlot } from "../request/elysia";
 
 /**
  * Route-level auth: `{ secretKey: true }` or `{ session: true }` on a route.
@@ -15,57 +13,46 @@ type SessionAuth = { app: App; session: SessionClaims };
  * Elysia parses and validates before `resolve`, which would let an unauthenticated caller
  * probe body schemas and make us parse bodies for strangers. So each macro also hooks
  * `parse` (runs first for requests with a body) and `transform` (runs before validation
- * for the rest); the result is remembered per request and `resolve` hands it to the
- * handler. An ApiError thrown in `parse` reaches onError as the ParseError's cause.
+ * for the rest). The first of them to run authenticates and keeps who is calling on the
+ * request's context; the later ones, and `resolve` that hands it to the handler, find it
+ * there. A refusal ends the request where it is thrown (an ApiError thrown in `parse`
+ * reaches onError as the ParseError's cause), so only a success is ever kept.
  */
-export function authPlugin(deps: Deps) {
-  const secretKeyAuth = new WeakMap<Request, Promise<SecretKeyAuth>>();
-  const sessionAuth = new WeakMap<Request, Promise<SessionAuth>>();
+export function authPlugin(store: Pick<Store, "apps">, sessionTokens: SessionTokens) {
+  const bySecretKey = async (context: RequestContext, request: Request): Promise<App> => {
+    if (context.app) return context.app;
+    const app = await authenticateSecretKey(store, request.headers.get("authorization"));
+    context.authenticated(app);
+    return app;
+  };
 
-  const bySecretKey = async (request: Request): Promise<SecretKeyAuth> => {
-    let found = secretKeyAuth.get(request);
-    if (!found) {
-      found = authenticateSecretKey(deps.store, request.headers.get("authorization")).then((app) => {
-        accessEntry(request).appId = app.id;
-        return { app };
-      });
-      secretKeyAuth.set(request, found);
-    }
+  const bySession = async (context: RequestContext, request: Request): Promise<{ app: App; session: SessionClaims }> => {
+    if (context.app && context.session) return { app: context.app, session: context.session };
+    const found = await authenticateSession(store, sessionTokens, request.headers.get("authorization"));
+    context.authenticated(found.app, found.session);
     return found;
   };
 
-  const bySession = async (request: Request): Promise<SessionAuth> => {
-    let found = sessionAuth.get(request);
-    if (!found) {
-      found = authenticateSession(deps.store, deps.sessionTokens, request.headers.get("authorization")).then((auth) => {
-        Object.assign(accessEntry(request), { appId: auth.app.id, appUserId: auth.session.appUserId });
-        return auth;
-      });
-      sessionAuth.set(request, found);
-    }
-    return found;
-  };
-
-  // Unnamed on purpose: each createApp gets its own instance bound to its own deps.
-  return new Elysia().macro({
+  // Unnamed on purpose: each createApp gets its own instance bound to its own store.
+  return new Elysia().use(requestContextSlot).macro({
     secretKey: {
-      async parse({ request }) {
-        await bySecretKey(request);
+      async parse({ request, requestContext }) {
+        await bySecretKey(requestContext, request);
       },
-      async transform({ request }) {
-        await bySecretKey(request);
+      async transform({ request, requestContext }) {
+        await bySecretKey(requestContext, request);
       },
-      resolve: async ({ request }) => bySecretKey(request),
+      resolve: async ({ request, requestContext }) => ({ app: await bySecretKey(requestContext, request) }),
     },
     session: {
-      async parse({ request }) {
-        await bySession(request);
+      async parse({ request, requestContext }) {
+        await bySession(requestContext, request);
       },
-      async transform({ request }) {
-        await bySession(request);
+      async transform({ request, requestContext }) {
+        await bySession(requestContext, request);
       },
-      async resolve({ request, set }) {
-        const found = await bySession(request);
+      async resolve({ request, requestContext, set }) {
+        const found = await bySession(requestContext, request);
         restrictCorsToApp(request, set.headers, found.app.origins);
         return found;
       },

@@ -1,4 +1,5 @@
 import { ApiError } from "../errors";
+import type { RequestContext } from "../request/context";
 
 /**
  * MAX_BODY_BYTES for bodies sent without a Content-Length (chunked, RFC 9112 §7.1).
@@ -15,28 +16,29 @@ import { ApiError } from "../errors";
  * hooks. So this cannot read the body itself (it runs first, before auth: strangers'
  * bodies would be read). It replaces the body-reading methods of this one request with
  * bounded ones instead; they run when Elysia's parser calls them, after auth. The request
- * object stays the same one, which `server.timeout(request)`, `server.requestIP(request)`
- * and the auth macro's per-request memo rely on.
+ * object stays the same one, which `server.timeout(request)` and `server.requestIP(request)`
+ * rely on.
+ *
+ * A refusal is also kept on the request's context (`bodyRefusal`): Elysia swallows parse
+ * errors of optional bodies, and its multipart parser fails on a refused form with a
+ * ParseError of its own, so the transform hook and the error handler answer with it.
  */
 const BODY_READERS = ["json", "text", "arrayBuffer", "formData", "blob", "bytes"] as const;
 
-/** Requests whose body a reader refused, with why (see `throwIfBodyRefused`). */
-const refusedBodies = new WeakMap<Request, ApiError>();
-
-/** Remembers that `request`'s body was refused, and returns the error for the reader to throw. */
-export function refuseBody(request: Request, error: ApiError): ApiError {
-  refusedBodies.set(request, error);
+/** Keeps why the request's body was refused, and returns the error for the reader to throw. */
+export function refuseBody(context: RequestContext, error: ApiError): ApiError {
+  context.bodyRefusal = error;
   return error;
 }
 
-export function limitUndeclaredBody(request: Request, maxBytes: number): void {
+export function limitUndeclaredBody(request: Request, maxBytes: number, context: RequestContext): void {
   if (request.headers.has("content-length") || request.body === null) return;
   const body = request.body;
   const contentType = request.headers.get("content-type") ?? "";
   let bytes: Promise<Uint8Array> | undefined;
   const readOnce = async () =>
     (bytes ??= readWithin(body, maxBytes).catch((err) => {
-      throw err instanceof ApiError ? refuseBody(request, err) : err;
+      throw err instanceof ApiError ? refuseBody(context, err) : err;
     }));
   for (const method of BODY_READERS) {
     Object.defineProperty(request, method, {
@@ -45,25 +47,6 @@ export function limitUndeclaredBody(request: Request, maxBytes: number): void {
       value: async () => new Response(await readOnce(), { headers: { "content-type": contentType } })[method](),
     });
   }
-}
-
-/**
- * Elysia swallows parse errors of optional bodies (POST /connections), which would turn
- * a refused body (413 here, 400 in json-body.ts) into "no body". Called after parsing, so
- * the refusal stands either way.
- */
-export function throwIfBodyRefused(request: Request): void {
-  const refusal = refusedBodies.get(request);
-  if (refusal) throw refusal;
-}
-
-/**
- * Why `request`'s body was refused, if it was: the error handler answers with it whatever
- * error followed (Elysia's multipart parser, its refusal swallowed for an optional body,
- * fails on the missing form with a ParseError of its own).
- */
-export function bodyRefusal(request: Request): ApiError | undefined {
-  return refusedBodies.get(request);
 }
 
 async function readWithin(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {

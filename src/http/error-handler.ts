@@ -2,8 +2,7 @@ import { Elysia, type ValidationError } from "elysia";
 import type { ValueError } from "@sinclair/typebox/errors";
 import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
-import { accessEntry } from "./access-log";
-import { bodyRefusal } from "./body-limit";
+import { requestContextSlot } from "../request/elysia";
 
 /**
  * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
@@ -11,12 +10,14 @@ import { bodyRefusal } from "./body-limit";
  * 500 logged once with the request id. Registered globally so it covers every plugin.
  */
 export function errorHandler(logger: Logger) {
-  return new Elysia().onError({ as: "global" }, ({ code, error, set, request }) => {
-    const apiError = bodyRefusal(request) ?? toApiError(code, error);
-    accessEntry(request).errorCode = apiError.code;
+  return new Elysia().use(requestContextSlot).onError({ as: "global" }, ({ code, error, set, request, requestContext }) => {
+    // A body refused while it was read is the answer, whatever error followed (Elysia's
+    // multipart parser, its refusal swallowed for an optional body, fails with its own).
+    const apiError = requestContext.bodyRefusal ?? toApiError(code, error);
+    requestContext.log.errorCode = apiError.code;
     if (apiError.code === "internal") {
       logger.error("unhandled error", {
-        requestId: set.headers["x-request-id"],
+        requestId: requestContext.requestId,
         method: request.method,
         path: new URL(request.url).pathname,
         error: error instanceof Error ? (error.stack ?? error.message) : String(error),

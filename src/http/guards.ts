@@ -11,7 +11,7 @@ import { rateLimitPlugin } from "../ratelimit/macro";
 export function guardsPlugin(deps: Deps) {
   const { config } = deps;
   const admin = new AdminTokenGuard(config.adminToken, deps.rateLimiter, { name: "admin-auth", ...config.rateLimits.adminAuthFailures }, deps.clock);
-  return authPlugin(deps)
+  return authPlugin(deps.store, deps.sessionTokens)
     .use(adminTokenPlugin(admin))
     .use(
       rateLimitPlugin(

@@ -1,4 +1,5 @@
 import { ApiError } from "../errors";
+import type { RequestContext } from "../request/context";
 import { refuseBody } from "./body-limit";
 import { jsonBoundExceeded } from "./json-bounds";
 
@@ -21,7 +22,7 @@ import { jsonBoundExceeded } from "./json-bounds";
  * `multipart/form-data` and `request.text()` for `application/x-www-form-urlencoded`,
  * deciding by `mediaType`: the content-type up to its `;`, as Elysia hands it to parse hooks.
  */
-export function boundJsonBody(request: Request, mediaType: string): void {
+export function boundJsonBody(request: Request, mediaType: string, context: RequestContext): void {
   if (request.body === null) return;
   const readText = request.text;
   define(request, "json", async () => {
@@ -29,16 +30,16 @@ export function boundJsonBody(request: Request, mediaType: string): void {
     // text() decodes: UTF-8, BOM dropped, invalid bytes replaced (checked against Bun's).
     const text = await readText.call(request);
     const exceeded = jsonBoundExceeded(text);
-    if (exceeded !== null) throw refuseBody(request, new ApiError("invalid_request", exceeded));
+    if (exceeded !== null) throw refuseBody(context, new ApiError("invalid_request", exceeded));
     return JSON.parse(text) as unknown;
   });
   if (mediaType === "multipart/form-data") {
     define(request, "formData", async () => {
-      throw refuseBody(request, notJson(mediaType));
+      throw refuseBody(context, notJson(mediaType));
     });
   } else if (mediaType === "application/x-www-form-urlencoded") {
     define(request, "text", async () => {
-      throw refuseBody(request, notJson(mediaType));
+      throw refuseBody(context, notJson(mediaType));
     });
   }
 }

@@ -7,14 +7,23 @@ import type { UpstreamUsage } from "./usage";
 import type { UsageWriter } from "./usage-writer";
 import type { UsageRow } from "../store/usage-ledger";
 import type { CostBounds } from "./worst-case";
-import type { AccessEntry } from "../http/access-log";
 import type { BudgetWatcher } from "../webhooks/budget-watcher";
+
+/**
+ * Where a call's access line learns what the meter charged: the model and the cost (the
+ * request's AccessFields, src/request/context.ts). Only that: a stream's ticket keeps it
+ * until the stream is metered, so it must not hold the client's request.
+ */
+export interface ChargeLog {
+  model?: string;
+  costNano?: number;
+}
 
 /** A reservation held by one in-flight request, until `Meter.finish` settles it. */
 export interface MeteringTicket {
   requestId: string;
-  /** The request's access-log line, which shows the model and what was charged. */
-  access?: AccessEntry;
+  /** The request's access line, which shows the model and what was charged. */
+  log?: ChargeLog;
   target: BudgetTarget;
   /** The model id as the client asked for it (`model`, or the first of `models`). */
   model: string;
@@ -112,9 +121,9 @@ export class Meter implements SettleBarrier {
     const charge: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
       : (chargeFor(ticket.bounds, outcome.usage) ?? reservationCharge(ticket.grantedNano));
-    if (ticket.access) {
-      ticket.access.model = ticket.model;
-      ticket.access.costNano = charge.costNano;
+    if (ticket.log) {
+      ticket.log.model = ticket.model;
+      ticket.log.costNano = charge.costNano;
     }
     return this.record(meteredCallOf(ticket), charge, outcome.status, outcome.generationId, durable ? "durable" : "queued");
   }

@@ -1,20 +1,17 @@
 import { Elysia } from "elysia";
-import { createHash } from "node:crypto";
 import { ApiError } from "../errors";
-import type { App } from "../store/apps";
+import { requestContextSlot } from "../request/elysia";
+import type { RequestContext } from "../request/context";
 import type { RateLimitDecision, RateLimiter, RateLimitRule } from "./rate-limiter";
 
 export type RateLimitedRoute = "sessions" | "chat";
 
-/** Who a rule counts: per app for sessions, per app and user (or grant) for chat. */
-const KEY_OF: Record<RateLimitedRoute, (app: App, request: Request) => string> = {
-  sessions: (app) => app.id,
-  chat: (app, request) => {
-    const grant = request.headers.get("x-service-grant");
-    // A digest, not the token: secrets never become Redis key names.
-    return `${app.id}:${grant ? `grant:${createHash("sha256").update(grant).digest("base64url").slice(0, 22)}` : `user:${request.headers.get("x-service-user") ?? ""}`}`;
-  },
-};
+/** Who a rule counts: per app for sessions, per app and payer (user or grant) for chat. */
+function keyOf(route: RateLimitedRoute, context: RequestContext): string {
+  const app = context.app;
+  if (!app) throw new Error("rateLimit needs an authenticated app: declare secretKey on the route");
+  return route === "chat" ? `${app.id}:${context.payer.key}` : app.id;
+}
 
 /**
  * A chat call's rate-limit check, left to its budget reservation when the ledger can run
@@ -41,13 +38,6 @@ export class DeferredRateLimit {
   }
 }
 
-const deferredChecks = new WeakMap<Request, DeferredRateLimit>();
-
-/** The chat call's deferred rate-limit check, for its reservation to run; undefined when it was checked already. */
-export function deferredRateLimitOf(request: Request): DeferredRateLimit | undefined {
-  return deferredChecks.get(request);
-}
-
 /**
  * `{ rateLimit: "chat" }` on a route that also declares `secretKey: true`. Runs after auth
  * (it needs the app) and before the handler. Sets the RateLimit-* fields of the IETF
@@ -59,24 +49,22 @@ export function deferredRateLimitOf(request: Request): DeferredRateLimit | undef
  * here. Without it (no ledger that can run the check) the routes get no after-response hook.
  */
 export function rateLimitPlugin(limiter: RateLimiter, rules: Record<RateLimitedRoute, RateLimitRule>, deferChat?: () => boolean) {
-  return new Elysia().macro({
+  return new Elysia().use(requestContextSlot).macro({
     rateLimit: (route: RateLimitedRoute) => {
       const deferrable = route === "chat" && deferChat !== undefined;
       return {
-        async beforeHandle(context) {
-          const { request, set } = context;
-          const app = (context as unknown as { app?: App }).app;
-          if (!app) throw new Error("rateLimit needs an authenticated app: declare secretKey on the route");
-          const key = KEY_OF[route](app, request);
-          if (deferrable && deferChat!()) {
-            deferredChecks.set(request, new DeferredRateLimit(rules[route], key, set.headers));
-            return;
-          }
+        // A resolve, not a beforeHandle: a deferred check is handed to the route's handler
+        // (`deferredRateLimit`) for its reservation to run.
+        async resolve({ requestContext, set }): Promise<{ deferredRateLimit: DeferredRateLimit | undefined }> {
+          const key = keyOf(route, requestContext);
+          if (deferrable && deferChat!()) return { deferredRateLimit: new DeferredRateLimit(rules[route], key, set.headers) };
           await enforceRateLimit(limiter, rules[route], key, set.headers);
+          return { deferredRateLimit: undefined };
         },
         ...(deferrable && {
-          afterResponse({ request }: { request: Request }) {
-            const deferred = deferredChecks.get(request);
+          afterResponse(context) {
+            // What this macro's resolve handed the route (Elysia types it for the handler only).
+            const deferred = (context as { deferredRateLimit?: DeferredRateLimit }).deferredRateLimit;
             // Never reached its reservation (or the reservation failed): count the call now.
             if (deferred && !deferred.decided) void limiter.check(deferred.rule, deferred.key).catch(() => {});
           },

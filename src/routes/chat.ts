@@ -1,17 +1,11 @@
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
-import type { Deps } from "../deps";
 import type { Guards } from "../http/guards";
-import { ApiError } from "../errors";
 import type { ChatBody, ChatService } from "../services/chat";
-import { userBudgetTarget } from "../services/budget-target";
-import { accessEntry } from "../http/access-log";
-import type { GrantService } from "../services/grants";
+import type { PayerBudgets } from "../services/budget-target";
 import type { IdempotencyService } from "../services/idempotency";
 import { errorResponses } from "./models";
-import { deferredRateLimitOf } from "../ratelimit/macro";
 import { handOverHeaders } from "../http/hand-over-headers";
-import type { App } from "../store/apps";
 
 const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });
 
@@ -81,44 +75,33 @@ const CHAT_DESCRIPTION = [
 ].join(" ");
 
 /** POST /chat/completions: the metered, OpenAI-compatible proxy. */
-export function chatRoutes(deps: Deps, chat: ChatService, grants: GrantService, idempotency: IdempotencyService, auth: Guards) {
-  /** The budget the call draws on: the user's (x-service-user) or a grant's (x-service-grant). */
-  const budgetTargetOf = async (request: Request, app: App) => {
-    const appUserId = request.headers.get("x-service-user");
-    const grantToken = request.headers.get("x-service-grant");
-    if (appUserId && grantToken) throw new ApiError("invalid_request", "send either x-service-user or x-service-grant, not both");
-    if (grantToken) return grants.budgetTarget(app, grantToken);
-    if (!appUserId) throw new ApiError("invalid_request", "the x-service-user (or x-service-grant) header is required");
-    return userBudgetTarget(deps, app.id, appUserId);
-  };
-
+export function chatRoutes(chat: ChatService, budgets: PayerBudgets, idempotency: IdempotencyService, auth: Guards) {
   return new Elysia().use(auth).post(
     "/chat/completions",
-    async ({ app, body, request, set, server }) => {
-      const requestId = String(set.headers["x-request-id"]);
+    async ({ app, body, request, set, server, requestContext, deferredRateLimit }) => {
+      const { requestId, payer, log } = requestContext;
       const declared = Number(request.headers.get("content-length"));
+      // Known before the budget is: a refused call's line still says whose it was.
+      log.appUserId = payer.appUserId;
+      log.streamed = body.stream === true;
       // The key is looked up before the budget: a retry of a paid call gets its answer
       // even when that call used up the budget or the grant.
-      const access = accessEntry(request);
-      // Known before the budget is: a refused call's line still says whose it was.
-      access.appUserId = request.headers.get("x-service-user");
-      access.streamed = body.stream === true;
-      const response = await idempotency.run(app.id, requestId, request.headers, body, async (recorder) => {
-        const target = await budgetTargetOf(request, app);
-        access.appUserId = target.appUserId;
-        access.grantId = target.grantId;
+      const response = await idempotency.run(app.id, requestId, request.headers, payer, body, async (recorder) => {
+        const target = await budgets.targetOf(app, payer);
+        log.appUserId = target.appUserId;
+        log.grantId = target.grantId;
         return chat.complete({
           requestId,
-          access,
+          log,
           target,
           body: body as ChatBody,
           bodyBytes: declared > 0 ? declared : Buffer.byteLength(JSON.stringify(body)),
           clientHeaders: request.headers,
           recorder,
-          rateLimit: deferredRateLimitOf(request),
+          rateLimit: deferredRateLimit,
         });
       });
-      access.headersAt = performance.now();
+      log.headersAt = performance.now();
       // A quiet stream must outlive Bun's 10 s idle timeout; the relay's own stall
       // timeout bounds it instead.
       if (body.stream === true) server?.timeout(request, 0);

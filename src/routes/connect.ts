@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import type { Deps } from "../deps";
+import type { AppRepository } from "../store/apps";
 import { consentHeaders } from "../grants/consent-page";
 import { renderConnectError, renderConnectPage, type ConnectOffer } from "../connect/connect-page";
 import { randomString } from "../random";
@@ -20,13 +20,12 @@ const htmlPage = (description: string) => ({ description, content: { "text/html"
 class ConnectRefusal extends Error {}
 
 /** Checks what the page is opened with: a live app, one of its registered origins, a sane cap. */
-async function offerFor(deps: Deps, query: { appId?: string; origin?: string; monthlyUsd?: string }): Promise<ConnectOffer> {
-  const app = query.appId ? await deps.store.apps.find(query.appId) : null;
+async function offerFor(apps: AppRepository, maxUsd: number, query: { appId?: string; origin?: string; monthlyUsd?: string }): Promise<ConnectOffer> {
+  const app = query.appId ? await apps.find(query.appId) : null;
   if (!app || app.disabledAt !== null) throw new ConnectRefusal("This app is unknown or no longer active.");
   if (!query.origin || !app.origins.includes(query.origin)) {
     throw new ConnectRefusal("The page asking for this connection is not one of the app's registered origins.");
   }
-  const maxUsd = deps.config.maxMonthlyUsd;
   let requestedUsd: number | null = null;
   if (query.monthlyUsd !== undefined && query.monthlyUsd !== "") {
     requestedUsd = Number(query.monthlyUsd);
@@ -46,14 +45,14 @@ async function offerFor(deps: Deps, query: { appId?: string; origin?: string; mo
  * It writes nothing, so it needs no rate limit of its own; the calls it makes are the
  * /connections ones, with their own auth.
  */
-export function connectRoutes(deps: Deps) {
+export function connectRoutes(apps: AppRepository, maxMonthlyUsd: number) {
   return new Elysia().get(
     "/connect",
     async ({ query, set }) => {
       const nonce = randomString(24);
       Object.assign(set.headers, consentHeaders(nonce));
       try {
-        return renderConnectPage(await offerFor(deps, query), nonce);
+        return renderConnectPage(await offerFor(apps, maxMonthlyUsd, query), nonce);
       } catch (err) {
         if (!(err instanceof ConnectRefusal)) throw err;
         set.status = 400;

@@ -1,12 +1,12 @@
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
-import type { Deps } from "../deps";
+import type { Config } from "../config";
 import { ApiError } from "../errors";
 import { ConsentError, type ConsentService } from "../services/grant-consent";
 import { consentHeaders, renderConsentError, renderConsentPage } from "../grants/consent-page";
 import { POPUP_SCRIPT } from "../grants/popup-script";
 import { enforceRateLimit } from "../ratelimit/macro";
-import type { RateLimitRule } from "../ratelimit/rate-limiter";
+import type { RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
 import { randomString } from "../random";
 import { errorResponses } from "./models";
 
@@ -46,8 +46,7 @@ const clientAddress = (server: AddressSource, request: Request) => server?.reque
  * address and per app like the approval is; a limited page is an error page (429 with
  * Retry-After), never JSON, because a person reads it.
  */
-export function consentRoutes(deps: Deps, consent: ConsentService) {
-  const { rateLimits } = deps.config;
+export function consentRoutes(consent: ConsentService, rateLimiter: RateLimiter, rateLimits: Config["rateLimits"]) {
   const rules = {
     pagesPerAddress: { name: "consent-address", ...rateLimits.consentPerAddress },
     pagesPerApp: { name: "consent-app", ...rateLimits.consentPerApp },
@@ -58,7 +57,7 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
   /** enforceRateLimit for a page: its 429 becomes an error page that says who was limited. */
   const limitPage = async (rule: RateLimitRule, key: string, who: string, headers: Record<string, unknown>) => {
     try {
-      await enforceRateLimit(deps.rateLimiter, rule, key, headers);
+      await enforceRateLimit(rateLimiter, rule, key, headers);
     } catch (err) {
       if (!(err instanceof ApiError) || err.code !== "rate_limited") throw err;
       const retry = err.headers["retry-after"];
@@ -116,8 +115,8 @@ export function consentRoutes(deps: Deps, consent: ConsentService) {
         if (site !== null && site !== "same-origin") throw new ApiError("invalid_request", "grants are approved from the consent page only");
         const appId = await consent.appOfConsent(body.consentToken);
         if (!appId) throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
-        await enforceRateLimit(deps.rateLimiter, rules.approvalsPerApp, appId, set.headers);
-        await enforceRateLimit(deps.rateLimiter, rules.approvalsPerAddress, clientAddress(server, request), set.headers);
+        await enforceRateLimit(rateLimiter, rules.approvalsPerApp, appId, set.headers);
+        await enforceRateLimit(rateLimiter, rules.approvalsPerAddress, clientAddress(server, request), set.headers);
         set.headers["cache-control"] = "no-store";
         return consent.approve(body.consentToken);
       },

@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { Elysia, t } from "elysia";
-import type { Deps } from "../deps";
+import type { PricingCatalogue } from "../metering/pricing";
 import { ApiError } from "../errors";
 import type { Guards } from "../http/guards";
 import { errorResponses } from "./models";
@@ -54,11 +54,11 @@ export function catalogueListPage(listing: readonly unknown[], path: string, que
  * GET /models: the catalogue the proxy prices requests by, as the upstream lists it, so
  * `client.models.list()` in an OpenAI SDK (or OpenRouter's) shows what can be called and at what price.
  */
-export function modelCatalogueRoutes(deps: Deps, auth: Guards) {
+export function modelCatalogueRoutes(catalogue: Pick<PricingCatalogue, "listing">, auth: Guards) {
   return new Elysia().use(auth).get(
     "/models",
     ({ query, path }) => {
-      const listing = deps.catalogue.listing;
+      const listing = catalogue.listing;
       if (listing.length === 0) throw new ApiError("unavailable", "the model catalogue has not been loaded from the upstream yet; try again shortly");
       return catalogueListPage(listing, path, query);
     },

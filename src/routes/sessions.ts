@@ -1,6 +1,6 @@
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
-import type { Deps } from "../deps";
+import type { SessionTokens } from "../auth/session-token";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import { usdAmountToNano } from "../money";
@@ -19,7 +19,7 @@ const SessionResponse = t.Object({
 });
 
 /** POST /sessions: the app backend mints a short-lived session token for one of its users. */
-export function sessionRoutes(deps: Deps, auth: Guards) {
+export function sessionRoutes(sessionTokens: SessionTokens, maxMonthlyUsd: number, auth: Guards) {
   return new Elysia().use(auth).post(
     "/sessions",
     async ({ app, body }) => {
@@ -27,10 +27,10 @@ export function sessionRoutes(deps: Deps, auth: Guards) {
       if (limit !== null) {
         // The cap a user approves may not exceed it, so it must be a cap they could approve.
         const refuse = (problem: string) => new ApiError("invalid_request", `requestLimit.monthlyUsd ${problem}`);
-        if (limit > deps.config.maxMonthlyUsd) throw refuse(`must be a finite number up to ${deps.config.maxMonthlyUsd}`);
+        if (limit > maxMonthlyUsd) throw refuse(`must be a finite number up to ${maxMonthlyUsd}`);
         usdAmountToNano(limit, { rounding: "floor" }, refuse);
       }
-      return deps.sessionTokens.mint(app.id, body.appUserId, limit);
+      return sessionTokens.mint(app.id, body.appUserId, limit);
     },
     {
       secretKey: true,

@@ -1,11 +1,10 @@
-import { ownWritesVisible, type SettleBarrier } from "../metering/meter";
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
 import type { Guards } from "../http/guards";
-import type { Deps } from "../deps";
+import type { Clock } from "../clock";
 import { ApiError } from "../errors";
 import { nanoToUsd, parsePeriod, periodAt } from "../money";
-import type { UsageRow } from "../store/usage-ledger";
+import type { UsageLedgerRepository, UsageRow } from "../store/usage-ledger";
 import { AppUserId, errorResponses } from "./models";
 import { UsageSourceView } from "../services/operator/views";
 
@@ -51,19 +50,19 @@ const toApiRow = (r: UsageRow) => ({
 });
 
 /** GET /usage: a user's ledger rows for one period, newest first, so an app can explain a charge. */
-export function usageRoutes(deps: Deps, auth: Guards, settles: SettleBarrier) {
+export function usageRoutes(ledger: UsageLedgerRepository, clock: Clock, ownWritesVisible: () => Promise<void>, auth: Guards) {
   return new Elysia().use(auth).get(
     "/usage",
     async ({ app, query }) => {
-      const period = query.period ? parsePeriod(query.period) : periodAt(deps.clock.now());
+      const period = query.period ? parsePeriod(query.period) : periodAt(clock.now());
       if (!period) throw new ApiError("invalid_request", "query.period must be YYYY-MM");
       const limit = query.limit ?? 50;
       const before = query.cursor ? decodeCursor(query.cursor) : undefined;
       // Read-your-writes: rows this process still holds in its writer's queue are written
       // first, so a call's row shows right after the call. (A failing store keeps them queued.)
       // A JSON call's row is queued once its settle is done, which its answer did not wait for.
-      await ownWritesVisible(settles, deps.usageWriter);
-      const rows = await deps.store.usageLedger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
+      await ownWritesVisible();
+      const rows = await ledger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
       return {

@@ -1,8 +1,11 @@
-import type { Deps } from "../deps";
+import type { Clock } from "../clock";
 import { ApiError, type BudgetErrorDetails } from "../errors";
 import { nanoToUsd, periodAt, type Period } from "../money";
 import { userAccount, type BudgetAccount } from "../metering/accounts";
 import type { BudgetSnapshot } from "../metering/budget-ledger";
+import type { Payer } from "../request/payer";
+import type { App } from "../store/apps";
+import type { ConnectionRepository } from "../store/connections";
 
 /** The budget a chat request draws on: a user's monthly cap (or, later, a grant's cap). */
 export interface BudgetTarget {
@@ -28,14 +31,30 @@ export interface BudgetTarget {
   dailyGrantCeilingNano?: number;
 }
 
+/** Finds the budget a chat call draws on from who pays: its user's connection, or its grant. */
+export class PayerBudgets {
+  constructor(
+    private readonly connections: ConnectionRepository,
+    private readonly grants: { budgetTarget(app: App, grantToken: string): Promise<BudgetTarget> },
+    private readonly clock: Clock,
+  ) {}
+
+  /** The payer's budget, or 400 when the request names no payer or two, 402 when it cannot pay. */
+  async targetOf(app: App, payer: Payer): Promise<BudgetTarget> {
+    const who = payer.required();
+    if (who.kind === "grant") return this.grants.budgetTarget(app, who.grantToken);
+    return userBudgetTarget(this.connections, this.clock, app.id, who.appUserId);
+  }
+}
+
 /** The user's monthly budget, or 402 when the user is not connected or funding is invalid. */
-export async function userBudgetTarget(deps: Deps, appId: string, appUserId: string): Promise<BudgetTarget> {
-  const connection = await deps.store.connections.findActive(appId, appUserId);
+export async function userBudgetTarget(connections: ConnectionRepository, clock: Clock, appId: string, appUserId: string): Promise<BudgetTarget> {
+  const connection = await connections.findActive(appId, appUserId);
   if (!connection) throw new ApiError("not_connected", `user ${JSON.stringify(appUserId)} has not approved a budget for this app`);
   if (connection.fundingStatus === "invalid") {
     throw new ApiError("funding_invalid", "the upstream refused payment for this user's requests; the user must approve again");
   }
-  const period = periodAt(deps.clock.now());
+  const period = periodAt(clock.now());
   return {
     account: userAccount(appId, period.id, appUserId),
     capNano: connection.monthlyCapNano,
@@ -44,7 +63,7 @@ export async function userBudgetTarget(deps: Deps, appId: string, appUserId: str
     grantId: null,
     period,
     resetsAt: period.end,
-    markFundingInvalid: () => deps.store.connections.markFundingInvalid(appId, appUserId, deps.clock.now()),
+    markFundingInvalid: () => connections.markFundingInvalid(appId, appUserId, clock.now()),
   };
 }
 

@@ -1,5 +1,6 @@
-import type { Deps } from "../deps";
+import type { Config } from "../config";
 import { ApiError } from "../errors";
+import type { Logger } from "../logger";
 import type { Meter, MeteringTicket } from "../metering/meter";
 import { SseUsageScanner } from "../metering/sse-usage-scanner";
 import { readError, readUsage } from "../metering/usage";
@@ -11,7 +12,8 @@ const NO_RETRY = { "x-should-retry": "false" };
 
 /** What the answer paths need of the chat service (src/services/chat.ts). */
 export interface CallFinisher {
-  readonly deps: Deps;
+  readonly logger: Logger;
+  readonly config: Pick<Config, "upstreamTimeoutMs" | "disconnectDrainMs">;
   readonly meter: Meter;
   /** The usage was not seen: the reservation stays held for the reconciler. */
   handOver(ticket: MeteringTicket, reason: string, generationId: string | null): Promise<void>;
@@ -35,7 +37,7 @@ export async function meterJsonAnswer(
   const headerId = response.headers.get("x-generation-id");
   const reading = response.arrayBuffer();
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<"late">((resolve) => (timer = setTimeout(resolve, f.deps.config.upstreamTimeoutMs, "late")));
+  const late = new Promise<"late">((resolve) => (timer = setTimeout(resolve, f.config.upstreamTimeoutMs, "late")));
   let bytes: ArrayBuffer | "late";
   try {
     bytes = await Promise.race([reading, late]);
@@ -66,7 +68,7 @@ async function meterJsonBytes(f: CallFinisher, ticket: MeteringTicket, bytes: Ar
   try {
     parsed = JSON.parse(UTF8.decode(bytes));
   } catch {
-    f.deps.logger.warn("upstream answered 200 with a body that is not JSON", { requestId: ticket.requestId, model: ticket.model });
+    f.logger.warn("upstream answered 200 with a body that is not JSON", { requestId: ticket.requestId, model: ticket.model });
     // With a generation id the upstream generated and may have billed: its record says
     // what. Without one (every generation has one, in X-Generation-Id), the body is not an
     // answer at all, a gateway's page say, and nothing was generated: clients retry a 502,
@@ -105,7 +107,7 @@ async function readLateJson(
   headerId: string | null,
   recorder: AnswerRecorder | undefined,
 ): Promise<void> {
-  const giveUp = setTimeout(() => abort.abort(new Error("the upstream's late answer took too long")), f.deps.config.disconnectDrainMs);
+  const giveUp = setTimeout(() => abort.abort(new Error("the upstream's late answer took too long")), f.config.disconnectDrainMs);
   try {
     const bytes = await reading;
     const { generationId } = await meterJsonBytes(f, ticket, bytes, headerId);
@@ -132,7 +134,7 @@ export async function finishLate(
   abort: AbortController,
   recorder: AnswerRecorder | undefined,
 ): Promise<void> {
-  const giveUp = setTimeout(() => abort.abort(new Error("the upstream's late answer took too long")), f.deps.config.disconnectDrainMs);
+  const giveUp = setTimeout(() => abort.abort(new Error("the upstream's late answer took too long")), f.config.disconnectDrainMs);
   let generationId: string | null = null;
   try {
     const response = await pending;
@@ -179,4 +181,4 @@ function lateFailure(): ApiError {
 }
 
 const logFailure = (f: CallFinisher, ticket: MeteringTicket) => (err: unknown) =>
-  f.deps.logger.error("handing a late call to the reconciler failed", { requestId: ticket.requestId, error: String(err) });
+  f.logger.error("handing a late call to the reconciler failed", { requestId: ticket.requestId, error: String(err) });

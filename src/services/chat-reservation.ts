@@ -1,6 +1,7 @@
-import type { Deps } from "../deps";
-import type { AccessEntry } from "../http/access-log";
-import type { MeteringTicket } from "../metering/meter";
+import type { Clock } from "../clock";
+import type { Config } from "../config";
+import type { BudgetLedger } from "../metering/budget-ledger";
+import type { ChargeLog, MeteringTicket } from "../metering/meter";
 import { clientPin } from "../metering/price-pin";
 import type { PricingCatalogue } from "../metering/pricing";
 import { readRequestShape } from "../metering/request-shape";
@@ -20,10 +21,20 @@ export interface ReservationRequest {
   body: ChatBody;
   /** Size of the client's JSON body: an upper bound on the tokens of its text. */
   bodyBytes: number;
-  /** The request's access-log entry: told the model and the cost once metered. */
-  access?: AccessEntry;
+  /** The request's access-line fields: told the model and the cost once metered. */
+  log?: ChargeLog;
   /** The call's rate-limit check, to run in the same step as the reservation. */
   rateLimit?: DeferredRateLimit;
+}
+
+/** What a reservation reads and reserves against. */
+export interface Reserving {
+  catalogue: PricingCatalogue;
+  budget: BudgetLedger;
+  clock: Clock;
+  /** Told of what each reservation found, for the budget webhooks (src/webhooks/budget-watcher.ts). */
+  watcher: { note(target: BudgetTarget, refused?: boolean): void };
+  config: Pick<Config, "pluginReservationsNano" | "imageTokensBound" | "webSearchResultNano" | "serviceTierMultipliers" | "defaultMaxTokens">;
 }
 
 /**
@@ -32,9 +43,9 @@ export interface ReservationRequest {
  * priciest model that may serve it, reserve atomically between a minimal and the full
  * completion, then size max_tokens (and the reasoning budget) to what was granted.
  */
-export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, request: ReservationRequest): Promise<MeteringTicket> {
+export async function reserveChat(reserving: Reserving, request: ReservationRequest): Promise<MeteringTicket> {
   const { body, target, requestId } = request;
-  const { config } = deps;
+  const { config, catalogue } = reserving;
   const shape = readRequestShape(body, config.pluginReservationsNano);
   const bounds = costBounds(catalogue, {
     shape,
@@ -46,24 +57,24 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   });
   const plan = planReservation(bounds, requestedMaxTokens(body), config.defaultMaxTokens, shape.reasoning);
   // The row's start, and the UTC day whose grant ceiling the call draws on: one instant.
-  const startedAt = deps.clock.now();
+  const startedAt = reserving.clock.now();
   // A grant call draws on its app's daily ceiling first, and then on its grant for at most
   // what the ceiling granted. Each reserve is atomic on its own account, so neither cap can
   // be passed; between the two, the ceiling may hold a little more than the grant took,
   // until the call settles (never less).
-  const ceiling = target.dailyGrantCeilingNano === undefined ? null : await reserveDailyCeiling(deps, request, plan, startedAt);
+  const ceiling = target.dailyGrantCeilingNano === undefined ? null : await reserveDailyCeiling(reserving, request, plan, startedAt);
   const rateLimit = ceiling ? undefined : request.rateLimit;
   // A deferred rate-limit check exists only beside a ledger that runs it (src/http/guards.ts).
-  const outcome = await deps.budget.reserve(target.account, requestId, target.capNano, plan.minNano, ceiling?.grantedNano ?? plan.desiredNano, rateLimit);
+  const outcome = await reserving.budget.reserve(target.account, requestId, target.capNano, plan.minNano, ceiling?.grantedNano ?? plan.desiredNano, rateLimit);
   // Its limit first: a call over its rate limit is a 429 whatever its budget (nothing was reserved).
   if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
   const release = async () => {
-    await deps.budget.settle(requestId, 0);
-    if (ceiling) await deps.budget.settle(ceiling.reservationId, 0);
+    await reserving.budget.settle(requestId, 0);
+    if (ceiling) await reserving.budget.settle(ceiling.reservationId, 0);
   };
   if (!outcome.ok) {
-    if (ceiling) await deps.budget.settle(ceiling.reservationId, 0);
-    deps.budgetWatcher.note(target, true);
+    if (ceiling) await reserving.budget.settle(ceiling.reservationId, 0);
+    reserving.watcher.note(target, true);
     throw budgetExceeded(target, outcome);
   }
   try {
@@ -71,12 +82,12 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
   } catch (err) {
     await release();
     // A grant refused for its uses: the watcher reports it exhausted if that is why.
-    deps.budgetWatcher.note(target);
+    reserving.watcher.note(target);
     throw err;
   }
   return {
     requestId,
-    access: request.access,
+    log: request.log,
     target,
     model: shape.modelIds[0]!,
     bounds,
@@ -94,12 +105,12 @@ export async function reserveChat(deps: Deps, catalogue: PricingCatalogue, reque
  * (grantDayAccount), or throws 402 `budget_exceeded` with that ceiling's figures. The
  * call's rate-limit check, when the ledger runs it, goes with this first reserve.
  */
-async function reserveDailyCeiling(deps: Deps, request: ReservationRequest, plan: ReservationPlan, startedAt: number) {
+async function reserveDailyCeiling(reserving: Reserving, request: ReservationRequest, plan: ReservationPlan, startedAt: number) {
   const { target } = request;
   const capNano = target.dailyGrantCeilingNano!;
   const account = grantDayAccount(target.appId, startedAt);
   const reservationId = `${request.requestId}/grant-day`;
-  const outcome = await deps.budget.reserve(account, reservationId, capNano, plan.minNano, plan.desiredNano, request.rateLimit);
+  const outcome = await reserving.budget.reserve(account, reservationId, capNano, plan.minNano, plan.desiredNano, request.rateLimit);
   if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
   if (outcome.ok) return { reservationId, grantedNano: outcome.grantedNano };
   const day = utcDayAt(startedAt);

@@ -1,15 +1,14 @@
-import type { Deps } from "../deps";
+import type { Config } from "../config";
 import { ApiError } from "../errors";
-import type { Meter, MeteringTicket } from "../metering/meter";
-import type { PricingCatalogue } from "../metering/pricing";
+import type { Logger } from "../logger";
+import type { ChargeLog, Meter, MeteringTicket } from "../metering/meter";
 import type { InFlightCalls } from "../metering/in-flight-calls";
 import { copyUpstreamResponseHeaders } from "../upstream/headers";
 import { UpstreamTimeout, UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
 import { relayStream } from "../upstream/stream-relay";
 import { upstreamFailure } from "../upstream/errors";
 import type { BudgetTarget } from "./budget-target";
-import type { AccessEntry } from "../http/access-log";
-import { reserveChat } from "./chat-reservation";
+import { reserveChat, type Reserving } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
 import type { DeferredRateLimit } from "../ratelimit/macro";
 import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
@@ -38,10 +37,15 @@ export interface ChatRequest {
   clientHeaders: Headers;
   /** Set when the call carries an Idempotency-Key: told the answer, or that there is none to keep. */
   recorder?: AnswerRecorder;
-  /** The request's access-log entry (see src/http/access-log.ts). */
-  access?: AccessEntry;
+  /** The request's access-line fields (src/request/context.ts): the model and cost, and a stream's metering. */
+  log?: CallLog;
   /** The call's rate-limit check, when it is left to the reservation (src/ratelimit/macro.ts). */
   rateLimit?: DeferredRateLimit;
+}
+
+/** What a call tells its access line: what it was charged, and for a stream when it is metered (the line waits for it). */
+export interface CallLog extends ChargeLog {
+  metered?: Promise<void>;
 }
 
 /** Said to a client whose call timed out: it is not given up, so a retry must not run it again. */
@@ -62,22 +66,23 @@ export class ChatService implements CallFinisher {
   private readonly inFlight = new Map<Promise<unknown>, AbortController>();
 
   constructor(
-    readonly deps: Deps,
+    private readonly reserving: Reserving,
     private readonly upstream: UpstreamClient,
-    private readonly catalogue: PricingCatalogue,
     readonly meter: Meter,
     readonly calls: InFlightCalls,
+    readonly logger: Logger,
+    readonly config: Pick<Config, "upstreamTimeoutMs" | "disconnectDrainMs">,
   ) {}
 
   async complete(request: ChatRequest): Promise<Response> {
-    const ticket = await reserveChat(this.deps, this.catalogue, request);
+    const ticket = await reserveChat(this.reserving, request);
     try {
       await this.calls.begin(ticket);
     } catch (err) {
       // Not recorded, so it must not go upstream: nothing was sent, nothing is charged, and
       // (as for a call refused before its reservation) no row is written.
       await this.meter.release(ticket);
-      this.deps.logger.error("the call journal refused a call; it was not sent upstream", { requestId: ticket.requestId, error: String(err) });
+      this.logger.error("the call journal refused a call; it was not sent upstream", { requestId: ticket.requestId, error: String(err) });
       throw new ApiError("unavailable", "the proxy could not record the call; nothing was sent or charged, try again");
     }
     const stream = request.body.stream === true;
@@ -121,7 +126,7 @@ export class ChatService implements CallFinisher {
     // The id is in the journal before a byte of the answer leaves (from the header, or from
     // the first chunk that carries it: the relay waits for it there).
     if (generationId !== null) await this.calls.identify(ticket.requestId, generationId).catch((err) => this.journalFailed(ticket, err));
-    return this.streamAnswer(ticket, response.body, abort, headers, request.recorder, request.access, generationId);
+    return this.streamAnswer(ticket, response.body, abort, headers, request.recorder, request.log, generationId);
   }
 
   /**
@@ -136,7 +141,7 @@ export class ChatService implements CallFinisher {
     abort: AbortController,
     headers: Record<string, string>,
     recorder: AnswerRecorder | undefined,
-    access: AccessEntry | undefined,
+    log: CallLog | undefined,
     headerGenerationId: string | null,
   ): Response {
     headers["content-type"] = "text/event-stream";
@@ -145,13 +150,13 @@ export class ChatService implements CallFinisher {
     const metered = new Promise<void>((resolve) => (settled = resolve));
     this.track(metered, abort);
     // The access line of a stream is written once it is metered, with its cost.
-    if (access) access.metered = metered;
+    if (log) log.metered = metered;
     const body = relayStream(
       upstreamBody,
       abort,
       {
-        stallTimeoutMs: this.deps.config.upstreamTimeoutMs,
-        drainTimeoutMs: this.deps.config.disconnectDrainMs,
+        stallTimeoutMs: this.config.upstreamTimeoutMs,
+        drainTimeoutMs: this.config.disconnectDrainMs,
         onChunk: recorder && ((chunk) => recorder.chunk(chunk)),
         identify: headerGenerationId === null ? (id) => this.calls.identify(ticket.requestId, id).catch((err) => this.journalFailed(ticket, err)) : undefined,
       },
@@ -167,7 +172,7 @@ export class ChatService implements CallFinisher {
             ? this.meter.finish(ticket, { status, usage: scanner.usage, generationId, completionEvents: scanner.events, producedNothing: false })
             : // No usage seen: what the upstream billed comes from its record of the generation.
               this.handOver(ticket, status, generationId);
-        void done.catch((err) => this.deps.logger.error("settling a stream failed", { requestId: ticket.requestId, error: String(err) })).finally(settled);
+        void done.catch((err) => this.logger.error("settling a stream failed", { requestId: ticket.requestId, error: String(err) })).finally(settled);
       },
     );
     return new Response(body, { status: 200, headers });
@@ -175,7 +180,7 @@ export class ChatService implements CallFinisher {
 
   /** The call's usage was not seen: its reservation stays held until the reconciler settles it. */
   async handOver(ticket: MeteringTicket, reason: string, generationId: string | null): Promise<void> {
-    if (ticket.access) ticket.access.model = ticket.model;
+    if (ticket.log) ticket.log.model = ticket.model;
     await this.calls.handOver(ticket.requestId, reason, generationId);
   }
 
@@ -208,7 +213,7 @@ export class ChatService implements CallFinisher {
   }
 
   private journalFailed(ticket: MeteringTicket, err: unknown): void {
-    this.deps.logger.warn("recording a call's generation id failed; if its usage is not seen it is charged its reservation", {
+    this.logger.warn("recording a call's generation id failed; if its usage is not seen it is charged its reservation", {
       requestId: ticket.requestId,
       error: String(err),
     });

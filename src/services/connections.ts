@@ -1,9 +1,11 @@
 import type { SettleBarrier } from "../metering/meter";
-import type { Deps } from "../deps";
+import type { BudgetLedger } from "../metering/budget-ledger";
+import type { Clock } from "../clock";
+import type { Config } from "../config";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt, usdAmountToNano, type Period } from "../money";
 import { userAccount } from "../metering/accounts";
-import type { Connection, FundingStatus } from "../store/connections";
+import type { Connection, ConnectionRepository, FundingStatus } from "../store/connections";
 import type { SessionClaims } from "../auth/session-token";
 
 export interface StatusView {
@@ -25,9 +27,12 @@ export interface ConnectionStatusView extends StatusView {
 /** A user's connection to an app: approve, update, read, revoke; and the budget view of it. */
 export class ConnectionService {
   constructor(
-    private readonly deps: Deps,
+    private readonly connections: ConnectionRepository,
+    private readonly budget: Pick<BudgetLedger, "snapshot">,
     /** This process's settles under way: a status read waits for them, so it shows a call just answered. */
     private readonly settles: SettleBarrier,
+    private readonly clock: Clock,
+    private readonly config: Pick<Config, "maxMonthlyUsd">,
   ) {}
 
   async status(appId: string, appUserId: string): Promise<StatusView> {
@@ -53,7 +58,7 @@ export class ConnectionService {
    */
   async approve(session: SessionClaims, monthlyUsd: number | undefined): Promise<ConnectionStatusView> {
     const { appId, appUserId, requestLimitUsd } = session;
-    const current = await this.deps.store.connections.findActive(appId, appUserId);
+    const current = await this.connections.findActive(appId, appUserId);
     const capUsd = monthlyUsd ?? requestLimitUsd ?? (current ? nanoToUsd(current.monthlyCapNano) : undefined);
     if (capUsd === undefined) {
       throw new ApiError("invalid_request", "monthlyUsd is required: neither the body nor the session token names a limit");
@@ -61,22 +66,22 @@ export class ConnectionService {
     if (requestLimitUsd !== null && capUsd > requestLimitUsd) {
       throw new ApiError("invalid_request", `monthlyUsd may not exceed the limit the app requested (${requestLimitUsd})`);
     }
-    const max = this.deps.config.maxMonthlyUsd;
+    const max = this.config.maxMonthlyUsd;
     if (capUsd > max) throw new ApiError("invalid_request", `monthlyUsd may not exceed ${max}`);
     const capNano = usdAmountToNano(capUsd, { rounding: "floor" }, (problem) => new ApiError("invalid_request", `monthlyUsd ${problem}`));
-    await this.deps.store.connections.approve(appId, appUserId, capNano, this.deps.clock.now());
+    await this.connections.approve(appId, appUserId, capNano, this.clock.now());
     return this.connectionStatus(appId, appUserId);
   }
 
   async revoke(appId: string, appUserId: string): Promise<void> {
-    await this.deps.store.connections.revoke(appId, appUserId, this.deps.clock.now());
+    await this.connections.revoke(appId, appUserId, this.clock.now());
   }
 
   private async describe(appId: string, appUserId: string): Promise<{ view: StatusView; connection: Connection | null }> {
-    const period = periodAt(this.deps.clock.now());
-    const connection = await this.deps.store.connections.findActive(appId, appUserId);
+    const period = periodAt(this.clock.now());
+    const connection = await this.connections.findActive(appId, appUserId);
     await this.settles.settled();
-    const { spentNano, reservedNano } = await this.deps.budget.snapshot(userAccount(appId, period.id, appUserId));
+    const { spentNano, reservedNano } = await this.budget.snapshot(userAccount(appId, period.id, appUserId));
     const capNano = connection?.monthlyCapNano ?? 0;
     return { view: budgetView(connection !== null, capNano, spentNano, reservedNano, period), connection };
   }

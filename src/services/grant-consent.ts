@@ -1,7 +1,9 @@
-import type { Deps } from "../deps";
+import type { Clock } from "../clock";
+import type { Config } from "../config";
 import { ApiError } from "../errors";
 import { formatUsd, nanoToUsd, ONE_NANO_USD, usdAmountToNano } from "../money";
-import type { App } from "../store/apps";
+import type { App, AppRepository } from "../store/apps";
+import type { GrantRepository } from "../store/grants";
 
 export const DEFAULT_GRANT_TTL_SECONDS = 24 * 60 * 60;
 export const MAX_GRANT_TTL_SECONDS = 30 * 24 * 60 * 60;
@@ -54,17 +56,22 @@ export interface ConsentOffer extends ConsentDraft {
  * and approvals scripted by strangers cannot use the ceiling up.
  */
 export class ConsentService {
-  constructor(private readonly deps: Pick<Deps, "store" | "clock" | "config">) {}
+  constructor(
+    private readonly apps: AppRepository,
+    private readonly grants: GrantRepository,
+    private readonly clock: Clock,
+    private readonly config: Pick<Config, "defaultMaxGrantUsd" | "grantDailyCeilingNano">,
+  ) {}
 
   /** Checks a consent page's parameters; records nothing. */
   async draft(params: ConsentParams): Promise<ConsentDraft> {
-    const app = params.appId ? await this.deps.store.apps.find(params.appId) : null;
+    const app = params.appId ? await this.apps.find(params.appId) : null;
     if (!app || app.disabledAt !== null) throw new ConsentError("This app is unknown or no longer active.");
     if (!params.origin || !app.origins.includes(params.origin)) {
       throw new ConsentError("The page asking for this grant is not one of the app's registered origins.");
     }
     const usd = params.usd ? Number(params.usd) : Number.NaN;
-    const maxUsd = app.maxGrantNano !== null ? nanoToUsd(app.maxGrantNano) : this.deps.config.defaultMaxGrantUsd;
+    const maxUsd = app.maxGrantNano !== null ? nanoToUsd(app.maxGrantNano) : this.config.defaultMaxGrantUsd;
     if (usd > maxUsd) throw new ConsentError(`This app may ask for at most $${maxUsd} at a time.`);
     // Rounded down, as every cap: a grant never holds more than the user saw.
     const usdCapNano = usdAmountToNano(
@@ -88,25 +95,21 @@ export class ConsentService {
    * larger than the app's whole daily ceiling: then no day could let all of it be spent at once.
    */
   async offer(draft: ConsentDraft): Promise<ConsentOffer> {
-    const now = this.deps.clock.now();
+    const now = this.clock.now();
     const { usdCapNano } = draft;
-    const ceilingNano = draft.app.grantDailyCeilingNano ?? this.deps.config.grantDailyCeilingNano;
+    const ceilingNano = draft.app.grantDailyCeilingNano ?? this.config.grantDailyCeilingNano;
     if (usdCapNano > ceilingNano) {
       const [ceiling, requested] = [ceilingNano, usdCapNano].map((nano) => formatUsd(nanoToUsd(nano)));
       throw new ConsentError(`Grants of ${draft.app.name} may spend at most ${ceiling} a day, and this ${requested} grant is larger than that.`, 402);
     }
     const { app, maxUses, ttlSeconds, origin, state } = draft;
-    const consentToken = await this.deps.store.grants.createConsentRequest(
-      { appId: app.id, usdCapNano, maxUses, ttlSeconds, origin, state },
-      now,
-      CONSENT_LIFETIME_MS,
-    );
+    const consentToken = await this.grants.createConsentRequest({ appId: app.id, usdCapNano, maxUses, ttlSeconds, origin, state }, now, CONSENT_LIFETIME_MS);
     return { ...draft, expiresAt: now + ttlSeconds * 1000, consentToken };
   }
 
   /** The user approved: consume the consent token and create the grant. */
   async approve(consentToken: string) {
-    const approval = await this.deps.store.grants.approveConsent(consentToken, this.deps.clock.now());
+    const approval = await this.grants.approveConsent(consentToken, this.clock.now());
     // The page was shown while the app was active; an operator may have disabled it since.
     // Its grant could not be spent now, but would be the day the app is enabled again.
     if (approval.kind === "app_disabled") throw new ApiError("invalid_request", "this app is no longer active; no grant was created");
@@ -126,6 +129,6 @@ export class ConsentService {
 
   /** The app id a consent token belongs to, for per-app rate limiting before approval. */
   appOfConsent(consentToken: string): Promise<string | null> {
-    return this.deps.store.grants.consentAppId(consentToken);
+    return this.grants.consentAppId(consentToken);
   }
 }

@@ -1,9 +1,11 @@
 import type { SettleBarrier } from "../metering/meter";
-import type { Deps } from "../deps";
+import type { BudgetLedger } from "../metering/budget-ledger";
+import type { Clock } from "../clock";
+import type { Config } from "../config";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt } from "../money";
 import { grantAccount } from "../metering/accounts";
-import type { Grant } from "../store/grants";
+import type { Grant, GrantRepository } from "../store/grants";
 import type { App } from "../store/apps";
 import type { BudgetTarget } from "./budget-target";
 
@@ -21,15 +23,18 @@ export interface GrantView {
 /** One-time grants for apps without a user system: redemption, status, revoke (consent: grant-consent.ts). */
 export class GrantService {
   constructor(
-    private readonly deps: Deps,
+    private readonly grants: GrantRepository,
+    private readonly budget: Pick<BudgetLedger, "snapshot">,
     /** This process's settles under way: a grant's status waits for them, so it shows a call just answered. */
     private readonly settles: SettleBarrier,
+    private readonly clock: Clock,
+    private readonly config: Pick<Config, "grantDailyCeilingNano">,
   ) {}
 
   /** The grant behind a token, or 402 grant_invalid saying why it cannot be used. */
   async usableGrant(appId: string, token: string): Promise<Grant> {
     const grant = await this.known(appId, token);
-    const reason = unusableReason(grant, this.deps.clock.now());
+    const reason = unusableReason(grant, this.clock.now());
     if (reason) throw new ApiError("grant_invalid", reason);
     return grant;
   }
@@ -38,9 +43,9 @@ export class GrantService {
   async budgetTarget(app: App, token: string): Promise<BudgetTarget> {
     const appId = app.id;
     const grant = await this.usableGrant(appId, token);
-    const now = this.deps.clock.now();
+    const now = this.clock.now();
     return {
-      dailyGrantCeilingNano: app.grantDailyCeilingNano ?? this.deps.config.grantDailyCeilingNano,
+      dailyGrantCeilingNano: app.grantDailyCeilingNano ?? this.config.grantDailyCeilingNano,
       account: grantAccount(grant.id),
       capNano: grant.usdCapNano,
       appId,
@@ -50,9 +55,9 @@ export class GrantService {
       resetsAt: new Date(grant.expiresAt).toISOString(),
       markFundingInvalid: async () => {},
       admit: async () => {
-        if (!(await this.deps.store.grants.consumeUse(grant.id, this.deps.clock.now()))) {
-          const current = await this.deps.store.grants.find(grant.id);
-          throw new ApiError("grant_invalid", (current && unusableReason(current, this.deps.clock.now())) ?? "the grant cannot be used");
+        if (!(await this.grants.consumeUse(grant.id, this.clock.now()))) {
+          const current = await this.grants.find(grant.id);
+          throw new ApiError("grant_invalid", (current && unusableReason(current, this.clock.now())) ?? "the grant cannot be used");
         }
       },
     };
@@ -61,8 +66,8 @@ export class GrantService {
   async view(appId: string, token: string): Promise<GrantView> {
     const grant = await this.known(appId, token);
     await this.settles.settled();
-    const { spentNano, reservedNano } = await this.deps.budget.snapshot(grantAccount(grant.id));
-    const now = this.deps.clock.now();
+    const { spentNano, reservedNano } = await this.budget.snapshot(grantAccount(grant.id));
+    const now = this.clock.now();
     const status =
       grant.revokedAt !== null
         ? "revoked"
@@ -84,12 +89,12 @@ export class GrantService {
   }
 
   async revoke(appId: string, token: string): Promise<void> {
-    await this.deps.store.grants.revoke((await this.known(appId, token)).id, this.deps.clock.now());
+    await this.grants.revoke((await this.known(appId, token)).id, this.clock.now());
   }
 
   /** Unknown tokens and other apps' tokens are both 402, with messages that say which. */
   private async known(appId: string, token: string): Promise<Grant> {
-    const grant = /^gt_[0-9A-Za-z]{32,128}$/.test(token) ? await this.deps.store.grants.findByToken(token) : null;
+    const grant = /^gt_[0-9A-Za-z]{32,128}$/.test(token) ? await this.grants.findByToken(token) : null;
     // Another app's token gets the same answer as an unknown one: it must not confirm that a token exists.
     if (!grant || grant.appId !== appId) throw new ApiError("grant_invalid", "unknown grant token");
     return grant;

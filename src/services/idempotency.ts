@@ -1,6 +1,9 @@
 import { createHash } from "node:crypto";
-import type { Deps } from "../deps";
+import type { Clock } from "../clock";
+import type { Config } from "../config";
 import { ApiError } from "../errors";
+import type { Logger } from "../logger";
+import type { Payer } from "../request/payer";
 import type { IdempotencyKeyRepository, StoredAnswer } from "../store/idempotency-keys";
 
 /**
@@ -49,32 +52,41 @@ export class IdempotencyService {
   private claims = 0;
 
   constructor(
-    private readonly deps: Pick<Deps, "clock" | "logger" | "config">,
     private readonly keys: IdempotencyKeyRepository,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly config: Pick<Config, "idempotencyTtlSeconds" | "idempotencyMaxAnswerBytes">,
   ) {}
 
   /** Runs `call` under the request's Idempotency-Key, or replays/refuses; without a key, just runs it. */
-  async run(appId: string, requestId: string, headers: Headers, body: unknown, call: (recorder?: AnswerRecorder) => Promise<Response>): Promise<Response> {
+  async run(
+    appId: string,
+    requestId: string,
+    headers: Headers,
+    payer: Payer,
+    body: unknown,
+    call: (recorder?: AnswerRecorder) => Promise<Response>,
+  ): Promise<Response> {
     const key = readIdempotencyKey(headers);
     if (key === null) return call();
-    const now = this.deps.clock.now();
-    const ttlMs = this.deps.config.idempotencyTtlSeconds * 1000;
+    const now = this.clock.now();
+    const ttlMs = this.config.idempotencyTtlSeconds * 1000;
     if (++this.claims % PURGE_EVERY_CLAIMS === 0) {
-      void this.keys.purgeExpired(now, PURGE_BATCH).catch((err) => this.deps.logger.warn("purging expired idempotency keys failed", { error: String(err) }));
+      void this.keys.purgeExpired(now, PURGE_BATCH).catch((err) => this.logger.warn("purging expired idempotency keys failed", { error: String(err) }));
     }
 
-    const outcome = await this.keys.claim(appId, key, fingerprintOf(headers, body), requestId, now, LEASE_MS, ttlMs);
+    const outcome = await this.keys.claim(appId, key, fingerprintOf(payer, body), requestId, now, LEASE_MS, ttlMs);
     switch (outcome.kind) {
       case "mismatch":
         throw new ApiError("idempotency_mismatch", "this Idempotency-Key was already used for a different request (other body, user or grant)");
       case "running":
         throw new ApiError("idempotency_conflict", "a request with this Idempotency-Key is still running; retry shortly", {}, { "retry-after": "1" });
       case "done":
-        this.deps.logger.info("idempotent replay", { requestId, originalRequestId: outcome.requestId });
+        this.logger.info("idempotent replay", { requestId, originalRequestId: outcome.requestId });
         return replay(outcome.answer);
     }
     // Answers above the limit are not kept; a retry learns the call is done but cannot be replayed.
-    const recorder = new KeyedCall(this.deps, this.keys, { appId, key, requestId }, ttlMs, this.deps.config.idempotencyMaxAnswerBytes);
+    const recorder = new KeyedCall(this.keys, this.clock, this.logger, { appId, key, requestId }, ttlMs, this.config.idempotencyMaxAnswerBytes);
     try {
       return await call(recorder);
     } catch (err) {
@@ -96,9 +108,9 @@ function readIdempotencyKey(headers: Headers): string | null {
 }
 
 /** Who pays and what was asked: the same key must mean the same request. */
-function fingerprintOf(headers: Headers, body: unknown): Uint8Array {
+function fingerprintOf(payer: Payer, body: unknown): Uint8Array {
   return createHash("sha256")
-    .update(`user:${headers.get("x-service-user") ?? ""}\ngrant:${headers.get("x-service-grant") ?? ""}\n`)
+    .update(`user:${payer.appUserId ?? ""}\ngrant:${payer.grantToken ?? ""}\n`)
     .update(JSON.stringify(body))
     .digest();
 }
@@ -128,13 +140,14 @@ class KeyedCall implements AnswerRecorder {
   private readonly renewTimer: ReturnType<typeof setInterval>;
 
   constructor(
-    private readonly deps: Pick<Deps, "clock" | "logger">,
     private readonly keys: IdempotencyKeyRepository,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
     private readonly claim: { appId: string; key: string; requestId: string },
     private readonly ttlMs: number,
     private readonly maxAnswerBytes: number,
   ) {
-    const renew = () => keys.renew(claim.appId, claim.key, claim.requestId, deps.clock.now() + LEASE_MS);
+    const renew = () => keys.renew(claim.appId, claim.key, claim.requestId, clock.now() + LEASE_MS);
     this.renewTimer = setInterval(() => this.guard("renewing", renew), RENEW_EVERY_MS);
     this.renewTimer.unref?.();
   }
@@ -152,7 +165,7 @@ class KeyedCall implements AnswerRecorder {
     this.chunks.length = 0;
     const { appId, key, requestId } = this.claim;
     const stored = { status: 200, contentType: answer.contentType, generationId: answer.generationId, body: kept };
-    return this.guard("keeping the answer", () => this.keys.complete(appId, key, requestId, stored, this.deps.clock.now() + this.ttlMs));
+    return this.guard("keeping the answer", () => this.keys.complete(appId, key, requestId, stored, this.clock.now() + this.ttlMs));
   }
 
   detach(): void {
@@ -169,7 +182,7 @@ class KeyedCall implements AnswerRecorder {
       generationId: null,
       body: new TextEncoder().encode(JSON.stringify(error.toBody())),
     };
-    void this.guard("keeping the error", () => this.keys.complete(appId, key, requestId, stored, this.deps.clock.now() + this.ttlMs));
+    void this.guard("keeping the error", () => this.keys.complete(appId, key, requestId, stored, this.clock.now() + this.ttlMs));
   }
 
   abandoned(): void {
@@ -188,7 +201,7 @@ class KeyedCall implements AnswerRecorder {
 
   /** The answer already went to the client: a failure here is logged, never thrown at it. */
   private guard(what: string, work: () => unknown): Promise<void> {
-    const report = (err: unknown) => this.deps.logger.error(`idempotency key: ${what} failed`, { requestId: this.claim.requestId, error: String(err) });
+    const report = (err: unknown) => this.logger.error(`idempotency key: ${what} failed`, { requestId: this.claim.requestId, error: String(err) });
     try {
       return Promise.resolve(work()).then(() => {}, report);
     } catch (err) {

@@ -6,7 +6,7 @@
  * RFC 9110 §7.6.1 says a proxy must not forward).
  */
 
-import { clientRequestId } from "../http/access-log";
+import { clientRequestId } from "../request/context";
 
 /** Client headers passed upstream: OpenRouter's app attribution (its docs, "App Attribution"). */
 const CLIENT_TO_UPSTREAM = ["http-referer", "x-title"] as const;

@@ -171,7 +171,7 @@ async function streamCalledDirectly(t: ChatTestApp): Promise<{ res: Response; re
   const requestId = crypto.randomUUID();
   const request: ChatRequest = {
     requestId,
-    target: await userBudgetTarget(t.deps, t.appId, "alice"),
+    target: await userBudgetTarget(t.deps.store.connections, t.deps.clock, t.appId, "alice"),
     body: { ...body, messages: [{ role: "user", content: "a long prompt ".repeat(10_000) }] },
     bodyBytes: 200_000,
     clientHeaders: new Headers(),

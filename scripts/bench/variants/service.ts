@@ -53,7 +53,7 @@ const server = variant.has("chat-core")
         try {
           const { id: appId } = await authenticateSecretKey(deps.store, request.headers.get("authorization"));
           const body = (await request.json()) as ChatBody;
-          const target = await userBudgetTarget(deps, appId, request.headers.get("x-service-user") ?? "");
+          const target = await userBudgetTarget(deps.store.connections, deps.clock, appId, request.headers.get("x-service-user") ?? "");
           if (body.stream === true) server.timeout(request, 0);
           return await app.decorator.chat.complete({
             requestId: Bun.randomUUIDv7(),

@@ -1,8 +1,7 @@
 import { Elysia, t } from "elysia";
-import type { Deps } from "../../deps";
+import type { Logger } from "../../logger";
 import type { Guards } from "../../http/guards";
 import type { OperatorService } from "../../services/operator";
-import { ownWritesVisible, type SettleBarrier } from "../../metering/meter";
 import {
   ConnectionDetailsView,
   ConnectionView,
@@ -22,7 +21,7 @@ const Day = t.String({ description: "A UTC day, YYYY-MM-DD; both ends are includ
 const ExportQuery = t.Object({ from: Day, to: Day, format: t.Optional(t.Union([t.Literal("csv"), t.Literal("jsonl")], { description: "Default jsonl." })) });
 
 /** /admin/apps/{appId}/…: the operator's commands on users, grants and usage (src/cli/data-commands.ts) over HTTP. */
-export function adminAppDataRoutes(deps: Deps, operator: OperatorService, auth: Guards, settles: SettleBarrier) {
+export function adminAppDataRoutes(operator: OperatorService, auth: Guards, ownWritesVisible: () => Promise<void>, logger: Logger) {
   return new Elysia({ prefix: "/apps/:appId" })
     .use(auth)
     .get("/connections", async ({ params, query }) => operator.connections.list(params.appId, query), {
@@ -61,13 +60,13 @@ export function adminAppDataRoutes(deps: Deps, operator: OperatorService, auth: 
       "/usage",
       async ({ params, query }) => {
         // Read-your-writes, as GET /usage does: calls this process answered are in the export.
-        await ownWritesVisible(settles, deps.usageWriter);
+        await ownWritesVisible();
         const exported = await operator.usage.export(params.appId, query);
         // The first page is read before answering: a failing store gets the error envelope,
         // not a 200 cut short.
         const pages = exported.pages[Symbol.asyncIterator]();
         const first = await pages.next();
-        return new Response(lineStream(pages, first, deps), {
+        return new Response(lineStream(pages, first, logger), {
           headers: {
             "content-type": exported.contentType,
             "content-disposition": `attachment; filename="usage-${params.appId}-${query.from}-${query.to}.${exported.format}"`,
@@ -107,7 +106,7 @@ const documentedErrors = (...statuses: number[]) =>
  * is read only as fast as the client reads. A failure after the first byte can only cut
  * the response short, so it is logged.
  */
-function lineStream(iterator: AsyncIterator<string[]>, first: IteratorResult<string[]>, deps: Pick<Deps, "logger">): ReadableStream<Uint8Array> {
+function lineStream(iterator: AsyncIterator<string[]>, first: IteratorResult<string[]>, logger: Logger): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   let pending: IteratorResult<string[]> | null = first;
   return new ReadableStream({
@@ -122,7 +121,7 @@ function lineStream(iterator: AsyncIterator<string[]>, first: IteratorResult<str
           return controller.enqueue(encoder.encode(next.value.map((line) => `${line}\n`).join("")));
         }
       } catch (err) {
-        deps.logger.error("usage export failed mid-stream", { error: err instanceof Error ? err.message : String(err) });
+        logger.error("usage export failed mid-stream", { error: err instanceof Error ? err.message : String(err) });
         controller.error(err);
       }
     },

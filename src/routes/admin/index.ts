@@ -1,10 +1,9 @@
 import { Elysia } from "elysia";
-import type { Deps } from "../../deps";
 import type { Guards } from "../../http/guards";
-import { accessEntry } from "../../http/access-log";
+import type { Logger } from "../../logger";
+import { requestContextSlot } from "../../request/elysia";
 import type { OperatorService } from "../../services/operator";
 import { adminAppDataRoutes } from "./app-data";
-import type { SettleBarrier } from "../../metering/meter";
 import { adminAppRoutes } from "./apps";
 import { adminWebhookRoutes } from "./webhooks";
 
@@ -15,17 +14,18 @@ export { NewWebhookEndpointRequest } from "./webhooks";
  * /admin: the operator's commands over HTTP, behind ADMIN_TOKEN (off without it). Every
  * route is a thin layer over the OperatorService, as the CLI is, so the two cannot drift.
  */
-export function adminRoutes(deps: Deps, operator: OperatorService, auth: Guards, settles: SettleBarrier) {
+export function adminRoutes(operator: OperatorService, auth: Guards, ownWritesVisible: () => Promise<void>, logger: Logger) {
   return (
     new Elysia({ prefix: "/admin" })
+      .use(requestContextSlot)
       // The access log says which app an operator's call touched (never the token).
-      .onBeforeHandle(({ params, request }) => {
+      .onBeforeHandle(({ params, requestContext }) => {
         // Routes without path parameters get no `params` at all.
         const appId = (params as { appId?: string } | undefined)?.appId;
-        if (appId) accessEntry(request).appId = appId;
+        if (appId) requestContext.log.appId = appId;
       })
       .use(adminAppRoutes(operator, auth))
-      .use(adminAppDataRoutes(deps, operator, auth, settles))
+      .use(adminAppDataRoutes(operator, auth, ownWritesVisible, logger))
       .use(adminWebhookRoutes(operator, auth))
   );
 }
