@@ -2,7 +2,7 @@ import { Elysia, t } from "elysia";
 import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
 import { ApiError } from "../errors";
-import { ConnectionStatusModel, ErrorEnvelope, MonthlyUsd, errorResponses } from "./models";
+import { ConnectionStatusModel, ErrorEnvelope, MonthlyUsd, errorResponses } from "./schemas";
 
 export const ApproveRequest = t.Object({ monthlyUsd: t.Optional(MonthlyUsd) });
 

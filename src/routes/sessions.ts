@@ -4,7 +4,7 @@ import type { Deps } from "../deps";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import { usdAmountToNano } from "../money";
-import { AppUserId, MonthlyUsd, errorResponses } from "./models";
+import { AppUserId, MonthlyUsd, errorResponses } from "./schemas";
 
 export const SessionRequest = t.Object({
   appUserId: AppUserId,

@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
-import { AppUserId, StatusModel, errorResponses } from "./models";
+import { AppUserId, StatusModel, errorResponses } from "./schemas";
 
 /** GET /status: the app backend reads one user's connection and budget. */
 export function statusRoutes(connections: ConnectionService, auth: Guards) {

@@ -6,7 +6,7 @@ import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { nanoToUsd, parsePeriod, periodAt } from "../money";
 import type { UsageRow } from "../store/usage-ledger";
-import { AppUserId, errorResponses } from "./models";
+import { AppUserId, errorResponses } from "./schemas";
 import { UsageSourceView } from "../services/operator/views";
 
 const UsageRowModel = t.Object({

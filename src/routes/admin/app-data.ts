@@ -12,7 +12,7 @@ import {
   RevokedGrantView,
   UsageExportRowView,
 } from "../../services/operator/views";
-import { AppUserId, ErrorEnvelope } from "../models";
+import { AppUserId, ErrorEnvelope } from "../schemas";
 import { adminDetail, adminErrors, AppParams, PageQuery } from "./shared";
 
 const UserParams = t.Object({ ...AppParams.properties, appUserId: AppUserId });
