@@ -8,7 +8,7 @@ import { userBudgetTarget } from "../services/budget-target";
 import { accessEntry } from "../http/access-log";
 import type { GrantService } from "../services/grants";
 import type { IdempotencyService } from "../services/idempotency";
-import { errorResponses } from "./schemas";
+import { errorResponses } from "../error-schema";
 import { deferredRateLimitOf } from "../ratelimit/macro";
 import { handOverHeaders } from "../http/hand-over-headers";
 import type { App } from "../store/apps";

@@ -6,7 +6,8 @@ import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { nanoToUsd, parsePeriod, periodAt } from "../money";
 import type { UsageRow } from "../store/usage-ledger";
-import { AppUserId, errorResponses } from "./schemas";
+import { AppUserId } from "./schemas";
+import { errorResponses } from "../error-schema";
 import { UsageSourceView } from "../services/operator/views";
 
 const UsageRowModel = t.Object({

@@ -12,7 +12,8 @@ import {
   RevokedGrantView,
   UsageExportRowView,
 } from "../../services/operator/views";
-import { AppUserId, ErrorEnvelope } from "../schemas";
+import { AppUserId } from "../schemas";
+import { ErrorEnvelope } from "../../error-schema";
 import { adminDetail, adminErrors, AppParams, PageQuery } from "./shared";
 
 const UserParams = t.Object({ ...AppParams.properties, appUserId: AppUserId });
