@@ -3,7 +3,7 @@ import type { Deps } from "../deps";
 import type { App } from "../store/apps";
 import type { SessionClaims } from "./session-token";
 import { authenticateSecretKey, authenticateSession } from "./credentials";
-import { restrictCorsToApp } from "../routes/connections-cors";
+import { restrictCorsToApp } from "./session-cors";
 import { accessEntry } from "../http/access-log";
 
 type SecretKeyAuth = { app: App };
