@@ -1,5 +1,5 @@
 import type { Clock } from "../clock";
-import type { BudgetTarget } from "../services/budget-target";
+import type { BudgetTarget } from "../budget/target";
 import type { BudgetLedger } from "./budget-ledger";
 import type { OverrunMonitor } from "./overrun-monitor";
 import { chargeFor, reservationCharge, type Charge, type GrantedLimits, type ReservationPlan } from "./reservation";

@@ -3,7 +3,7 @@ import { CallBatcher } from "../store/postgres/call-batcher";
 import { ledgerRecord } from "../store/postgres/usage-ledger";
 import type { UsageRow } from "../store/usage-ledger";
 import type { Logger } from "../logger";
-import type { BudgetAccount } from "./accounts";
+import type { BudgetAccount } from "../budget/accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "./budget-ledger";
 import type { CheckItem, PostgresRateLimiter } from "../ratelimit/postgres-rate-limiter";
 import type { RateLimiter } from "../ratelimit/rate-limiter";

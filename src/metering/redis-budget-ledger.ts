@@ -1,7 +1,7 @@
 import type Redis from "ioredis";
 import { ApiError } from "../errors";
 import type { Logger } from "../logger";
-import type { BudgetAccount } from "./accounts";
+import type { BudgetAccount } from "../budget/accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "./budget-ledger";
 import { rateLimitKeyOf, RedisRateLimiter, SLIDING_WINDOW_STEP } from "../ratelimit/redis-rate-limiter";
 import type { RateLimiter } from "../ratelimit/rate-limiter";

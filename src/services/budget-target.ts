@@ -1,32 +1,9 @@
 import type { Deps } from "../deps";
 import { ApiError, type BudgetErrorDetails } from "../errors";
-import { nanoToUsd, periodAt, type Period } from "../money";
-import { userAccount, type BudgetAccount } from "../metering/accounts";
+import { nanoToUsd, periodAt } from "../money";
+import { userAccount } from "../budget/accounts";
+import type { BudgetTarget } from "../budget/target";
 import type { BudgetSnapshot } from "../metering/budget-ledger";
-
-/** The budget a chat request draws on: a user's monthly cap (or, later, a grant's cap). */
-export interface BudgetTarget {
-  account: BudgetAccount;
-  capNano: number;
-  appId: string;
-  appUserId: string | null;
-  grantId: string | null;
-  period: Period;
-  /** When the budget renews: the period's end for monthly caps. */
-  resetsAt: string;
-  /** Called when the upstream refuses payment; the user must re-approve. */
-  markFundingInvalid(): Promise<void>;
-  /**
-   * Called once the reservation is held, before going upstream; may refuse (throw), in
-   * which case the reservation is released. Grants count their uses here.
-   */
-  admit?(): Promise<void>;
-  /**
-   * Grants only: the app's daily ceiling on what its grants spend, a second cap the call
-   * draws on (reserved first, on the day's account: grantDayAccount).
-   */
-  dailyGrantCeilingNano?: number;
-}
 
 /** The user's monthly budget, or 402 when the user is not connected or funding is invalid. */
 export async function userBudgetTarget(deps: Deps, appId: string, appUserId: string): Promise<BudgetTarget> {

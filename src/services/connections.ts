@@ -2,7 +2,7 @@ import type { SettleBarrier } from "../metering/meter";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt, usdAmountToNano, type Period } from "../money";
-import { userAccount } from "../metering/accounts";
+import { userAccount } from "../budget/accounts";
 import type { Connection, FundingStatus } from "../store/connections";
 import type { SessionClaims } from "../auth/session-token";
 

@@ -2,10 +2,10 @@ import type { SettleBarrier } from "../metering/meter";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt } from "../money";
-import { grantAccount } from "../metering/accounts";
+import { grantAccount } from "../budget/accounts";
 import type { Grant } from "../store/grants";
 import type { App } from "../store/apps";
-import type { BudgetTarget } from "./budget-target";
+import type { BudgetTarget } from "../budget/target";
 
 export interface GrantView {
   grantId: string;
