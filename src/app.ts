@@ -70,7 +70,7 @@ const DOCUMENTED_CONTENT: DocumentedContent[] = [
 /** Builds the HTTP app from its dependencies. No environment, no I/O: tests build many. */
 export function createApp(deps: Deps) {
   const auth = guardsPlugin(deps);
-  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger), deps.budgetWatcher);
+  const meter = new Meter(deps.budget, deps.usageWriter, deps.clock, new OverrunMonitor(deps.logger), (target) => deps.budgetWatcher.note(target));
   const connections = new ConnectionService(deps, meter);
   const chat = new ChatService(deps, deps.upstream, deps.catalogue, meter, new InFlightCalls(deps.store.callJournal, deps.instanceId, deps.clock));
   const reconciler = new Reconciler(deps.store.callJournal, deps.budget, meter, deps.upstream, deps.clock, deps.logger, deps.instanceId, deps.config.reconcile);

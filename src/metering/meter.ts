@@ -8,7 +8,6 @@ import type { UsageWriter } from "./usage-writer";
 import type { UsageRow } from "../store/usage-ledger";
 import type { CostBounds } from "./worst-case";
 import type { AccessEntry } from "../http/access-log";
-import type { BudgetWatcher } from "../webhooks/budget-watcher";
 
 /** A reservation held by one in-flight request, until `Meter.finish` settles it. */
 export interface MeteringTicket {
@@ -63,7 +62,11 @@ export class Meter implements SettleBarrier {
     private readonly writer: UsageWriter,
     private readonly clock: Clock,
     readonly overruns: OverrunMonitor,
-    private readonly watcher: BudgetWatcher,
+    /**
+     * Told of every settled call (the budget watcher marks its account for a threshold
+     * check): called on the request path too, so it must not do I/O.
+     */
+    private readonly onSettled: (target: BudgetTarget) => void,
   ) {}
 
   /**
@@ -174,7 +177,7 @@ export class Meter implements SettleBarrier {
       await settleHolds();
       this.writer.enqueue(row);
     }
-    this.watcher.note(call.target);
+    this.onSettled(call.target);
     return charge;
   }
 }
