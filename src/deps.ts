@@ -129,7 +129,7 @@ export function createDeps(config: Config, overrides: DepsOverrides & { store: S
   const catalogue =
     overrides.catalogue ??
     new PricingCatalogue(
-      upstream,
+      () => upstream.listModels(),
       {
         promptUsdPerToken: config.fallbackPromptUsdPerToken,
         completionUsdPerToken: config.fallbackCompletionUsdPerToken,

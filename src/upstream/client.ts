@@ -45,6 +45,14 @@ export class UpstreamClient {
     });
   }
 
+  /** The model list (`GET /models`), its entries as listed: what the pricing catalogue reads. */
+  async listModels(): Promise<unknown[]> {
+    const response = await this.get("/models");
+    if (!response.ok) throw new Error(`GET /models answered ${response.status}`);
+    const body = (await response.json()) as { data?: unknown };
+    return Array.isArray(body.data) ? body.data : [];
+  }
+
   /**
    * POSTs a chat completion. The returned controller aborts the upstream request; the
    * caller uses it when the client is gone for good or the stream stalls. Only the wait
