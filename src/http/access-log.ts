@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import type { Logger } from "../logger";
 import type { MetricsRecorder } from "./metrics";
+import { clientRequestId } from "../upstream/headers";
 
 /**
  * One structured line per request (`msg: "request"`), written once the response is done:
@@ -38,17 +39,6 @@ export function accessEntry(request: Request): AccessEntry {
     entries.set(request, entry);
   }
   return entry;
-}
-
-/**
- * A client's `x-request-id` is kept when it is 1–128 visible characters of a safe set
- * (letters, digits, `-_.:`): echoed as `x-client-request-id`, logged, and sent upstream.
- * It never replaces our own `x-request-id`, which is the ledger row's primary key and must
- * be unique whatever a client sends.
- */
-export function clientRequestId(headers: Headers): string | undefined {
-  const value = headers.get("x-request-id");
-  return value !== null && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : undefined;
 }
 
 export function accessLog(logger: Logger, metrics?: MetricsRecorder) {

@@ -1,5 +1,5 @@
 import { upstreamRequestHeaders } from "./headers";
-import { isConnectFailure } from "../http/connect-failure";
+import { isConnectFailure } from "../connect-failure";
 
 /** The one way out to the upstream: `fetch` in production, the mock's handler in demo mode. */
 export type FetchUpstream = (url: string, init: RequestInit) => Promise<Response>;
