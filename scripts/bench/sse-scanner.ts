@@ -7,7 +7,7 @@
  *
  *   taskset -c 1 bun scripts/bench/sse-scanner.ts [--streams 20000] [--rounds 3]
  */
-import { SseUsageScanner } from "../../src/metering/sse-usage-scanner";
+import { SseUsageScanner } from "../../src/upstream/sse-usage-scanner";
 import { SseUsageScanner as BufferViewScanner } from "./variants/sse-usage-scanner-bytes";
 import { SseUsageScanner as DecodingScanner } from "./variants/sse-usage-scanner-decoding";
 import { flagReader } from "./lib/flags";
@@ -28,7 +28,7 @@ const chunks = [
 ];
 
 const scanners: Array<[string, new () => { feed(chunk: Uint8Array): void; end(): void; usage: unknown }]> = [
-  ["src/metering/sse-usage-scanner.ts (bytes, by position)", SseUsageScanner],
+  ["src/upstream/sse-usage-scanner.ts (bytes, by position)", SseUsageScanner],
   ["variants/sse-usage-scanner-decoding.ts (decodes each chunk)", DecodingScanner],
   ["variants/sse-usage-scanner-bytes.ts (Buffer views)", BufferViewScanner],
 ];

@@ -1,7 +1,7 @@
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import type { Meter, MeteringTicket } from "../metering/meter";
-import { SseUsageScanner } from "../metering/sse-usage-scanner";
+import { SseUsageScanner } from "../upstream/sse-usage-scanner";
 import { readError, readUsage } from "../metering/usage";
 import type { AnswerRecorder } from "./idempotency";
 

@@ -1,12 +1,12 @@
 /**
- * A byte-level variant of src/metering/sse-usage-scanner.ts, kept for measurement only
+ * A byte-level variant of src/upstream/sse-usage-scanner.ts, kept for measurement only
  * (scripts/bench/sse-scanner.ts): lines and keys found in the bytes, only the events that
  * can carry usage decoded. Same behaviour (it passes the service scanner's tests), but it
  * measured slower under Bun 1.4.5: a Buffer view, a subarray and a byte search each cost
  * more than decoding the chunk and using string methods (BENCHMARKS.md, issue 14).
  */
 import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from "../../../src/metering/usage";
-import { jsonObjectAfter } from "../../../src/metering/sse-usage-scanner";
+import { jsonObjectAfter } from "../../../src/upstream/sse-usage-scanner";
 
 /**
  * The longest line (and the most data of one event), in bytes, kept to be parsed whole:

@@ -1,11 +1,11 @@
 /**
  * The service's scanner until issue 14's seventh session, kept for measurement only
  * (scripts/bench/sse-scanner.ts): it decoded every chunk to a string and searched that.
- * Same behaviour as src/metering/sse-usage-scanner.ts, which now works on the bytes by
+ * Same behaviour as src/upstream/sse-usage-scanner.ts, which now works on the bytes by
  * position and allocates nothing for a chunk of whole events (BENCHMARKS.md, issue 14).
  */
 import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from "../../../src/metering/usage";
-import { jsonObjectAfter } from "../../../src/metering/sse-usage-scanner";
+import { jsonObjectAfter } from "../../../src/upstream/sse-usage-scanner";
 
 /**
  * The longest line (and the most data of one event) kept to be parsed whole: the memory a
