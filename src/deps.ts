@@ -3,7 +3,7 @@ import { systemClock, type Clock } from "./clock";
 import { createLogger, type Logger } from "./logger";
 import { openStore, type Store } from "./store";
 import { resolveSecretBox } from "./secrets/secrets-key";
-import { storedJwtSecret } from "./secrets/stored-secrets";
+import { storedJwtSecret } from "./store/stored-secrets";
 import { SessionTokens } from "./auth/session-token";
 import { InMemoryBudgetLedger, type BudgetLedger } from "./metering/budget-ledger";
 import { PricingCatalogue } from "./metering/pricing";

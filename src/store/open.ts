@@ -2,7 +2,7 @@ import type { DatabaseTarget } from "../config";
 import type { Store } from ".";
 import { openSqliteStore } from "./sqlite";
 import type { SecretBox } from "../secrets/secret-box";
-import { secureStoredSecrets } from "../secrets/stored-secrets";
+import { secureStoredSecrets } from "./stored-secrets";
 
 export interface OpenStoreOptions {
   /** PostgreSQL: connections in this process's pool. */
