@@ -75,7 +75,7 @@ const DOCUMENTED_CONTENT: DocumentedContent[] = [
 export function createApp(deps: Deps) {
   const { config, clock, logger, store, budget } = deps;
   const auth = guardsPlugin(deps);
-  const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), deps.budgetWatcher);
+  const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), (target) => deps.budgetWatcher.note(target));
   // Read-your-writes for this process's ledger reads: its settles under way, then its queued rows.
   const ownWrites = async () => ownWritesVisible(meter, deps.usageWriter);
   const connections = new ConnectionService(store.connections, budget, meter, clock, config);

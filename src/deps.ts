@@ -5,7 +5,7 @@ import { openStoreEngine, type Store } from "./store";
 import { storeAlone, type BudgetBackend, type Counters, type StoreEngine } from "./store/engine";
 import { redisCounters } from "./store/redis/engine";
 import { resolveSecretBox } from "./secrets/secrets-key";
-import { storedJwtSecret } from "./secrets/stored-secrets";
+import { storedJwtSecret } from "./store/stored-secrets";
 import { SessionTokens } from "./auth/session-token";
 import type { BudgetLedger } from "./metering/budget-ledger";
 import { PricingCatalogue } from "./metering/pricing";
@@ -122,7 +122,7 @@ export function createDeps(config: Config, overrides: DepsOverrides): Deps {
   const catalogue =
     overrides.catalogue ??
     new PricingCatalogue(
-      upstream,
+      () => upstream.listModels(),
       {
         promptUsdPerToken: config.fallbackPromptUsdPerToken,
         completionUsdPerToken: config.fallbackCompletionUsdPerToken,

@@ -6,7 +6,7 @@
  *
  *   taskset -c 1 bun scripts/bench/sse-scanner.ts [--streams 20000] [--rounds 3]
  */
-import { SseUsageScanner } from "../../src/metering/sse-usage-scanner";
+import { SseUsageScanner } from "../../src/upstream/sse-usage-scanner";
 import { flagReader } from "./lib/flags";
 
 const flag = flagReader();

@@ -37,7 +37,7 @@ import { BUN, childEnv, cpuSeconds, pin, REPO_ROOT, spawnPinned } from "./lib/pr
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
 import { ledgerRecord } from "../../src/store/postgres/usage-ledger";
 import { UsageWriter } from "../../src/metering/usage-writer";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
 import type { UsageLedgerRepository, UsageRow } from "../../src/store/usage-ledger";
 

@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
 import type { UsageRow } from "../../src/store/usage-ledger";
 

@@ -3,7 +3,7 @@ import type { Store } from "../store";
 import type { App } from "../store/apps";
 import type { SessionClaims, SessionTokens } from "./session-token";
 import { authenticateSecretKey, authenticateSession } from "./credentials";
-import { restrictCorsToApp } from "../routes/connections-cors";
+import { restrictCorsToApp } from "./session-cors";
 import type { RequestContext } from "../request/context";
 import { requestContextSlot } from "../request/elysia";
 

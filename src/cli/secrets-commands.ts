@@ -1,5 +1,5 @@
-/** The operator command for a lost secrets key (README, "Secrets at rest"); src/secrets/stored-secrets.ts does the work. */
-import { forgetUnreadableSecrets } from "../secrets/stored-secrets";
+/** The operator command for a lost secrets key (README, "Secrets at rest"); src/store/stored-secrets.ts does the work. */
+import { forgetUnreadableSecrets } from "../store/stored-secrets";
 import { print, UsageError, type Command } from "./shared";
 
 export const SECRETS_COMMANDS: Command[] = [

@@ -2,7 +2,7 @@ import { Elysia, t } from "elysia";
 import type { Deps } from "../deps";
 import { ApiError } from "../errors";
 import { hashSecret, secretMatches } from "../auth/secret-key";
-import { errorResponses } from "../routes/models";
+import { errorResponses } from "../error-schema";
 import type { ChatService } from "../services/chat";
 import type { Reconciler } from "../metering/reconciler";
 

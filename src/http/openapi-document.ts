@@ -1,7 +1,7 @@
 import type { AnyElysia, TSchema } from "elysia";
 import type { ElysiaOpenAPIConfig } from "@elysiajs/openapi";
 import { codesWithStatus } from "../errors";
-import { ErrorEnvelope } from "../routes/models";
+import { ErrorEnvelope } from "../error-schema";
 
 /** What openapi.json says beside the paths: info, servers, security schemes. */
 export type Documentation = NonNullable<ElysiaOpenAPIConfig["documentation"]>;

@@ -7,7 +7,7 @@
  * the one line that matters. Anything else is a bug, so its stack is kept.
  */
 import { ConfigError } from "../config";
-import { SecretsKeyMismatchError } from "../secrets/stored-secrets";
+import { SecretsKeyMismatchError } from "../store/stored-secrets";
 import { StoreLockedError } from "../store/process-lock";
 import { DefaultKeyFileExistsError } from "../bootstrap";
 

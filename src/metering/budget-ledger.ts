@@ -1,4 +1,4 @@
-import type { BudgetAccount } from "./accounts";
+import type { BudgetAccount } from "../budget/accounts";
 import type { UsageRow } from "../store/usage-ledger";
 import type { RateLimitDecision, RateLimitRule } from "../ratelimit/rate-limiter";
 

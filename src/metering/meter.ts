@@ -1,5 +1,5 @@
 import type { Clock } from "../clock";
-import type { BudgetTarget } from "../services/budget-target";
+import type { BudgetTarget } from "../budget/target";
 import type { BudgetLedger } from "./budget-ledger";
 import type { OverrunMonitor } from "./overrun-monitor";
 import { chargeFor, reservationCharge, type Charge, type GrantedLimits, type ReservationPlan } from "./reservation";
@@ -7,7 +7,6 @@ import type { UpstreamUsage } from "./usage";
 import type { UsageWriter } from "./usage-writer";
 import type { UsageRow } from "../store/usage-ledger";
 import type { CostBounds } from "./worst-case";
-import type { BudgetWatcher } from "../webhooks/budget-watcher";
 
 /**
  * Where a call's access line learns what the meter charged: the model and the cost (the
@@ -72,7 +71,11 @@ export class Meter implements SettleBarrier {
     private readonly writer: UsageWriter,
     private readonly clock: Clock,
     readonly overruns: OverrunMonitor,
-    private readonly watcher: BudgetWatcher,
+    /**
+     * Told of every settled call (the budget watcher marks its account for a threshold
+     * check): called on the request path too, so it must not do I/O.
+     */
+    private readonly onSettled: (target: BudgetTarget) => void,
   ) {}
 
   /**
@@ -183,7 +186,7 @@ export class Meter implements SettleBarrier {
       await settleHolds();
       this.writer.enqueue(row);
     }
-    this.watcher.note(call.target);
+    this.onSettled(call.target);
     return charge;
   }
 }

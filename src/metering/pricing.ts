@@ -1,8 +1,13 @@
 import type { Logger } from "../logger";
-import type { UpstreamClient } from "../upstream/client";
 import { fallbackPrice, parseModelPrice, type CatalogueEntry, type ModelPrice } from "./model-price";
 
 export type { ModelPrice } from "./model-price";
+
+/**
+ * Fetches the upstream's model list (`GET /models`): its entries as listed, unchecked. It
+ * throws when the upstream gives none (an error status, a body that is not JSON).
+ */
+export type ListModels = () => Promise<unknown[]>;
 
 export interface FallbackPricing {
   promptUsdPerToken: number;
@@ -36,7 +41,7 @@ export class PricingCatalogue {
   private timer: ReturnType<typeof setInterval> | null = null;
 
   constructor(
-    private readonly upstream: UpstreamClient,
+    private readonly listModels: ListModels,
     private readonly fallback: FallbackPricing,
     private readonly logger: Logger,
   ) {}
@@ -82,13 +87,10 @@ export class PricingCatalogue {
 
   async refresh(): Promise<void> {
     try {
-      const response = await this.upstream.get("/models");
-      if (!response.ok) throw new Error(`GET /models answered ${response.status}`);
-      const body = (await response.json()) as { data?: CatalogueEntry[] };
-      const entries = Array.isArray(body.data) ? body.data : [];
+      const entries = await this.listModels();
       const next = new Map<string, ModelPrice>();
       for (const entry of entries) {
-        const price = entry && typeof entry === "object" ? parseModelPrice(entry) : null;
+        const price = entry && typeof entry === "object" ? parseModelPrice(entry as CatalogueEntry) : null;
         if (price) next.set(price.id, price);
       }
       if (next.size === 0) throw new Error("GET /models listed no priced models");

@@ -2,12 +2,12 @@ import type { Clock } from "../clock";
 import type { Logger } from "../logger";
 import { periodAt, usdToNanoCeil } from "../money";
 import { PeriodicTask } from "../periodic-task";
-import type { BudgetTarget } from "../services/budget-target";
+import type { BudgetTarget } from "../budget/target";
 import type { CallJournalRepository, JournalEntry } from "../store/call-journal";
 import type { UpstreamClient } from "../upstream/client";
 import { lookUpGeneration } from "../upstream/generation-record";
 import type { BudgetLedger } from "./budget-ledger";
-import { grantDayAccount } from "./accounts";
+import { grantDayAccount } from "../budget/accounts";
 import type { Meter, MeteredCall } from "./meter";
 import { reservationCharge, type Charge } from "./reservation";
 

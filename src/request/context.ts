@@ -1,6 +1,7 @@
 import type { ApiError } from "../errors";
 import type { App } from "../store/apps";
 import type { SessionClaims } from "../auth/session-token";
+import { clientRequestId } from "../upstream/headers";
 import { Payer } from "./payer";
 
 /**
@@ -78,15 +79,4 @@ export class RequestContext {
       this.log.appUserId = session.appUserId;
     }
   }
-}
-
-/**
- * A client's `x-request-id` is kept when it is 1–128 visible characters of a safe set
- * (letters, digits, `-_.:`): echoed as `x-client-request-id`, logged, and sent upstream.
- * It never replaces our own `x-request-id`, which is the ledger row's primary key and must
- * be unique whatever a client sends.
- */
-export function clientRequestId(headers: Headers): string | undefined {
-  const value = headers.get("x-request-id");
-  return value !== null && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : undefined;
 }

@@ -4,7 +4,7 @@ import type { Guards } from "../http/guards";
 import type { ChatBody, ChatService } from "../services/chat";
 import type { PayerBudgets } from "../services/budget-target";
 import type { IdempotencyService } from "../services/idempotency";
-import { errorResponses } from "./models";
+import { errorResponses } from "../error-schema";
 import { handOverHeaders } from "../http/hand-over-headers";
 
 const ContentPart = t.Object({ type: t.String() }, { additionalProperties: true });

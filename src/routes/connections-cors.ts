@@ -8,8 +8,8 @@ const ALLOWED_HEADERS = "authorization, content-type";
 /**
  * CORS for /connections, the only endpoint browser code calls with a session token
  * (Fetch standard, "CORS protocol"). An origin is allowed when an active app registered
- * it. Once the token is verified the route narrows that to the token's own app: see
- * `restrictCorsToApp`. Responses vary by Origin so caches keep them apart.
+ * it. Once the token is verified the auth macro narrows that to the token's own app (see
+ * src/auth/session-cors.ts). Responses vary by Origin so caches keep them apart.
  */
 export function connectionsCors(store: Store) {
   return new Elysia()
@@ -30,12 +30,6 @@ export function connectionsCors(store: Store) {
       },
       { detail: { hide: true } },
     );
-}
-
-/** Drops the CORS grant when the request's Origin is not one of the token app's origins. */
-export function restrictCorsToApp(request: Request, headers: Record<string, unknown>, appOrigins: string[]): void {
-  const origin = request.headers.get("origin");
-  if (origin && !appOrigins.includes(origin)) delete headers["access-control-allow-origin"];
 }
 
 function isConnectionsPath(url: string): boolean {

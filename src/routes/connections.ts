@@ -2,7 +2,8 @@ import { Elysia, t } from "elysia";
 import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
 import { ApiError } from "../errors";
-import { ConnectionStatusModel, ErrorEnvelope, MonthlyUsd, errorResponses } from "./models";
+import { ConnectionStatusModel, MonthlyUsd } from "./schemas";
+import { ErrorEnvelope, errorResponses } from "../error-schema";
 
 export const ApproveRequest = t.Object({ monthlyUsd: t.Optional(MonthlyUsd) });
 

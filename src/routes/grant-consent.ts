@@ -8,7 +8,7 @@ import { POPUP_SCRIPT } from "../grants/popup-script";
 import { enforceRateLimit } from "../ratelimit/macro";
 import type { RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
 import { randomString } from "../random";
-import { errorResponses } from "./models";
+import { errorResponses } from "../error-schema";
 
 export const ApproveConsentRequest = t.Object({ consentToken: t.String({ minLength: 10, maxLength: 128 }) });
 

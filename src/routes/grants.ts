@@ -3,7 +3,7 @@ import { Type } from "@sinclair/typebox";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import type { GrantService } from "../services/grants";
-import { ErrorEnvelope, errorResponses } from "./models";
+import { ErrorEnvelope, errorResponses } from "../error-schema";
 
 const GrantStatus = t.Object({
   grantId: t.String(),

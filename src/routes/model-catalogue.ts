@@ -3,7 +3,7 @@ import { Elysia, t } from "elysia";
 import type { PricingCatalogue } from "../metering/pricing";
 import { ApiError } from "../errors";
 import type { Guards } from "../http/guards";
-import { errorResponses } from "./models";
+import { errorResponses } from "../error-schema";
 
 /** The upstream's page size when a client pages without naming one (its spec's `limit` default). */
 const DEFAULT_PAGE_SIZE = 500;

@@ -4,7 +4,8 @@ import type { SessionTokens } from "../auth/session-token";
 import type { Guards } from "../http/guards";
 import { ApiError } from "../errors";
 import { usdAmountToNano } from "../money";
-import { AppUserId, MonthlyUsd, errorResponses } from "./models";
+import { AppUserId, MonthlyUsd } from "./schemas";
+import { errorResponses } from "../error-schema";
 
 export const SessionRequest = t.Object({
   appUserId: AppUserId,

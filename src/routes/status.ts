@@ -1,7 +1,8 @@
 import { Elysia, t } from "elysia";
 import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
-import { AppUserId, StatusModel, errorResponses } from "./models";
+import { AppUserId, StatusModel } from "./schemas";
+import { errorResponses } from "../error-schema";
 
 /** GET /status: the app backend reads one user's connection and budget. */
 export function statusRoutes(connections: ConnectionService, auth: Guards) {

@@ -5,7 +5,8 @@ import type { Clock } from "../clock";
 import { ApiError } from "../errors";
 import { nanoToUsd, parsePeriod, periodAt } from "../money";
 import type { UsageLedgerRepository, UsageRow } from "../store/usage-ledger";
-import { AppUserId, errorResponses } from "./models";
+import { AppUserId } from "./schemas";
+import { errorResponses } from "../error-schema";
 import { UsageSourceView } from "../services/operator/views";
 
 const UsageRowModel = t.Object({

@@ -15,7 +15,7 @@ import { randomBytes } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { ConfigError, SECRETS_KEY_FORM, SECRETS_KEY_RULE, type Config } from "../config";
 import { randomString } from "../random";
-import { ensurePrivateFolder, tightenFile } from "../store/private-files";
+import { ensurePrivateFolder, tightenFile } from "./private-files";
 import { KEY_BYTES, SecretBox, secretsKey, type SecretsKey } from "./secret-box";
 
 export const KEY_FILE_NAME = "secrets.key";

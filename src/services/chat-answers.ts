@@ -2,7 +2,7 @@ import type { Config } from "../config";
 import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { Meter, MeteringTicket } from "../metering/meter";
-import { SseUsageScanner } from "../metering/sse-usage-scanner";
+import { SseUsageScanner } from "../upstream/sse-usage-scanner";
 import { readError, readUsage } from "../metering/usage";
 import type { AnswerRecorder } from "./idempotency";
 

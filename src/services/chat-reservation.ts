@@ -7,11 +7,12 @@ import type { PricingCatalogue } from "../metering/pricing";
 import { readRequestShape } from "../metering/request-shape";
 import { tierPriceMultiplier } from "../metering/service-tier";
 import { grantedLimits, planReservation, type ReservationPlan } from "../metering/reservation";
-import { grantDayAccount } from "../metering/accounts";
+import { grantDayAccount } from "../budget/accounts";
 import { ApiError } from "../errors";
 import { formatUsd, nanoToUsd, utcDayAt } from "../money";
 import { costBounds } from "../metering/worst-case";
-import { budgetExceeded, type BudgetTarget } from "./budget-target";
+import type { BudgetTarget } from "../budget/target";
+import { budgetExceeded } from "./budget-target";
 import type { ChatBody } from "./chat";
 import type { DeferredRateLimit } from "../ratelimit/macro";
 

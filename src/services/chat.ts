@@ -7,7 +7,7 @@ import { copyUpstreamResponseHeaders } from "../upstream/headers";
 import { UpstreamTimeout, UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
 import { relayStream } from "../upstream/stream-relay";
 import { upstreamFailure } from "../upstream/errors";
-import type { BudgetTarget } from "./budget-target";
+import type { BudgetTarget } from "../budget/target";
 import { reserveChat, type Reserving } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
 import type { DeferredRateLimit } from "../ratelimit/macro";

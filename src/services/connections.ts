@@ -4,7 +4,7 @@ import type { Clock } from "../clock";
 import type { Config } from "../config";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt, usdAmountToNano, type Period } from "../money";
-import { userAccount } from "../metering/accounts";
+import { userAccount } from "../budget/accounts";
 import type { Connection, ConnectionRepository, FundingStatus } from "../store/connections";
 import type { SessionClaims } from "../auth/session-token";
 

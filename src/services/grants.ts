@@ -4,10 +4,10 @@ import type { Clock } from "../clock";
 import type { Config } from "../config";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt } from "../money";
-import { grantAccount } from "../metering/accounts";
+import { grantAccount } from "../budget/accounts";
 import type { Grant, GrantRepository } from "../store/grants";
 import type { App } from "../store/apps";
-import type { BudgetTarget } from "./budget-target";
+import type { BudgetTarget } from "../budget/target";
 
 export interface GrantView {
   grantId: string;

@@ -4,7 +4,7 @@ import { openSqliteStore } from "./sqlite";
 import { sqliteEngine } from "./sqlite/engine";
 import type { OpenedStoreEngine } from "./engine";
 import type { SecretBox } from "../secrets/secret-box";
-import { secureStoredSecrets } from "../secrets/stored-secrets";
+import { secureStoredSecrets } from "./stored-secrets";
 
 export interface OpenStoreOptions {
   /** PostgreSQL: connections in this process's pool. */

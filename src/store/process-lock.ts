@@ -14,7 +14,7 @@
  */
 import { Database } from "bun:sqlite";
 import { dirname, resolve } from "node:path";
-import { createPrivateFile, ensurePrivateFolder } from "./private-files";
+import { createPrivateFile, ensurePrivateFolder } from "../secrets/private-files";
 
 /** Another process holds the lock of this database: this one must not serve it. */
 export class StoreLockedError extends Error {

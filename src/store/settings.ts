@@ -1,4 +1,4 @@
-/** Small key/value settings the service keeps for itself (e.g. a generated JWT secret, sealed: src/secrets/stored-secrets.ts). */
+/** Small key/value settings the service keeps for itself (e.g. a generated JWT secret, sealed: src/store/stored-secrets.ts). */
 export interface SettingsRepository {
   get(key: string): Promise<string | null>;
   /** Stores `make()` under `key` unless a value is already there; returns the stored one. */

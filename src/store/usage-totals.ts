@@ -1,4 +1,4 @@
-import type { BudgetAccount } from "../metering/accounts";
+import type { BudgetAccount } from "../budget/accounts";
 
 /** Settled spend per budget account, as durably recorded (the ledger rebuilds from this). */
 export interface UsageTotalsRepository {

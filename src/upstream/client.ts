@@ -1,5 +1,5 @@
 import { upstreamRequestHeaders } from "./headers";
-import { isConnectFailure } from "../http/connect-failure";
+import { isConnectFailure } from "../connect-failure";
 
 /** The one way out to the upstream: `fetch` in production, the mock's handler in demo mode. */
 export type FetchUpstream = (url: string, init: RequestInit) => Promise<Response>;
@@ -43,6 +43,14 @@ export class UpstreamClient {
       headers: { authorization: `Bearer ${this.apiKey}`, accept: "application/json" },
       signal: AbortSignal.timeout(this.headersTimeoutMs),
     });
+  }
+
+  /** The model list (`GET /models`), its entries as listed: what the pricing catalogue reads. */
+  async listModels(): Promise<unknown[]> {
+    const response = await this.get("/models");
+    if (!response.ok) throw new Error(`GET /models answered ${response.status}`);
+    const body = (await response.json()) as { data?: unknown };
+    return Array.isArray(body.data) ? body.data : [];
   }
 
   /**

@@ -6,8 +6,6 @@
  * RFC 9110 §7.6.1 says a proxy must not forward).
  */
 
-import { clientRequestId } from "../request/context";
-
 /** Client headers passed upstream: OpenRouter's app attribution (its docs, "App Attribution"). */
 const CLIENT_TO_UPSTREAM = ["http-referer", "x-title"] as const;
 
@@ -24,6 +22,17 @@ const UPSTREAM_TO_CLIENT = [
   "x-ratelimit-remaining-tokens",
   "x-ratelimit-reset-tokens",
 ] as const;
+
+/**
+ * A client's `x-request-id` is kept when it is 1–128 visible characters of a safe set
+ * (letters, digits, `-_.:`): echoed as `x-client-request-id`, logged, and sent upstream.
+ * It never replaces our own `x-request-id`, which is the ledger row's primary key and must
+ * be unique whatever a client sends.
+ */
+export function clientRequestId(headers: Headers): string | undefined {
+  const value = headers.get("x-request-id");
+  return value !== null && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : undefined;
+}
 
 export function upstreamRequestHeaders(apiKey: string, client: Headers, stream: boolean): Record<string, string> {
   const headers: Record<string, string> = {

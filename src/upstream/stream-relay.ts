@@ -1,4 +1,4 @@
-import { SseUsageScanner } from "../metering/sse-usage-scanner";
+import { SseUsageScanner } from "./sse-usage-scanner";
 
 export type RelayStatus = "ok" | "upstream_error_mid_stream" | "client_disconnected" | "upstream_stalled" | "upstream_reset";
 

@@ -17,7 +17,7 @@
 import { lookup } from "node:dns/promises";
 import type { AttemptFailure } from "../store/webhooks";
 import { firstNonPublic, isIpLiteral, type SpecialRange } from "./special-addresses";
-import { errorCode, isConnectFailure } from "../http/connect-failure";
+import { errorCode, isConnectFailure } from "../connect-failure";
 
 /** Bun's fetch, or a stand-in for it in tests; `tls.serverName` is Bun's fetch option for SNI and the certificate check. */
 export type SendWebhook = (url: string, init: RequestInit & { tls?: { serverName?: string } }) => Promise<Response>;

@@ -1,4 +1,4 @@
-import type { BudgetAccount } from "../metering/accounts";
+import type { BudgetAccount } from "../budget/accounts";
 import type { BudgetLedger } from "../metering/budget-ledger";
 import type { Logger } from "../logger";
 import type { Clock } from "../clock";
@@ -7,7 +7,7 @@ import type { Store } from "../store";
 import { subscribed } from "../store/webhook-rows";
 import type { WebhookEventDraft } from "../store/webhooks";
 import { PeriodicTask } from "../periodic-task";
-import type { BudgetTarget } from "../services/budget-target";
+import type { BudgetTarget } from "../budget/target";
 import { spendReached, THRESHOLD_LEVELS, thresholdEvent, type ThresholdLevel, type ThresholdReason } from "./threshold-event";
 
 interface Watched {

@@ -1,5 +1,5 @@
 import { nanoToUsd } from "../money";
-import type { BudgetTarget } from "../services/budget-target";
+import type { BudgetTarget } from "../budget/target";
 import type { WebhookEventDraft } from "../store/webhooks";
 
 /** The levels of a user's monthly cap that `budget.threshold` reports, in percent. */

@@ -62,7 +62,7 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
   // Prices always come from the mock's /models, even when a hand-driven upstream serves chats.
   const pricingUpstream = new UpstreamClient((url, init) => mock.fetch(new Request(url, init)), config.upstreamBaseUrl, UPSTREAM_KEY, 5000);
   const catalogue = new PricingCatalogue(
-    pricingUpstream,
+    () => pricingUpstream.listModels(),
     {
       promptUsdPerToken: config.fallbackPromptUsdPerToken,
       completionUsdPerToken: config.fallbackCompletionUsdPerToken,

@@ -13,7 +13,6 @@ import { planReservation } from "../../src/metering/reservation";
 import { tierPriceMultiplier } from "../../src/metering/service-tier";
 import { toolPromptTokens, UNKNOWN_FAMILY_TOOL_PROMPT_TOKENS } from "../../src/metering/tool-prompt";
 import { costBounds, type BoundsInput } from "../../src/metering/worst-case";
-import { UpstreamClient } from "../../src/upstream/client";
 
 const listed = (id: string, pricing: Record<string, string>, context = 200_000) => ({
   id,
@@ -35,8 +34,7 @@ const LISTING = [
 ];
 
 async function catalogue(): Promise<PricingCatalogue> {
-  const upstream = new UpstreamClient(async () => Response.json({ data: LISTING }), "http://upstream.test/api/v1", "k", 1000);
-  const loaded = new PricingCatalogue(upstream, { promptUsdPerToken: 1e-5, completionUsdPerToken: 1e-5, contextTokens: 1000 }, memoryLogger());
+  const loaded = new PricingCatalogue(async () => LISTING, { promptUsdPerToken: 1e-5, completionUsdPerToken: 1e-5, contextTokens: 1000 }, memoryLogger());
   await loaded.refresh();
   return loaded;
 }

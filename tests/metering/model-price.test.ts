@@ -9,7 +9,6 @@ import { PricingCatalogue } from "../../src/metering/pricing";
 import { readRequestShape } from "../../src/metering/request-shape";
 import { costBounds } from "../../src/metering/worst-case";
 import { ApiError } from "../../src/errors";
-import { UpstreamClient } from "../../src/upstream/client";
 
 const entry = (pricing: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
   id: "x/model",
@@ -66,9 +65,8 @@ describe("parseModelPrice", () => {
 
 describe("costBounds refusals", () => {
   test("image output on a model priced per generated image is refused; text output on it is not", async () => {
-    const listing = { data: [entry({ image_output: "0.04" }, { id: "x/painter" })] };
-    const upstream = new UpstreamClient(async () => Response.json(listing), "http://upstream.test/api/v1", "k", 1000);
-    const catalogue = new PricingCatalogue(upstream, { promptUsdPerToken: 1e-5, completionUsdPerToken: 1e-5, contextTokens: 1000 }, memoryLogger());
+    const listing = [entry({ image_output: "0.04" }, { id: "x/painter" })];
+    const catalogue = new PricingCatalogue(async () => listing, { promptUsdPerToken: 1e-5, completionUsdPerToken: 1e-5, contextTokens: 1000 }, memoryLogger());
     await catalogue.refresh();
     const bounds = (body: Record<string, unknown>) =>
       costBounds(catalogue, {

@@ -4,7 +4,7 @@
  * between the two processes, so a per-process limiter or ledger would visibly fail.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { periodAt } from "../../src/money";
 import { pollUntil, startCluster, type Cluster } from "../helpers/cluster";
 

@@ -6,7 +6,7 @@
  * and the lost budget counters are rebuilt from the store before anything is admitted.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { periodAt } from "../../src/money";
 import { OPERATOR_AUTH, pollUntil, startCluster, type Cluster } from "../helpers/cluster";
 

@@ -23,7 +23,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { Database } from "bun:sqlite";
 import { SseReader, eventually, nano, startProxyStack, type ProxyStack } from "../helpers/proxy-stack";
 import { startRedis, type TestRedis } from "../helpers/redis";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { periodAt } from "../../src/money";
 import { duplicates, readLedgerFile, sumRowsPerAccount, type LedgerFile } from "./ledger-file";
 

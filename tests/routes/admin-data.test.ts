@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { expectError, expectOk } from "../helpers/expect";
 import { makeAdminTestApp, type AdminTestApp } from "../helpers/admin";
 import { mintSession } from "../helpers/test-app";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { EXPORT_COLUMNS } from "../../src/services/operator/usage-export";
 import type { UsageRow } from "../../src/store/usage-ledger";
 import { approveConsentOrThrow } from "../helpers/grants";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { makeTestApp, mintSession, type TestApp } from "../helpers/test-app";
 import { expectError, expectOk } from "../helpers/expect";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { periodAt } from "../../src/money";
 
 const statusPath = (user: string) => `/api/v1/status?appUserId=${encodeURIComponent(user)}`;

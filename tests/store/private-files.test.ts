@@ -1,5 +1,5 @@
 /**
- * The store's files are readable by the service's user only (src/store/private-files.ts):
+ * The store's files are readable by the service's user only (src/secrets/private-files.ts):
  * a new SQLite store, its -wal and -shm and its lock file are 0600 in a 0700 folder, and the
  * looser ones an older version left are tightened at open. Real files, real SQLite.
  */

@@ -12,7 +12,7 @@ import type { Store } from "../../src/store";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import { SealedSecretError, SecretBox, sealedContext } from "../../src/secrets/secret-box";
-import { forgetUnreadableSecrets, JWT_SECRET_SETTING, SecretsKeyMismatchError, secureStoredSecrets, storedJwtSecret } from "../../src/secrets/stored-secrets";
+import { forgetUnreadableSecrets, JWT_SECRET_SETTING, SecretsKeyMismatchError, secureStoredSecrets, storedJwtSecret } from "../../src/store/stored-secrets";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
 

@@ -8,7 +8,7 @@ import type { Store } from "../../src/store";
 import type { UsageRow } from "../../src/store/usage-ledger";
 import { storeEngines, withStore as withOpenStore } from "../helpers/store-engines";
 import { approveConsentOrThrow } from "../helpers/grants";
-import { grantDayAccount } from "../../src/metering/accounts";
+import { grantDayAccount } from "../../src/budget/accounts";
 import { createAppWithKey, issueKey } from "../../src/services/operator/secret-keys";
 
 const engines = storeEngines();

@@ -8,12 +8,12 @@ import { describe, expect, test } from "bun:test";
 import { BudgetWatcher } from "../../src/webhooks/budget-watcher";
 import { usedPercent } from "../../src/webhooks/threshold-event";
 import { InMemoryBudgetLedger } from "../../src/metering/budget-ledger";
-import { userAccount } from "../../src/metering/accounts";
+import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
 import { ManualClock } from "../../src/clock";
 import { periodAt } from "../../src/money";
 import { openSqliteStore } from "../../src/store/sqlite";
-import type { BudgetTarget } from "../../src/services/budget-target";
+import type { BudgetTarget } from "../../src/budget/target";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 /** A watcher over one user whose cap and spend (nano-dollars) the test sets, with an endpoint subscribed to thresholds. */

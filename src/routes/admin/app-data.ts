@@ -11,7 +11,8 @@ import {
   RevokedGrantView,
   UsageExportRowView,
 } from "../../services/operator/views";
-import { AppUserId, ErrorEnvelope } from "../models";
+import { AppUserId } from "../schemas";
+import { ErrorEnvelope } from "../../error-schema";
 import { adminDetail, adminErrors, AppParams, PageQuery } from "./shared";
 
 const UserParams = t.Object({ ...AppParams.properties, appUserId: AppUserId });

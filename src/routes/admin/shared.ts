@@ -1,6 +1,6 @@
 import { t } from "elysia";
 import { MAX_PAGE_SIZE } from "../../services/operator";
-import { errorResponses } from "../models";
+import { errorResponses } from "../../error-schema";
 
 /** Every admin route: the operator's token, the `admin` tag (ARCHITECTURE.md §4: the docs describe every endpoint). */
 export function adminDetail(summary: string, description?: string) {

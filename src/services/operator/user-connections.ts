@@ -1,4 +1,4 @@
-import { userAccount } from "../../metering/accounts";
+import { userAccount } from "../../budget/accounts";
 import { nanoToUsd, periodAt } from "../../money";
 import type { Connection } from "../../store/connections";
 import { isoOrNull, isoTime, notFound, requireApp, type OperatorContext } from "./input";

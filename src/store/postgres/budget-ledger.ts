@@ -3,7 +3,7 @@ import { CallBatcher } from "./call-batcher";
 import { ledgerRecord } from "./usage-ledger";
 import type { UsageRow } from "../usage-ledger";
 import type { Logger } from "../../logger";
-import type { BudgetAccount } from "../../metering/accounts";
+import type { BudgetAccount } from "../../budget/accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "../../metering/budget-ledger";
 import type { CheckItem, PostgresRateLimiter } from "./rate-limiter";
 

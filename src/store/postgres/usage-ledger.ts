@@ -1,6 +1,6 @@
 import type { UsageCursor, UsageLedgerRepository, UsageRow, UsageSource } from "../usage-ledger";
 import { num, numOrNull, type PostgresDatabase } from "./database";
-import { grantDayAccount } from "../../metering/accounts";
+import { grantDayAccount } from "../../budget/accounts";
 
 type Row = Record<string, unknown>;
 

@@ -1,4 +1,4 @@
-import type { BudgetAccount } from "../../metering/accounts";
+import type { BudgetAccount } from "../../budget/accounts";
 import type { UsageTotalsRepository } from "../usage-totals";
 import { num, numOrNull, type PostgresDatabase } from "./database";
 

@@ -1,7 +1,7 @@
 import { Database } from "bun:sqlite";
 import { dirname } from "node:path";
 import { migrate } from "./migrations";
-import { createPrivateFile, ensurePrivateFolder, tightenFile } from "../private-files";
+import { createPrivateFile, ensurePrivateFolder, tightenFile } from "../../secrets/private-files";
 
 /**
  * Opens (creating if needed) the SQLite file, in WAL mode so readers never block the
@@ -10,7 +10,7 @@ import { createPrivateFile, ensurePrivateFolder, tightenFile } from "../private-
 export function openDatabase(path: string): Database {
   if (path !== ":memory:") {
     // 0600 before SQLite opens it (an empty file is a new database to SQLite), 0700 folder:
-    // the file holds what the service keeps (src/store/private-files.ts).
+    // the file holds what the service keeps (src/secrets/private-files.ts).
     ensurePrivateFolder(dirname(path), [path]);
     createPrivateFile(path);
   }

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { UsageCursor, UsageLedgerRepository, UsageRow, UsageSource } from "../usage-ledger";
-import { grantDayAccount } from "../../metering/accounts";
+import { grantDayAccount } from "../../budget/accounts";
 
 interface LedgerRow {
   request_id: string;

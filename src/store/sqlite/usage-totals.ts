@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import type { BudgetAccount } from "../../metering/accounts";
+import type { BudgetAccount } from "../../budget/accounts";
 import type { UsageTotalsRepository } from "../usage-totals";
 
 export class SqliteUsageTotalsRepository implements UsageTotalsRepository {

@@ -1,10 +1,5 @@
 import { t, type TSchema } from "elysia";
-import { ERROR_CODES, type BudgetErrorDetails } from "../errors";
-
-/**
- * Shared response models. Route-specific request models live beside their routes.
- * These are what openapi.json publishes, and Elysia checks responses against them.
- */
+import { ERROR_CODES, type BudgetErrorDetails } from "./errors";
 
 /**
  * The one error envelope (ARCHITECTURE.md §3 "Errors"), built from src/errors.ts so that the
@@ -37,34 +32,3 @@ export const ErrorEnvelope = t.Object(
 export function errorResponses(...statuses: number[]) {
   return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope])) as Record<number, typeof ErrorEnvelope>;
 }
-
-export const Usd = t.Number({ description: "US dollars." });
-const IsoTime = t.String({ format: "date-time" });
-
-export const PeriodModel = t.Object({ start: IsoTime, end: IsoTime }, { description: "The current UTC calendar month; end is exclusive." });
-
-const budgetFields = {
-  connected: t.Boolean(),
-  limits: t.Object({ monthlyUsd: Usd }),
-  usage: t.Object({ monthlyUsd: t.Number({ description: "Settled spend in the current period, USD." }) }),
-  remainingUsd: t.Number({ description: "What a new request can still draw on: limit minus usage minus in-flight reservations." }),
-  period: PeriodModel,
-  resetsAt: t.String({ format: "date-time", description: "When usage resets (the period's end)." }),
-};
-
-export const StatusModel = t.Object(budgetFields);
-
-export const ConnectionStatusModel = t.Object({
-  ...budgetFields,
-  appUserId: t.String(),
-  fundingStatus: t.Union([t.Literal("ok"), t.Literal("invalid")], {
-    description: "`invalid` after the upstream refused payment; cleared by approving again.",
-  }),
-  connectedAt: t.Nullable(IsoTime),
-  updatedAt: t.Nullable(IsoTime),
-});
-
-/** A user id as the app knows it; opaque to us. */
-export const AppUserId = t.String({ minLength: 1, maxLength: 256 });
-
-export const MonthlyUsd = t.Number({ exclusiveMinimum: 0, description: "Monthly cap in USD, at least 0.000000001 (one nano-dollar)." });

@@ -12,9 +12,9 @@
  * log every user out, and the webhook secrets cannot be regenerated behind the receivers' back.
  */
 import { ConfigError } from "../config";
-import type { SettingsRepository } from "../store/settings";
-import type { Store } from "../store";
-import { SealedSecretError, SecretBox, sealedContext } from "./secret-box";
+import type { SettingsRepository } from "./settings";
+import type { Store } from ".";
+import { SealedSecretError, SecretBox, sealedContext } from "../secrets/secret-box";
 
 export const JWT_SECRET_SETTING = "jwt_secret";
 /**

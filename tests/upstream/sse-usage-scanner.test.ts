@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { MAX_LINE_CHARS, SseUsageScanner } from "../../src/metering/sse-usage-scanner";
+import { MAX_LINE_CHARS, SseUsageScanner } from "../../src/upstream/sse-usage-scanner";
 
 const enc = new TextEncoder();
 const chunk = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
