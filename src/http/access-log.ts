@@ -2,7 +2,6 @@ import { Elysia } from "elysia";
 import type { Logger } from "../logger";
 import { requestContextSlot } from "../request/elysia";
 import type { MetricsRecorder } from "./metrics";
-import { clientRequestId } from "../upstream/headers";
 
 /**
  * One structured line per request (`msg: "request"`), written once the response is done:
