@@ -22,7 +22,7 @@ export default tseslint.config(
     // look, and its pending promise is then answered unawaited: admin creates answered 400
     // while they created the app. So every function returning a promise in the files that
     // hand functions to Elysia is declared `async`, which minification keeps.
-    files: ["src/routes/**/*.ts", "src/http/**/*.ts", "src/auth/**/*.ts", "src/ratelimit/macro.ts", "src/app.ts"],
+    files: ["src/routes/**/*.ts", "src/http/**/*.ts", "src/auth/**/*.ts", "src/pages/**/*.ts", "src/app.ts"],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: { "@typescript-eslint/promise-function-async": "error" },
   },

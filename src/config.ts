@@ -5,8 +5,8 @@
 import { Type as t, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { usdAmountProblem, usdToNanoCeil, usdToNanoFloor, type UsdAmountRule } from "./money";
-import { PRICED_TIER_KEYS } from "./metering/service-tier";
-import { DEFAULT_WEB_RESULT_USD } from "./metering/web-results";
+import { PRICED_TIER_KEYS } from "./pricing/service-tier";
+import { DEFAULT_WEB_RESULT_USD } from "./pricing/web-results";
 
 const Port = t.Integer({ minimum: 1, maximum: 65535 });
 const PositiveInt = t.Integer({ minimum: 1 });
@@ -163,9 +163,9 @@ export interface Config {
   imageTokensBound: number;
   /** Nano-dollars reserved per call for each plugin id or server-tool type the operator allows. */
   pluginReservationsNano: ReadonlyMap<string, number>;
-  /** Nano-dollars per web result from the upstream's own engine (src/metering/web-results.ts). */
+  /** Nano-dollars per web result from the upstream's own engine (src/pricing/web-results.ts). */
   webSearchResultNano: number;
-  /** Service tiers (and `fast` for `speed: "fast"`) priced as multipliers of the listed prices (src/metering/service-tier.ts). */
+  /** Service tiers (and `fast` for `speed: "fast"`) priced as multipliers of the listed prices (src/pricing/service-tier.ts). */
   serviceTierMultipliers: ReadonlyMap<string, number>;
   webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number; allowPrivateAddresses: boolean };
   /** Demo mode: tokens a second the built-in mock streams at (packages/mock-upstream/src/pacing.ts); 0: unpaced. */
@@ -200,7 +200,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 /**
  * Dollar amounts are counted in whole nano-dollars (src/money.ts): one below a nano-dollar
  * cannot be counted, and a cap that rounds down to 0 would turn its budget off. Prices per
- * token are rates kept as fractions of a nano-dollar (src/metering/model-price.ts), so the
+ * token are rates kept as fractions of a nano-dollar (src/pricing/model-price.ts), so the
  * FALLBACK_* prices need only be finite and >= 0 (0: unlisted models are free), which the
  * schema checks. Keys the schema already refused are not told twice.
  */

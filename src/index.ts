@@ -10,7 +10,7 @@ import { connectDependencies, openDeps, type Deps } from "./deps";
 import { createApp } from "./app";
 import { ensureDefaultApp } from "./bootstrap";
 import type { StoreLock } from "./store/process-lock";
-import { ConsentRequestSweeper } from "./grants/consent-sweeper";
+import { ConsentRequestSweeper } from "./services/consent-sweeper";
 import { keepServingOnStrayErrors } from "./stray-errors";
 import { EXIT_USAGE, parseLaunch } from "./launch/arguments";
 import { currentInvocation, type Invocation } from "./launch/invocation";

@@ -1,7 +1,7 @@
 /**
  * Nanosecond-scale costs that choices in src/ rest on (ARCHITECTURE.md §7): the secret hash
  * (src/auth/secret-key.ts) and what the SSE scanner's byte helpers avoid or use
- * (src/metering/sse-bytes.ts), on a content chunk as the bench's upstream sends it.
+ * (src/upstream/sse-bytes.ts), on a content chunk as the bench's upstream sends it.
  *
  *   taskset -c 1 bun scripts/bench/micro.ts [--calls 1000000]
  *

@@ -41,4 +41,4 @@ console.log(
   `| scanner, ${chunks.length} events per stream, ${streams.toLocaleString("en-US")} streams × ${rounds} rounds | CPU µs per stream (median) | all rounds |`,
 );
 console.log("| --- | ---: | --- |");
-console.log(`| src/metering/sse-usage-scanner.ts | ${median.toFixed(1)} | ${perStream.map((v) => v.toFixed(1)).join(", ")} |`);
+console.log(`| src/upstream/sse-usage-scanner.ts | ${median.toFixed(1)} | ${perStream.map((v) => v.toFixed(1)).join(", ")} |`);

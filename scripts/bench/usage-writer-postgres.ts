@@ -39,7 +39,8 @@ import { ledgerRecord } from "../../src/store/postgres/usage-ledger";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
-import type { UsageLedgerRepository, UsageRow } from "../../src/store/usage-ledger";
+import type { UsageLedgerRepository } from "../../src/store/usage-ledger";
+import type { UsageRow } from "../../src/budget/usage-row";
 
 const args = process.argv.slice(2);
 const flag = flagReader(args);

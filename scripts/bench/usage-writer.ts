@@ -22,7 +22,7 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
-import type { UsageRow } from "../../src/store/usage-ledger";
+import type { UsageRow } from "../../src/budget/usage-row";
 
 const flag = flagReader();
 const total = Number(flag("rows", "200000"));

@@ -1,11 +1,8 @@
 import { hashSecret, secretMatches } from "./secret-key";
-import { Elysia } from "elysia";
 import type { Clock } from "../clock";
 import { ApiError } from "../errors";
 import type { RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
 import { bearerCredential } from "./credentials";
-import type { RequestContext } from "../request/context";
-import { requestContextSlot } from "../request/elysia";
 
 /**
  * The operator's credential for /api/v1/admin/* (`ADMIN_TOKEN`). Unset, the admin API is
@@ -63,32 +60,4 @@ export class AdminTokenGuard {
 function lockedOut(resetMs: number): ApiError {
   const seconds = Math.max(1, Math.ceil(resetMs / 1000));
   return new ApiError("rate_limited", `too many failed admin authentications from this address; retry in ${seconds} s`, {}, { "retry-after": String(seconds) });
-}
-
-/**
- * `{ adminToken: true }` on a route. Like the app credentials' macro (src/auth/macro.ts), it
- * runs in `parse` and `transform`, before any body is read or validated for a stranger.
- * The first hook to run decides: a refusal ends the request, a pass is kept on the
- * request's context (`operator`) and the later hooks find it there.
- */
-export function adminTokenPlugin(guard: AdminTokenGuard) {
-  type Server = { requestIP(request: Request): { address: string } | null } | null;
-  const check = async (context: RequestContext, request: Request, server: Server): Promise<void> => {
-    if (context.operator) return;
-    await guard.check(request.headers.get("authorization"), server?.requestIP(request)?.address ?? "unknown");
-    context.operator = true;
-  };
-  return new Elysia().use(requestContextSlot).macro({
-    adminToken: {
-      async parse({ request, requestContext, server }) {
-        await check(requestContext, request, server);
-      },
-      async transform({ request, requestContext, server }) {
-        await check(requestContext, request, server);
-      },
-      async beforeHandle({ request, requestContext, server }) {
-        await check(requestContext, request, server);
-      },
-    },
-  });
 }

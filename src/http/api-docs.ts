@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { buildOpenApiDocument, type DocumentSources } from "./openapi-document";
-import { DOCS_ASSETS, DOCS_PAGE_HEADERS, DOCS_PATH, renderDocsPage } from "./docs-page";
+import { DOCS_ASSETS, DOCS_PAGE_HEADERS, DOCS_PATH, renderDocsPage } from "../pages/docs-page";
 
 const HIDDEN = { detail: { hide: true } };
 

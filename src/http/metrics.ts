@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import type { Deps } from "../deps";
+import type { MetricsSources } from "./prometheus-metrics";
 import { ApiError } from "../errors";
 import { hashSecret, secretMatches } from "../auth/secret-key";
 import { errorResponses } from "../error-schema";
@@ -33,7 +33,7 @@ export interface MetricsRecorder {
  * then: a service without metrics has no use for its memory (idle RSS 67.5 → 64.2 MB with
  * it left out, ARCHITECTURE.md §7 "Metrics only when asked").
  */
-export function createMetrics(deps: Deps, chat: ChatService, reconciler: Reconciler): MetricsRecorder | null {
+export function createMetrics(deps: MetricsSources, chat: ChatService, reconciler: Reconciler): MetricsRecorder | null {
   if (!deps.config.metricsToken) return null;
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous, lazy load (see above)
   const { ProxyMetrics } = require("./prometheus-metrics") as typeof import("./prometheus-metrics");

@@ -1,11 +1,22 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { Deps } from "../deps";
+import type { Config } from "../config";
+import type { UsageWriter } from "../metering/usage-writer";
+import type { BudgetBackend } from "../store/engine";
+import type { WebhookDispatcher } from "../webhooks/dispatcher";
 import type { ChatService } from "../services/chat";
 import type { Reconciler } from "../metering/reconciler";
 import type { FinishedRequest, MetricsRecorder } from "./metrics";
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const BUDGET_REFUSALS = new Set(["budget_exceeded", "grant_invalid", "not_connected", "funding_invalid"]);
+
+/** What the metrics read of the service's parts (src/deps.ts's Deps has each). */
+export interface MetricsSources {
+  config: Pick<Config, "metricsToken">;
+  usageWriter: Pick<UsageWriter, "stats">;
+  budgetBackend: Pick<BudgetBackend, "limiterFallback">;
+  webhooks: Pick<WebhookDispatcher, "stats">;
+}
 
 /**
  * Prometheus metrics (prom-client), one registry per app so tests can build many. Request
@@ -53,7 +64,7 @@ export class ProxyMetrics implements MetricsRecorder {
     registers: [this.registry],
   });
 
-  constructor(deps: Deps, chat: ChatService, reconciler: Reconciler) {
+  constructor(deps: MetricsSources, chat: ChatService, reconciler: Reconciler) {
     const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({
         name,

@@ -1,12 +1,12 @@
 import type { Clock } from "../clock";
 import type { BudgetTarget } from "../budget/target";
-import type { BudgetLedger } from "./budget-ledger";
+import type { BudgetLedger } from "../budget/ledger";
 import type { OverrunMonitor } from "./overrun-monitor";
-import { chargeFor, reservationCharge, type Charge, type GrantedLimits, type ReservationPlan } from "./reservation";
-import type { UpstreamUsage } from "./usage";
+import { chargeFor, reservationCharge, type Charge, type GrantedLimits, type ReservationPlan } from "../pricing/reservation";
+import type { UpstreamUsage } from "../pricing/usage";
 import type { UsageWriter } from "./usage-writer";
-import type { UsageRow } from "../store/usage-ledger";
-import type { CostBounds } from "./worst-case";
+import type { UsageRow } from "../budget/usage-row";
+import type { CostBounds } from "../pricing/worst-case";
 
 /**
  * Where a call's access line learns what the meter charged: the model and the cost (the

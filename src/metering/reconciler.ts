@@ -6,10 +6,10 @@ import type { BudgetTarget } from "../budget/target";
 import type { CallJournalRepository, JournalEntry } from "../store/call-journal";
 import type { UpstreamClient } from "../upstream/client";
 import { lookUpGeneration } from "../upstream/generation-record";
-import type { BudgetLedger } from "./budget-ledger";
+import type { BudgetLedger } from "../budget/ledger";
 import { grantDayAccount } from "../budget/accounts";
 import type { Meter, MeteredCall } from "./meter";
-import { reservationCharge, type Charge } from "./reservation";
+import { reservationCharge, type Charge } from "../pricing/reservation";
 
 export interface ReconcilerOptions {
   /** How often the journal is looked at for calls to settle. */

@@ -1,5 +1,6 @@
 import type { Logger } from "../logger";
-import type { UsageLedgerRepository, UsageRow } from "../store/usage-ledger";
+import type { UsageLedgerRepository } from "../store/usage-ledger";
+import type { UsageRow } from "../budget/usage-row";
 
 export interface UsageWriterState {
   pending: number;

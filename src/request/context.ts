@@ -53,7 +53,7 @@ export class RequestContext {
   readonly payer: Payer;
   readonly log: AccessFields = {};
 
-  /** The app calling, once its secret key or session token passed (src/auth/macro.ts). */
+  /** The app calling, once its secret key or session token passed (src/http/auth-macro.ts). */
   app: App | undefined = undefined;
   /** On session-token routes, the token's claims once it passed. */
   session: SessionClaims | undefined = undefined;

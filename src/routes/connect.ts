@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { AppRepository } from "../store/apps";
-import { consentHeaders } from "../grants/consent-page";
-import { renderConnectError, renderConnectPage, type ConnectOffer } from "../connect/connect-page";
+import { consentHeaders } from "../pages/consent-page";
+import { renderConnectError, renderConnectPage, type ConnectOffer } from "../pages/connect-page";
 import { randomString } from "../random";
 import { ONE_NANO_USD, usdAmountToNano } from "../money";
 
@@ -41,7 +41,7 @@ async function offerFor(apps: AppRepository, maxUsd: number, query: { appId?: st
 
 /**
  * GET /connect: the hosted page where a user approves, lowers or revokes an app's monthly
- * cap (src/connect/connect-page.ts says how it gets the session token and why that is safe).
+ * cap (src/pages/connect-page.ts says how it gets the session token and why that is safe).
  * It writes nothing, so it needs no rate limit of its own; the calls it makes are the
  * /connections ones, with their own auth.
  */

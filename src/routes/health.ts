@@ -1,6 +1,11 @@
 import { Elysia, t } from "elysia";
 import { Type } from "@sinclair/typebox";
-import type { Deps } from "../deps";
+import type { Config } from "../config";
+import type { Store } from "../store";
+import type { BudgetBackend } from "../store/engine";
+import type { UsageWriter } from "../metering/usage-writer";
+import type { PricingCatalogue } from "../pricing/catalogue";
+import type { RateLimiter } from "../ratelimit/rate-limiter";
 import type { ChatService } from "../services/chat";
 import type { OverrunMonitor } from "../metering/overrun-monitor";
 import { operatorTokenMatcher } from "../auth/operator-token";
@@ -53,7 +58,17 @@ const ReadyModel = t.Object({
  * address without its credentials, and no counters or error texts. With the operator's
  * METRICS_TOKEN /healthz adds the counters and the last errors.
  */
-export function healthRoutes(deps: Deps, chat: ChatService, overruns: OverrunMonitor) {
+/** What the health routes read of the service's parts (src/deps.ts's Deps has each). */
+export interface HealthSources {
+  config: Config;
+  store: Pick<Store, "engine" | "ping">;
+  budgetBackend: Pick<BudgetBackend, "kind" | "server" | "limiterFallback">;
+  usageWriter: Pick<UsageWriter, "failing" | "stats">;
+  catalogue: Pick<PricingCatalogue, "refreshedAt" | "size">;
+  rateLimiter: Pick<RateLimiter, "kind">;
+}
+
+export function healthRoutes(deps: HealthSources, chat: ChatService, overruns: OverrunMonitor) {
   // The metrics token, not the admin token: that one is taken by the admin API alone.
   const isOperator = operatorTokenMatcher([deps.config.metricsToken]);
   const check = async () => {
@@ -131,7 +146,7 @@ function withoutCredentials(baseUrl: string): string {
 }
 
 /** Each problem that makes the instance unfit for traffic, in words an operator can act on (no error texts: anyone may read them). */
-function healthProblems(deps: Deps, storeOk: boolean, budgetOk: boolean): string[] {
+function healthProblems(deps: HealthSources, storeOk: boolean, budgetOk: boolean): string[] {
   const problems: string[] = [];
   if (!storeOk) problems.push(`the store (${deps.store.engine}) is unreachable`);
   const server = deps.budgetBackend.server;
@@ -148,13 +163,13 @@ function healthProblems(deps: Deps, storeOk: boolean, budgetOk: boolean): string
   return problems;
 }
 
-function limiterState(deps: Deps) {
+function limiterState(deps: HealthSources) {
   const fallback = deps.budgetBackend.limiterFallback;
   if (fallback) return { kind: fallback.kind, ...fallback.state };
   return { kind: deps.rateLimiter.kind, degraded: false, since: null, lastError: null };
 }
 
-async function pingStore(deps: Deps): Promise<boolean> {
+async function pingStore(deps: HealthSources): Promise<boolean> {
   try {
     await deps.store.ping();
     return true;

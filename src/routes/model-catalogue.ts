@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { Elysia, t } from "elysia";
-import type { PricingCatalogue } from "../metering/pricing";
+import type { PricingCatalogue } from "../pricing/catalogue";
 import { ApiError } from "../errors";
 import type { Guards } from "../http/guards";
 import { errorResponses } from "../error-schema";

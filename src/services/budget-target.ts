@@ -3,7 +3,7 @@ import { ApiError, type BudgetErrorDetails } from "../errors";
 import { nanoToUsd, periodAt } from "../money";
 import { userAccount } from "../budget/accounts";
 import type { BudgetTarget } from "../budget/target";
-import type { BudgetSnapshot } from "../metering/budget-ledger";
+import type { BudgetSnapshot } from "../budget/ledger";
 import type { Payer } from "../request/payer";
 import type { App } from "../store/apps";
 import type { ConnectionRepository } from "../store/connections";

@@ -3,7 +3,7 @@ import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { Meter, MeteringTicket } from "../metering/meter";
 import { SseUsageScanner } from "../upstream/sse-usage-scanner";
-import { readError, readUsage } from "../metering/usage";
+import { readError, readUsage } from "../pricing/usage";
 import type { AnswerRecorder } from "./idempotency";
 
 const UTF8 = new TextDecoder();

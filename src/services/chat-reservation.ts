@@ -1,20 +1,20 @@
 import type { Clock } from "../clock";
 import type { Config } from "../config";
-import type { BudgetLedger } from "../metering/budget-ledger";
+import type { BudgetLedger } from "../budget/ledger";
 import type { ChargeLog, MeteringTicket } from "../metering/meter";
-import { clientPin } from "../metering/price-pin";
-import type { PricingCatalogue } from "../metering/pricing";
-import { readRequestShape } from "../metering/request-shape";
-import { tierPriceMultiplier } from "../metering/service-tier";
-import { grantedLimits, planReservation, type ReservationPlan } from "../metering/reservation";
+import { clientPin } from "../pricing/price-pin";
+import type { PricingCatalogue } from "../pricing/catalogue";
+import { readRequestShape } from "../pricing/request-shape";
+import { tierPriceMultiplier } from "../pricing/service-tier";
+import { grantedLimits, planReservation, type ReservationPlan } from "../pricing/reservation";
 import { grantDayAccount } from "../budget/accounts";
 import { ApiError } from "../errors";
 import { formatUsd, nanoToUsd, utcDayAt } from "../money";
-import { costBounds } from "../metering/worst-case";
+import { costBounds } from "../pricing/worst-case";
 import type { BudgetTarget } from "../budget/target";
 import { budgetExceeded } from "./budget-target";
 import type { ChatBody } from "./chat";
-import type { DeferredRateLimit } from "../ratelimit/macro";
+import type { DeferredRateLimit } from "../ratelimit/enforcement";
 
 export interface ReservationRequest {
   requestId: string;

@@ -10,7 +10,7 @@ import { upstreamFailure } from "../upstream/errors";
 import type { BudgetTarget } from "../budget/target";
 import { reserveChat, type Reserving } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
-import type { DeferredRateLimit } from "../ratelimit/macro";
+import type { DeferredRateLimit } from "../ratelimit/enforcement";
 import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
 import { finishLate, meterJsonAnswer, type CallFinisher } from "./chat-answers";
 
@@ -39,7 +39,7 @@ export interface ChatRequest {
   recorder?: AnswerRecorder;
   /** The request's access-line fields (src/request/context.ts): the model and cost, and a stream's metering. */
   log?: CallLog;
-  /** The call's rate-limit check, when it is left to the reservation (src/ratelimit/macro.ts). */
+  /** The call's rate-limit check, when it is left to the reservation (src/ratelimit/enforcement.ts). */
   rateLimit?: DeferredRateLimit;
 }
 

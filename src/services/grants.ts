@@ -1,5 +1,5 @@
 import type { SettleBarrier } from "../metering/meter";
-import type { BudgetLedger } from "../metering/budget-ledger";
+import type { BudgetLedger } from "../budget/ledger";
 import type { Clock } from "../clock";
 import type { Config } from "../config";
 import { ApiError } from "../errors";

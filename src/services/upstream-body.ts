@@ -1,5 +1,5 @@
 import type { MeteringTicket } from "../metering/meter";
-import { withPricePin } from "../metering/price-pin";
+import { withPricePin } from "../pricing/price-pin";
 import { nanoToUsd } from "../money";
 import type { ChatBody } from "./chat";
 

@@ -7,7 +7,7 @@
  * the configuration, and nothing outside the engine folders asks which engine it has.
  */
 import type { Logger } from "../logger";
-import { InMemoryBudgetLedger, type BudgetLedger, type FrozenCapLoader, type SpentLoader } from "../metering/budget-ledger";
+import { InMemoryBudgetLedger, type BudgetLedger, type FrozenCapLoader, type SpentLoader } from "../budget/ledger";
 import type { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import { InMemoryRateLimiter, type RateLimiter } from "../ratelimit/rate-limiter";
 import type { ChangeFeed } from "./change-feed";
@@ -122,7 +122,7 @@ export interface BudgetBackend {
   /** The shared limiter with its in-process fallback; null when limits are this process's own (or replaced). */
   readonly limiterFallback: FallbackRateLimiter | null;
   /**
-   * Whether a chat call's rate limit can be left to its reservation now (src/ratelimit/macro.ts
+   * Whether a chat call's rate limit can be left to its reservation now (src/http/rate-limit-macro.ts
    * DeferredRateLimit); null when it never can. Not while the limiter is falling back: the
    * ledger has no fallback, and the limiter's own check is what notices the server is back.
    */

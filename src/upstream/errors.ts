@@ -1,5 +1,5 @@
 import { ApiError } from "../errors";
-import { readError } from "../metering/usage";
+import { readError } from "../pricing/usage";
 
 /**
  * Upstream statuses that say the request itself was refused (bad parameters, no model or

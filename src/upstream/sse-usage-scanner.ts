@@ -1,4 +1,4 @@
-import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from "../metering/usage";
+import { readError, readUsage, type UpstreamErrorInfo, type UpstreamUsage } from "../pricing/usage";
 import { concatBytes, equalsAt, indexOfBytes, lastBytes, startsWithAt } from "./sse-bytes";
 
 /**

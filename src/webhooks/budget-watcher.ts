@@ -1,5 +1,5 @@
 import type { BudgetAccount } from "../budget/accounts";
-import type { BudgetLedger } from "../metering/budget-ledger";
+import type { BudgetLedger } from "../budget/ledger";
 import type { Logger } from "../logger";
 import type { Clock } from "../clock";
 import { nanoToUsd } from "../money";

@@ -12,7 +12,7 @@ import { usdToNanoFloor } from "../../src/money";
 import { memoryLogger } from "../../src/logger";
 import { createMockUpstream, type MockUpstream, type MockUpstreamOptions } from "../../packages/mock-upstream/src";
 import { UpstreamClient, type FetchUpstream } from "../../src/upstream/client";
-import { PricingCatalogue } from "../../src/metering/pricing";
+import { PricingCatalogue } from "../../src/pricing/catalogue";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 export const UPSTREAM_KEY = "sk-or-test-upstream-key";

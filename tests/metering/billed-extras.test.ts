@@ -1,18 +1,18 @@
 /**
  * What the upstream bills beyond the listing's token prices, priced before a call goes
- * upstream: web results from the upstream's own engine (src/metering/web-results.ts), a
+ * upstream: web results from the upstream's own engine (src/pricing/web-results.ts), a
  * provider's tool-use prompt (tool-prompt.ts), service tiers and fast mode (service-tier.ts),
  * each on its own and inside costBounds; and no billable request reserving $0.
  */
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../src/errors";
 import { memoryLogger } from "../../src/logger";
-import { PricingCatalogue } from "../../src/metering/pricing";
-import { readRequestShape } from "../../src/metering/request-shape";
-import { planReservation } from "../../src/metering/reservation";
-import { tierPriceMultiplier } from "../../src/metering/service-tier";
-import { toolPromptTokens, UNKNOWN_FAMILY_TOOL_PROMPT_TOKENS } from "../../src/metering/tool-prompt";
-import { costBounds, type BoundsInput } from "../../src/metering/worst-case";
+import { PricingCatalogue } from "../../src/pricing/catalogue";
+import { readRequestShape } from "../../src/pricing/request-shape";
+import { planReservation } from "../../src/pricing/reservation";
+import { tierPriceMultiplier } from "../../src/pricing/service-tier";
+import { toolPromptTokens, UNKNOWN_FAMILY_TOOL_PROMPT_TOKENS } from "../../src/pricing/tool-prompt";
+import { costBounds, type BoundsInput } from "../../src/pricing/worst-case";
 
 const listed = (id: string, pricing: Record<string, string>, context = 200_000) => ({
   id,

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { SQL } from "bun";
 import { PostgresBudgetLedger } from "../../src/store/postgres/budget-ledger";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
-import type { UsageRow } from "../../src/store/usage-ledger";
+import type { UsageRow } from "../../src/budget/usage-row";
 import { memoryLogger } from "../../src/logger";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
 

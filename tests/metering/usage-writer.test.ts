@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { memoryLogger } from "../../src/logger";
-import type { UsageRow } from "../../src/store/usage-ledger";
+import type { UsageRow } from "../../src/budget/usage-row";
 
 let dir: string;
 let store: SqliteStore | undefined;

@@ -1,6 +1,6 @@
 /**
  * With PostgreSQL alone, a chat call's rate limit is checked in the same statement as its
- * budget reservation (migration 9's budget_reserve_limited_many; src/ratelimit/macro.ts
+ * budget reservation (migration 9's budget_reserve_limited_many; src/http/rate-limit-macro.ts
  * DeferredRateLimit), as it is in one script with Redis. What must hold, as there: the
  * call sends one statement that touches the window, and it is the one that reserves; the
  * limit still comes before the budget and a refused call reserves nothing; calls that

@@ -1,6 +1,6 @@
 /**
  * With Redis, a chat call's rate limit runs inside its budget reservation (one script, one
- * round trip; src/ratelimit/macro.ts DeferredRateLimit). What must hold: one Redis script
+ * round trip; src/http/rate-limit-macro.ts DeferredRateLimit). What must hold: one Redis script
  * per call touches the window, and it is the reservation; the limit still comes before the
  * budget; calls that never reach the reservation still count; while the limiter falls back
  * to its in-process windows, the check is made on its own again.

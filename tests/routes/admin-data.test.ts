@@ -9,7 +9,7 @@ import { makeAdminTestApp, type AdminTestApp } from "../helpers/admin";
 import { mintSession } from "../helpers/test-app";
 import { userAccount } from "../../src/budget/accounts";
 import { EXPORT_COLUMNS } from "../../src/services/operator/usage-export";
-import type { UsageRow } from "../../src/store/usage-ledger";
+import type { UsageRow } from "../../src/budget/usage-row";
 import { approveConsentOrThrow } from "../helpers/grants";
 
 /** Every item of a paged admin list, following nextCursor with `limit` per page; also the pages' sizes. */

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
 import type { JournalEntry } from "../../src/store/call-journal";
-import type { UsageRow } from "../../src/store/usage-ledger";
+import type { UsageRow } from "../../src/budget/usage-row";
 import { storeEngines, withStore as withOpenStore } from "../helpers/store-engines";
 
 const engines = storeEngines();

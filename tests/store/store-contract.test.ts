@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
-import type { UsageRow } from "../../src/store/usage-ledger";
+import type { UsageRow } from "../../src/budget/usage-row";
 import { storeEngines, withStore as withOpenStore } from "../helpers/store-engines";
 import { approveConsentOrThrow } from "../helpers/grants";
 import { grantDayAccount } from "../../src/budget/accounts";

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { BudgetWatcher } from "../../src/webhooks/budget-watcher";
 import { usedPercent } from "../../src/webhooks/threshold-event";
-import { InMemoryBudgetLedger } from "../../src/metering/budget-ledger";
+import { InMemoryBudgetLedger } from "../../src/budget/ledger";
 import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
 import { ManualClock } from "../../src/clock";

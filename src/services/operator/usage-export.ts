@@ -1,5 +1,6 @@
 import { nanoToUsd, utcDayAt } from "../../money";
-import type { UsageCursor, UsageRow } from "../../store/usage-ledger";
+import type { UsageCursor } from "../../store/usage-ledger";
+import type { UsageRow } from "../../budget/usage-row";
 import { invalid, isoTime, requireApp, utcDay, type OperatorContext } from "./input";
 import type { UsageExportRowView } from "./views";
 

@@ -6,7 +6,7 @@
  */
 import { Type as t, type Static, type TSchema } from "@sinclair/typebox";
 
-/** How a ledger row's cost was found (src/store/usage-ledger.ts UsageSource); shared by /usage and the operator's export. */
+/** How a ledger row's cost was found (src/budget/usage-row.ts UsageSource); shared by /usage and the operator's export. */
 export const UsageSourceView = t.Union(
   [t.Literal("upstream"), t.Literal("computed"), t.Literal("generation"), t.Literal("reservation"), t.Literal("estimated")],
   {

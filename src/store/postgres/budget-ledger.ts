@@ -1,10 +1,10 @@
 import { num, type PostgresDatabase } from "./database";
 import { CallBatcher } from "./call-batcher";
 import { ledgerRecord } from "./usage-ledger";
-import type { UsageRow } from "../usage-ledger";
+import type { UsageRow } from "../../budget/usage-row";
 import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../budget/accounts";
-import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "../../metering/budget-ledger";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "../../budget/ledger";
 import type { CheckItem, PostgresRateLimiter } from "./rate-limiter";
 
 /** How long an instance's reservations survive it without a renewal (Redis uses the same bound). */

@@ -1,7 +1,7 @@
 /**
  * Migration 9 of the PostgreSQL store: a chat call's rate-limit check goes in the same
  * statement as its budget reservation, as it does in one Redis script beside Redis
- * (src/ratelimit/macro.ts DeferredRateLimit). With PostgreSQL alone a call made two round
+ * (src/http/rate-limit-macro.ts DeferredRateLimit). With PostgreSQL alone a call made two round
  * trips before reaching the upstream, one batch of checks and one of reserves; now it
  * makes one.
  *

@@ -1,4 +1,5 @@
-import type { UsageCursor, UsageLedgerRepository, UsageRow, UsageSource } from "../usage-ledger";
+import type { UsageCursor, UsageLedgerRepository } from "../usage-ledger";
+import type { UsageRow, UsageSource } from "../../budget/usage-row";
 import { num, numOrNull, type PostgresDatabase } from "./database";
 import { grantDayAccount } from "../../budget/accounts";
 

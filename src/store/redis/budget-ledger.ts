@@ -2,7 +2,7 @@ import type Redis from "ioredis";
 import { ApiError } from "../../errors";
 import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../budget/accounts";
-import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../metering/budget-ledger";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../budget/ledger";
 import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "./rate-limiter";
 import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./process-lease";
 

@@ -238,7 +238,7 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX call_journal_by_ceiling ON call_journal(ceiling_reservation) WHERE ceiling_reservation IS NOT NULL;
       CREATE TABLE proxy_instances (id TEXT PRIMARY KEY, lease_until INTEGER NOT NULL);
       -- Rows settled from the upstream's record of a generation, or at their reservation
-      -- (src/store/usage-ledger.ts UsageSource). SQLite cannot widen a CHECK in place: the
+      -- (src/budget/usage-row.ts UsageSource). SQLite cannot widen a CHECK in place: the
       -- table is rebuilt with the same columns, in the same order, and its indexes.
       CREATE TABLE usage_ledger_next (
         request_id        TEXT PRIMARY KEY,

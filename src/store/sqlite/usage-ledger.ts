@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
-import type { UsageCursor, UsageLedgerRepository, UsageRow, UsageSource } from "../usage-ledger";
+import type { UsageCursor, UsageLedgerRepository } from "../usage-ledger";
+import type { UsageRow, UsageSource } from "../../budget/usage-row";
 import { grantDayAccount } from "../../budget/accounts";
 
 interface LedgerRow {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { InMemoryBudgetLedger } from "../../src/metering/budget-ledger";
+import { InMemoryBudgetLedger } from "../../src/budget/ledger";
 
 describe("InMemoryBudgetLedger", () => {
   test("grants the most that fits between min and desired, refuses below min", async () => {

@@ -1,4 +1,4 @@
-import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "../http/html";
+import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "./html";
 import { formatUsd, ONE_NANO_USD } from "../money";
 import type { App } from "../store/apps";
 

@@ -1,5 +1,5 @@
-import type { BudgetAccount } from "../budget/accounts";
-import type { UsageRow } from "../store/usage-ledger";
+import type { BudgetAccount } from "./accounts";
+import type { UsageRow } from "./usage-row";
 import type { RateLimitDecision, RateLimitRule } from "../ratelimit/rate-limiter";
 
 /** What the live counters say about one account, in nano-dollars. */

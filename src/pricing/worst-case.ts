@@ -8,7 +8,7 @@
 import { ApiError } from "../errors";
 import type { ModelPrice } from "./model-price";
 import type { PricePin } from "./price-pin";
-import type { PricingCatalogue } from "./pricing";
+import type { PricingCatalogue } from "./catalogue";
 import { DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
 import { atTierPrices } from "./service-tier";
 import { toolPromptTokens } from "./tool-prompt";

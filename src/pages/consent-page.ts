@@ -1,6 +1,6 @@
 import { formatUsd } from "../money";
 import type { ConsentOffer } from "../services/grant-consent";
-import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "../http/html";
+import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "./html";
 
 /**
  * The consent popup: plain HTML, no framework, no external assets. Its one script and one

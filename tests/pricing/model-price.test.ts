@@ -4,10 +4,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import { memoryLogger } from "../../src/logger";
-import { parseModelPrice } from "../../src/metering/model-price";
-import { PricingCatalogue } from "../../src/metering/pricing";
-import { readRequestShape } from "../../src/metering/request-shape";
-import { costBounds } from "../../src/metering/worst-case";
+import { parseModelPrice } from "../../src/pricing/model-price";
+import { PricingCatalogue } from "../../src/pricing/catalogue";
+import { readRequestShape } from "../../src/pricing/request-shape";
+import { costBounds } from "../../src/pricing/worst-case";
 import { ApiError } from "../../src/errors";
 
 const entry = (pricing: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({

@@ -1,11 +1,11 @@
 /**
- * The BudgetLedger contract (src/metering/budget-ledger.ts), one suite run against both
+ * The BudgetLedger contract (src/budget/ledger.ts), one suite run against both
  * implementations: the in-process ledger and the Redis ledger on a real redis-server.
  * Redis-only cases follow: data loss (FLUSHALL) and Redis being down.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Redis from "ioredis";
-import { InMemoryBudgetLedger, type BudgetLedger } from "../../src/metering/budget-ledger";
+import { InMemoryBudgetLedger, type BudgetLedger } from "../../src/budget/ledger";
 import { RedisBudgetLedger } from "../../src/store/redis/budget-ledger";
 import { ApiError } from "../../src/errors";
 import { memoryLogger } from "../../src/logger";

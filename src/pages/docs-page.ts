@@ -26,7 +26,7 @@ const START_SCRIPT = `"use strict";
 SwaggerUIBundle({
   spec: JSON.parse(document.getElementById("openapi-document").textContent),
   domNode: document.getElementById("reference"),
-  // A reference only: the sandboxed page sends no request (see src/http/docs-page.ts).
+  // A reference only: the sandboxed page sends no request (see src/pages/docs-page.ts).
   supportedSubmitMethods: [],
   // Left on, Swagger UI sends the document to an online validator for a badge.
   validatorUrl: null,

@@ -7,7 +7,7 @@ import { expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock";
 import { memoryLogger } from "../../src/logger";
 import { CONSENT_LIFETIME_MS } from "../../src/services/grant-consent";
-import { ConsentRequestSweeper } from "../../src/grants/consent-sweeper";
+import { ConsentRequestSweeper } from "../../src/services/consent-sweeper";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { approveConsentOrThrow } from "../helpers/grants";
 import { T0 } from "../helpers/test-app";

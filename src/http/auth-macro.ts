@@ -1,9 +1,9 @@
 import { Elysia } from "elysia";
 import type { Store } from "../store";
 import type { App } from "../store/apps";
-import type { SessionClaims, SessionTokens } from "./session-token";
-import { authenticateSecretKey, authenticateSession } from "./credentials";
-import { restrictCorsToApp } from "./session-cors";
+import type { SessionClaims, SessionTokens } from "../auth/session-token";
+import { authenticateSecretKey, authenticateSession } from "../auth/credentials";
+import { restrictCorsToApp } from "../auth/session-cors";
 import type { RequestContext } from "../request/context";
 import { requestContextSlot } from "../request/elysia";
 

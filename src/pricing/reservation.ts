@@ -1,5 +1,5 @@
 import { usdToNanoCeil } from "../money";
-import type { UsageSource } from "../store/usage-ledger";
+import type { UsageSource } from "../budget/usage-row";
 import type { ReasoningAsk } from "./request-shape";
 import type { UpstreamUsage } from "./usage";
 import { costAtWorstRates, worstCaseNano, type CostBounds } from "./worst-case";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { MIN_COMPLETION_TOKENS, MIN_REASONING_TOKENS, chargeFor, reservationCharge, grantedLimits, planReservation } from "../../src/metering/reservation";
-import type { CostBounds, ModelBound } from "../../src/metering/worst-case";
+import { MIN_COMPLETION_TOKENS, MIN_REASONING_TOKENS, chargeFor, reservationCharge, grantedLimits, planReservation } from "../../src/pricing/reservation";
+import type { CostBounds, ModelBound } from "../../src/pricing/worst-case";
 
 /** gpt-4o-mini's rates in nano-dollars per token, a 1000-token prompt bound and no fixed costs. */
 const mini: ModelBound = { id: "mini", fixedNano: 0, promptTokens: 1000, promptPrice: 150, outputPrice: 600, reasons: false, modelLimit: 16_384 };

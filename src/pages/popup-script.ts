@@ -37,7 +37,7 @@ export const POPUP_SCRIPT = `(() => {
         const data = event.data;
         if (!data || data.state !== state) return;
         if (data.type !== "grant" && data.type !== "grant_denied") return;
-        // The consent page closes once told its answer arrived (POPUP_CLOSING_SCRIPT, src/http/html.ts).
+        // The consent page closes once told its answer arrived (POPUP_CLOSING_SCRIPT, src/pages/html.ts).
         popup.postMessage({ type: "received" }, serviceOrigin);
         if (data.type === "grant") done(resolve, data);
         else done(reject, Object.assign(new Error("the user denied the grant"), { code: "grant_denied" }));

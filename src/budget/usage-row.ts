@@ -1,0 +1,40 @@
+/*
+ * The ledger's row: what the budget ledgers settle with (BudgetLedger.settle) and the store
+ * keeps. It sits on the budget floor, where the store and the ledgers meet
+ * (ARCHITECTURE.md §5 "The dependency rule").
+ */
+
+/**
+ * How a row's cost was found: the upstream's `usage.cost` ("upstream"), its token counts at
+ * our prices ("computed"), the upstream's record of the generation ("generation"), or the
+ * reservation charged whole when no record could say ("reservation"). "estimated" is kept
+ * for rows written before calls were reconciled.
+ */
+export type UsageSource = "upstream" | "computed" | "generation" | "reservation" | "estimated";
+
+/** One metered request, as written to the ledger. Amounts in nano-dollars. */
+export interface UsageRow {
+  requestId: string;
+  account: string;
+  appId: string;
+  appUserId: string | null;
+  grantId: string | null;
+  period: string;
+  model: string;
+  generationId: string | null;
+  promptTokens: number;
+  completionTokens: number;
+  costNano: number;
+  source: UsageSource;
+  /** `ok`, `upstream_error`, `client_disconnected`, `upstream_stalled`, ... */
+  status: string;
+  streamed: boolean;
+  startedAt: number;
+  finishedAt: number;
+  /** What was reserved for it; null on rows written before reservations were recorded. */
+  reservedNano?: number | null;
+  /** How much the cost passed the reservation (0 normally). */
+  overrunNano?: number;
+  /** On an overrun: the cap the account is frozen at (see BudgetLedger.settle). */
+  frozenCapNano?: number | null;
+}
