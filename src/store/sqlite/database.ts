@@ -1,4 +1,4 @@
-import { Database } from "bun:sqlite";
+import { Database, SQLiteError } from "bun:sqlite";
 import { dirname } from "node:path";
 import { migrate } from "./migrations";
 import { createPrivateFile, ensurePrivateFolder, tightenFile } from "../../secrets/private-files";
@@ -18,8 +18,8 @@ export function openDatabase(path: string): Database {
   // Before any statement: processes sharing the file (the CLI and a server, servers beside
   // one Redis) wait for each other's lock, don't fail. The switch to WAL below takes the
   // lock too, while another process may be creating or migrating the file.
-  db.exec("PRAGMA busy_timeout = 5000");
-  db.exec("PRAGMA journal_mode = WAL");
+  db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  switchToWal(db);
   // New ones take the database's mode; these tighten the ones an older version left loose.
   if (path !== ":memory:") for (const sidecar of ["-wal", "-shm"]) tightenFile(path + sidecar);
   // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the
@@ -29,6 +29,27 @@ export function openDatabase(path: string): Database {
   db.exec("PRAGMA foreign_keys = ON");
   migrate(db);
   return db;
+}
+
+const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * SQLite answers SQLITE_BUSY at once, without waiting in its busy handler, where waiting
+ * could deadlock; switching a new file to WAL while another process opens it is such a
+ * case (seen in the suite: two processes creating one file, one failing with "database is
+ * locked" despite the busy timeout). So the switch itself is retried, within the same bound.
+ */
+function switchToWal(db: Database): void {
+  const deadline = performance.now() + BUSY_TIMEOUT_MS;
+  for (;;) {
+    try {
+      db.exec("PRAGMA journal_mode = WAL");
+      return;
+    } catch (err) {
+      if (!(err instanceof SQLiteError && err.code === "SQLITE_BUSY") || performance.now() > deadline) throw err;
+      Bun.sleepSync(5);
+    }
+  }
 }
 
 /**
