@@ -68,13 +68,13 @@ test("the counters move with a scripted session", async () => {
   ] as const) {
     await (await chat(user, content, stream)).text();
   }
-  const after = await pollUntil("the stream counted", async () => {
+  // A request is counted by its after-response hook, which may run after its client has the
+  // answer: a stream's once it is metered, a 502's a moment after. So wait until all four are in.
+  const chatRequests = (m: Map<string, Family>) =>
+    (m.get("proxy_requests_total")?.metrics ?? []).filter((x) => x.labels?.route === "/api/v1/chat/completions").reduce((sum, x) => sum + Number(x.value), 0);
+  const after = await pollUntil("all four calls counted", async () => {
     const m = await scrape();
-    return value(m, "proxy_requests_total", { route: "/api/v1/chat/completions", status: "200" }) -
-      value(before, "proxy_requests_total", { route: "/api/v1/chat/completions", status: "200" }) ===
-      2
-      ? m
-      : undefined;
+    return chatRequests(m) - chatRequests(before) === 4 ? m : undefined;
   });
   const delta = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels);
   expect(delta("proxy_requests_total", { route: "/api/v1/chat/completions", status: "402" })).toBe(1);
