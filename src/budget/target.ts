@@ -1,6 +1,14 @@
 import type { Period } from "../money";
 import type { BudgetAccount } from "./accounts";
 
+/**
+ * Whose upstream key pays a call: the operator's (UPSTREAM_API_KEY, `app`) or the user's own
+ * account (`user`, linked by the upstream's OAuth PKCE flow). It decides what an upstream
+ * refusal of the key means: the operator's problem (502 `upstream`, no user marked) or the
+ * user's (402 `funding_invalid`, the connection marked). Every call is paid by `app` today.
+ */
+export type UpstreamPayer = "app" | "user";
+
 /** The budget a chat request draws on: a user's monthly cap, or a grant's cap (with its app's daily ceiling). */
 export interface BudgetTarget {
   account: BudgetAccount;
@@ -11,7 +19,9 @@ export interface BudgetTarget {
   period: Period;
   /** When the budget renews: the period's end for monthly caps. */
   resetsAt: string;
-  /** Called when the upstream refuses payment; the user must re-approve. */
+  /** Whose upstream key pays the call. */
+  payer: UpstreamPayer;
+  /** Called when the upstream refuses the user's own key (payer `user` only); the user must reconnect. */
   markFundingInvalid(): Promise<void>;
   /**
    * Called once the reservation is held, before going upstream; may refuse (throw), in

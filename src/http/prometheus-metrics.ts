@@ -88,6 +88,18 @@ export class ProxyMetrics implements MetricsRecorder {
     gauge("proxy_webhook_given_up", "Webhook deliveries that failed for good after the last retry, since start.", () => webhooks.gaveUp);
     gauge("proxy_webhook_endpoints_disabled", "Webhook endpoints disabled because they answered 410 Gone, since start.", () => webhooks.endpointsDisabled);
     gauge("proxy_open_streams", "Chat streams open (relaying, or draining for their usage).", () => chat.activeStreams);
+    const operatorKey = chat.operatorKey;
+    // Counted by the chat service as it meets them (the access line sees only `upstream`), read when scraped.
+    new Counter({
+      name: "proxy_upstream_key_refusals_total",
+      help: "Chat calls on which the upstream refused the operator's key (401, 402, or 403 key limit), by HTTP status, since start.",
+      labelNames: ["status"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [status, count] of operatorKey.refusalsByStatus) this.inc({ status: String(status) }, count);
+      },
+    });
     // Calls whose usage the proxy did not see, settled from the upstream's records (or at
     // their reservations) by this process's reconciler, since start.
     const reconciled = reconciler.stats;

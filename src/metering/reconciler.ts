@@ -177,6 +177,8 @@ function meteredCallOf(entry: JournalEntry): MeteredCall {
     grantId: entry.grantId,
     period: { ...period, id: entry.period },
     resetsAt: period.end,
+    // Only a chat call's refusal reads the payer; settling from the journal marks no one.
+    payer: "app",
     markFundingInvalid: async () => {},
   };
   return {

@@ -9,12 +9,15 @@ import type { RateLimiter } from "../ratelimit/rate-limiter";
 import type { ChatService } from "../services/chat";
 import type { OverrunMonitor } from "../metering/overrun-monitor";
 import { operatorTokenMatcher } from "../auth/operator-token";
+import { keyRefusalProblem } from "../upstream/operator-key";
 
 const OperatorOnly = "Only with the operator's METRICS_TOKEN as a bearer credential.";
 
 const HealthModel = t.Object({
   status: t.Union([t.Literal("ok"), t.Literal("degraded")]),
-  problems: t.Array(t.String(), { description: "Why the status is degraded, one sentence each; empty when ok." }),
+  problems: t.Array(t.String(), {
+    description: "Why the status is degraded, one sentence each (those of /readyz, its warnings included); empty when ok.",
+  }),
   mode: t.Union([t.Literal("demo"), t.Literal("upstream")]),
   upstream: t.String({ description: "The upstream's base URL, without any user name, password or query." }),
   store: t.Object({ kind: t.Union([t.Literal("sqlite"), t.Literal("postgres")]), ok: t.Boolean() }),
@@ -46,13 +49,21 @@ const HealthModel = t.Object({
 const ReadyModel = t.Object({
   ready: t.Boolean(),
   problems: t.Array(t.String(), { description: "Why the instance should not take traffic now; empty when ready." }),
+  warnings: t.Array(t.String(), {
+    description:
+      "What is wrong but would be as wrong on every instance, so it does not make this one unready: the upstream refusing the operator's key (until a later call on it succeeds). Empty when nothing is.",
+  }),
 });
 
 /**
  * GET /healthz: liveness plus what an operator needs to know at a glance. It answers 503
  * only when the store is unreachable (nothing can be served); other problems (an empty or
  * stale price list, a failing usage writer, Redis down) make it `degraded` with a reason.
- * GET /readyz: readiness, for a load balancer: 503 while any of those problems holds.
+ * GET /readyz: readiness, for a load balancer: 503 while any of those problems holds. The
+ * upstream refusing the operator's key is degraded health and a warning of /readyz, not a
+ * 503: every instance shares the key, so taking instances out of traffic would fix nothing,
+ * would also stop the calls that need no upstream (connections, status), and would keep
+ * away the call whose success shows the key fixed.
  *
  * Both need no credential, so they say only what is ok and what is not: the upstream's
  * address without its credentials, and no counters or error texts. With the operator's
@@ -77,14 +88,17 @@ export function healthRoutes(deps: HealthSources, chat: ChatService, overruns: O
     // their own (Redis), or in this process or the store, reachable when it is.
     const { kind: budgetKind, server } = deps.budgetBackend;
     const budgetOk = server ? server.ready() : storeOk;
-    return { storeOk, budgetKind, budgetOk, problems: healthProblems(deps, storeOk, budgetOk) };
+    const refusal = chat.operatorKey.current;
+    const warnings = refusal ? [keyRefusalProblem(refusal)] : [];
+    return { storeOk, budgetKind, budgetOk, problems: healthProblems(deps, storeOk, budgetOk), warnings };
   };
   return new Elysia()
     .get(
       "/healthz",
       async ({ request, set }) => {
-        const { storeOk, budgetKind, budgetOk, problems } = await check();
+        const { storeOk, budgetKind, budgetOk, problems: unready, warnings } = await check();
         if (!storeOk) set.status = 503;
+        const problems = [...unready, ...warnings];
         const limiter = limiterState(deps);
         const summary = {
           status: problems.length === 0 ? ("ok" as const) : ("degraded" as const),
@@ -121,9 +135,9 @@ export function healthRoutes(deps: HealthSources, chat: ChatService, overruns: O
     .get(
       "/readyz",
       async ({ set }) => {
-        const { problems } = await check();
+        const { problems, warnings } = await check();
         if (problems.length > 0) set.status = 503;
-        return { ready: problems.length === 0, problems };
+        return { ready: problems.length === 0, problems, warnings };
       },
       {
         response: { 200: ReadyModel, 503: ReadyModel },

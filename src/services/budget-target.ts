@@ -40,6 +40,8 @@ export async function userBudgetTarget(connections: ConnectionRepository, clock:
     grantId: null,
     period,
     resetsAt: period.end,
+    // The operator's key pays every user's calls until a connection can carry the user's own.
+    payer: "app",
     markFundingInvalid: () => connections.markFundingInvalid(appId, appUserId, clock.now()),
   };
 }

@@ -7,6 +7,7 @@ import { copyUpstreamResponseHeaders } from "../upstream/headers";
 import { UpstreamTimeout, UpstreamUnreachable, type UpstreamClient } from "../upstream/client";
 import { relayStream } from "../upstream/stream-relay";
 import { upstreamFailure } from "../upstream/errors";
+import { OperatorKeyState } from "../upstream/operator-key";
 import type { BudgetTarget } from "../budget/target";
 import { reserveChat, type Reserving } from "./chat-reservation";
 import type { AnswerRecorder } from "./idempotency";
@@ -64,6 +65,8 @@ export const MAY_STILL_BE_BILLED =
 export class ChatService implements CallFinisher {
   /** Streams (and late answers) being metered now, each with the abort of its upstream fetch. */
   private readonly inFlight = new Map<Promise<unknown>, AbortController>();
+  /** What the upstream made of the operator's key on this process's calls (read by /readyz and /metrics). */
+  readonly operatorKey = new OperatorKeyState();
 
   constructor(
     private readonly reserving: Reserving,
@@ -116,10 +119,14 @@ export class ChatService implements CallFinisher {
       // started in a 200 body or stream): nothing was billed.
       const text = await response.text().catch(() => "");
       await this.release(ticket, `upstream_${response.status}`);
-      const failure = upstreamFailure(response.status, text);
-      if (failure.code === "funding_invalid") await request.target.markFundingInvalid();
-      throw failure;
+      const { error, keyRefused } = upstreamFailure(response.status, text, request.target.payer);
+      // A refused key is its payer's problem: the user's own is marked (they reconnect); the
+      // operator's marks no user and is reported to the operator instead (/readyz, /metrics).
+      if (keyRefused && request.target.payer === "user") await request.target.markFundingInvalid();
+      if (keyRefused && request.target.payer === "app") this.operatorKey.refused(response.status);
+      throw error;
     }
+    if (request.target.payer === "app") this.operatorKey.accepted();
 
     const isStream = stream && (response.headers.get("content-type") ?? "").includes("text/event-stream");
     if (!isStream || !response.body) return meterJsonAnswer(this, ticket, response, abort, headers, request.recorder);

@@ -53,6 +53,8 @@ export class GrantService {
       grantId: grant.id,
       period: periodAt(now),
       resetsAt: new Date(grant.expiresAt).toISOString(),
+      // A grant's calls are paid by the operator's key: a refusal of it marks nothing here.
+      payer: "app",
       markFundingInvalid: async () => {},
       admit: async () => {
         if (!(await this.grants.consumeUse(grant.id, this.clock.now()))) {

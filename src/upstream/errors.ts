@@ -1,4 +1,5 @@
 import { ApiError } from "../errors";
+import type { UpstreamPayer } from "../budget/target";
 import { readError } from "../pricing/usage";
 
 /**
@@ -8,24 +9,55 @@ import { readError } from "../pricing/usage";
  */
 const REQUEST_REFUSED = new Set([400, 404, 413, 422]);
 
+/** An upstream HTTP failure as the chat service acts on it. */
+export interface UpstreamFailure {
+  /** What the client is answered. */
+  error: ApiError;
+  /** The upstream refused the key that pays the call (see `refusesKey`), not the request. */
+  keyRefused: boolean;
+}
+
 /**
- * Maps an upstream HTTP failure to our error (ARCHITECTURE.md §3 "Errors"): payment refused
- * (402, or OpenRouter's 403 "Key limit exceeded") is `funding_invalid`; a refused request
- * is 400 `invalid_request` with the upstream's message; anything else is 502 `upstream`
- * with the upstream's status and message kept.
+ * Whether the upstream refused the key itself (spec/openrouter-openapi.yaml, POST
+ * /chat/completions): 401 "invalid credentials", 402 "insufficient credits or quota", or a
+ * 403 that says the key's own spending limit is reached (OpenRouter's "Key limit exceeded").
+ * Any other 403 is a guardrail or moderation refusing the content: a fault of this request,
+ * not of the key.
  */
-export function upstreamFailure(status: number, bodyText: string): ApiError {
+export function refusesKey(status: number, message: string): boolean {
+  return status === 401 || status === 402 || (status === 403 && /key limit/i.test(message));
+}
+
+/**
+ * Maps an upstream HTTP failure to our error (ARCHITECTURE.md §3 "Errors"). A refused key is
+ * its payer's problem: the user's own key is 402 `funding_invalid` (the user reconnects);
+ * the operator's key is 502 `upstream` naming the operator as the one to act, since no
+ * user can fix it (and a retry cannot either). A refused request is 400 `invalid_request`
+ * with the upstream's message; anything else is 502 `upstream` with the upstream's status
+ * and message kept.
+ */
+export function upstreamFailure(status: number, bodyText: string, payer: UpstreamPayer): UpstreamFailure {
   let message = bodyText.slice(0, 500);
   try {
     message = readError(JSON.parse(bodyText))?.message ?? message;
   } catch {
     // Not JSON: keep the (truncated) text.
   }
-  if (status === 402 || (status === 403 && /key limit/i.test(message))) {
-    return new ApiError("funding_invalid", `the upstream refused payment (HTTP ${status}): ${message}`);
+  if (refusesKey(status, message)) {
+    const said = `HTTP ${status}: ${message || "no message"}`;
+    const error =
+      payer === "user"
+        ? new ApiError("funding_invalid", `the upstream refused the user's own key (${said}); the user must reconnect`)
+        : new ApiError(
+            "upstream",
+            `the service's upstream key was refused (${said}): the operator must fix its credit or key; no user's budget or connection is affected`,
+            {},
+            { "x-should-retry": "false" },
+          );
+    return { error, keyRefused: true };
   }
   if (REQUEST_REFUSED.has(status)) {
-    return new ApiError("invalid_request", `the upstream refused the request (HTTP ${status}): ${message || "no message"}`);
+    return { error: new ApiError("invalid_request", `the upstream refused the request (HTTP ${status}): ${message || "no message"}`), keyRefused: false };
   }
-  return new ApiError("upstream", `upstream error (HTTP ${status}): ${message || "no message"}`);
+  return { error: new ApiError("upstream", `upstream error (HTTP ${status}): ${message || "no message"}`), keyRefused: false };
 }

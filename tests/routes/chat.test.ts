@@ -101,17 +101,15 @@ describe("POST /api/v1/chat/completions, errors", () => {
     expect(t.mock.served).toHaveLength(0);
   });
 
-  test("upstream 402 and 403 'Key limit exceeded' are 402 funding_invalid until the user re-approves", async () => {
-    for (const status of [402, 403]) {
+  test("upstream 401, 402 and 403 'Key limit exceeded' on the operator's key are 502 upstream and mark no user", async () => {
+    // The operator's key pays: its refusal is the operator's to fix (tests/routes/operator-key-refusal.test.ts).
+    for (const status of [401, 402, 403]) {
       const t = await chatTestApp();
       await t.connect("alice", 5);
       const res = await t.chat(ask(`hi [[mock status=${status}]]`));
-      expect(res.status).toBe(402);
-      expect((await json(res)).error.code).toBe("funding_invalid");
-      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("invalid");
-      const blocked = await t.chat(ask("hi"));
-      expect((await json(blocked)).error.code).toBe("funding_invalid");
-      await t.connect("alice", 5);
+      expect(res.status).toBe(502);
+      expect((await json(res)).error).toMatchObject({ code: "upstream", message: expect.stringContaining("the service's upstream key was refused") });
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("ok");
       expect((await t.chat(ask("hi"))).status).toBe(200);
     }
   });

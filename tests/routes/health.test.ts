@@ -62,7 +62,7 @@ describe("GET /readyz", () => {
   test("200 ready once the price list is loaded and the store answers", async () => {
     const t = makeTestApp();
     await t.deps.catalogue.refresh();
-    expect(await expectOk(await t.call("/readyz"))).toEqual({ ready: true, problems: [] });
+    expect(await expectOk(await t.call("/readyz"))).toEqual({ ready: true, problems: [], warnings: [] });
   });
 
   test("503 while the upstream's price list is empty (the upstream is unreachable)", async () => {
@@ -115,6 +115,6 @@ describe("GET /readyz", () => {
     expect((await expectOk(await t.call("/healthz", { bearer: OPERATOR_TOKEN }))).writer).toMatchObject({ failing: true, pending: 1 });
     t.db.exec("ALTER TABLE usage_totals_away RENAME TO usage_totals");
     await t.deps.usageWriter.flush();
-    expect(await expectOk(await t.call("/readyz"))).toEqual({ ready: true, problems: [] });
+    expect(await expectOk(await t.call("/readyz"))).toEqual({ ready: true, problems: [], warnings: [] });
   });
 });

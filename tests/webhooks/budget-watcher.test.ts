@@ -31,6 +31,7 @@ async function watched(capNano: number, spentNano: number) {
     grantId: null,
     period,
     resetsAt: period.end,
+    payer: "app",
     markFundingInvalid: async () => {},
   };
   const watcher = new BudgetWatcher(store, new InMemoryBudgetLedger(async () => spentNano), clock, memoryLogger());

@@ -1,6 +1,6 @@
 /**
  * Every webhook event type, caused the way it happens in service (the HTTP API, a chat call
- * that the upstream refuses, spend crossing a threshold, a grant used up), delivered by the
+ * whose user's own key the upstream refuses, spend crossing a threshold, a grant used up), delivered by the
  * dispatcher to a receiver in its own process that verifies each signature.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
@@ -10,6 +10,7 @@ import { OperatorService } from "../../src/services/operator";
 import { WebhookDispatcher } from "../../src/webhooks/dispatcher";
 import type { WebhookEventType } from "../../src/store/webhooks";
 import { approveConsentOrThrow } from "../helpers/grants";
+import { userBudgetTarget } from "../../src/services/budget-target";
 
 let receiver: ReceiverProcess;
 beforeAll(async () => {
@@ -84,13 +85,20 @@ describe("webhook events", () => {
     expect(events[2]!.data).toEqual({ appId: t.appId, userId: "alice" });
   });
 
-  test("funding.invalid once when the upstream refuses payment, not again while it stays invalid", async () => {
+  test("funding.invalid once when the upstream refuses the user's own key, not again while it stays invalid; never for the operator's key", async () => {
     await t.connect("alice", 5);
-    expect((await t.chat(ask("hi [[mock status=402]]"))).status).toBe(402);
+    await t.connect("bob", 5);
+    // The operator's key refused is the operator's problem: no user's event.
+    expect((await t.chat(ask("hi [[mock status=402]]"), { "x-service-user": "bob" })).status).toBe(502);
+    // A call paid by alice's own key (a user-funded connection's, which the HTTP API cannot open yet), refused.
+    const target = { ...(await userBudgetTarget(t.deps.store.connections, t.clock, t.appId, "alice")), payer: "user" as const };
+    const body = ask("hi [[mock status=402]]");
+    const own = t.app.decorator.chat.complete({ requestId: "req_own_key", target, body, bodyBytes: JSON.stringify(body).length, clientHeaders: new Headers() });
+    expect(await own.catch((err: unknown) => err)).toMatchObject({ code: "funding_invalid" });
     expect((await t.chat(ask("hi"))).status).toBe(402);
     const events = await deliveredEvents();
-    expect(types(events)).toEqual(["connection.approved", "funding.invalid"]);
-    expect(events[1]!.data).toEqual({ appId: t.appId, userId: "alice" });
+    expect(types(events)).toEqual(["connection.approved", "connection.approved", "funding.invalid"]);
+    expect(events[2]!.data).toEqual({ appId: t.appId, userId: "alice" });
   });
 
   test("budget.threshold at 80 % and at 100 %, each once per period, 80 % first", async () => {
