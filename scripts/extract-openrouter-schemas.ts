@@ -93,12 +93,18 @@ for (const status of Object.keys(chatResponses).filter((s) => /^[45]\d\d$/.test(
 const distinctErrors = [...new Set(Object.values(errorsByStatus).map((s) => JSON.stringify(s)))].map((s) => JSON.parse(s) as Json);
 const anyError: Json = distinctErrors.length === 1 ? distinctErrors[0]! : { anyOf: distinctErrors };
 
-// GET /generation (a generation's record, which reconciliation reads) and its error statuses.
-const generationResponses = at(spec, ["paths", "/generation", "get", "responses"]) as JsonObject;
-const generationErrorsByStatus: JsonObject = {};
-for (const status of Object.keys(generationResponses).filter((s) => /^[45]\d\d$/.test(s))) {
-  generationErrorsByStatus[status] = responseSchema("/generation", "get", status, "application/json");
+/** The error bodies of one operation, by HTTP status. */
+function errorsOf(path: string, method: string): JsonObject {
+  const responses = at(spec, ["paths", path, method, "responses"]) as JsonObject;
+  const byStatus: JsonObject = {};
+  for (const status of Object.keys(responses).filter((s) => /^[45]\d\d$/.test(s))) {
+    byStatus[status] = responseSchema(path, method, status, "application/json");
+  }
+  return byStatus;
 }
+
+// GET /generation (a generation's record, which reconciliation reads) and its error statuses.
+const generationErrorsByStatus = errorsOf("/generation", "get");
 
 const info = spec.info as JsonObject;
 const fixture = {
@@ -134,6 +140,22 @@ const fixture = {
       ...(responseSchema("/generation", "get", "200", "application/json") as JsonObject),
     },
     generationErrorsByStatus,
+    // The user-funded connection: the PKCE flow's two operations, and the key's own record.
+    authKeys: {
+      $comment: "paths./auth/keys.post.responses.200.content.application/json.schema (exchange a code for a key)",
+      ...(responseSchema("/auth/keys", "post", "200", "application/json") as JsonObject),
+    },
+    authKeysErrorsByStatus: errorsOf("/auth/keys", "post"),
+    authKeysCode: {
+      $comment: "paths./auth/keys/code.post.responses.200.content.application/json.schema (create a code)",
+      ...(responseSchema("/auth/keys/code", "post", "200", "application/json") as JsonObject),
+    },
+    authKeysCodeErrorsByStatus: errorsOf("/auth/keys/code", "post"),
+    key: {
+      $comment: "paths./key.get.responses.200.content.application/json.schema (the current key)",
+      ...(responseSchema("/key", "get", "200", "application/json") as JsonObject),
+    },
+    keyErrorsByStatus: errorsOf("/key", "get"),
   },
 };
 

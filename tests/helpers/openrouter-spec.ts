@@ -12,6 +12,11 @@ const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true }
 for (const name of ["double", "float"]) ajv.addFormat(name, { type: "number", validate: () => true });
 ajv.addFormat("int32", { type: "number", validate: (n: number) => n >= -(2 ** 31) && n < 2 ** 31 });
 ajv.addFormat("int64", { type: "number", validate: (n: number) => Number.isSafeInteger(n) });
+// GET /key's `expires_at`: an RFC 3339 date-time, with its offset.
+ajv.addFormat("date-time", {
+  type: "string",
+  validate: (s: string) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/i.test(s) && !Number.isNaN(Date.parse(s)),
+});
 
 const schemas = fixture.schemas;
 
@@ -57,6 +62,25 @@ const generationByStatus = new Map(Object.entries(schemas.generationErrorsByStat
 /** An error body of GET /generation, against that status's schema (and `error.code` equal to it). */
 export function validateGenerationError(body: unknown, status: number): string[] {
   return checkErrorStatus(generationByStatus, body, status);
+}
+
+/** A POST /auth/keys 200 body: the key a PKCE code was exchanged for. */
+export const validateAuthKeys = validator(schemas.authKeys);
+
+/** A POST /auth/keys/code 200 body: a code made server-side. */
+export const validateAuthKeysCode = validator(schemas.authKeysCode);
+
+/** A GET /key 200 body: the current key's limit and usage. */
+export const validateKey = validator(schemas.key);
+
+const authKeysByStatus = new Map(Object.entries(schemas.authKeysErrorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]));
+const authKeysCodeByStatus = new Map(Object.entries(schemas.authKeysCodeErrorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]));
+const keyByStatus = new Map(Object.entries(schemas.keyErrorsByStatus).map(([status, schema]) => [Number(status), validator(schema)]));
+
+/** An error body of POST /auth/keys, POST /auth/keys/code or GET /key, against that status's schema. */
+export function validateKeyEndpointError(endpoint: "/auth/keys" | "/auth/keys/code" | "/key", body: unknown, status: number): string[] {
+  const checks = endpoint === "/auth/keys" ? authKeysByStatus : endpoint === "/auth/keys/code" ? authKeysCodeByStatus : keyByStatus;
+  return checkErrorStatus(checks, body, status);
 }
 
 function checkErrorStatus(checks: Map<number, (body: unknown) => string[]>, body: unknown, status: number): string[] {

@@ -1,17 +1,21 @@
 /**
  * POST /chat/completions of the mock upstream: request checks in OpenRouter's order
  * (auth, body, model), then routing (fallbacks, routers, providers within max_price, see
- * ./routing.ts), then the scenario decides between an error, a stall and a completion,
- * priced as OpenRouter documents (./billing.ts), answered by ./chat-answer.ts and billed
- * in the end by how it ended (./generation.ts).
+ * ./routing.ts), then the key's credit (./credit.ts), then the scenario decides between an
+ * error, a stall and a completion, priced as OpenRouter documents (./billing.ts), answered by
+ * ./chat-answer.ts and billed in the end, to the key that called, by how it ended
+ * (./generation.ts).
  */
+import { authenticate } from "./bearer";
 import { billFor, toolPromptTokens, totalPromptTokens, usageObject } from "./billing";
 import { answerCompletion, plannedEnd } from "./chat-answer";
 import { BadRequest, candidateModels, readBillableRequest, webResultsFor } from "./chat-request";
 import { estimatePromptTokens, messageText, plannedReasoningTokens } from "./completion";
+import { creditRefusal } from "./credit";
 import { errorResponse } from "./errors";
 import { Generation, NO_OUTPUT } from "./generation";
 import type { GenerationLog } from "./generation-log";
+import type { KeyBook } from "./keys";
 import type { MockModel } from "./models";
 import { findModel, routeRequest } from "./routing";
 import { resolveScenario, type ScenarioInput } from "./scenario";
@@ -32,10 +36,9 @@ export interface ChatContext {
   recordDelayMs: number;
   /** MockUpstreamOptions.streamTokensPerSecond. */
   streamTokensPerSecond: number;
+  /** The keys that may call, and what each has spent (./keys.ts). */
+  keys: KeyBook;
 }
-
-/** A bearer key, as OpenRouter requires on every endpoint (the mock takes any). */
-export const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 export async function handleChat(request: Request, ctx: ChatContext): Promise<Response> {
   const now = ctx.now();
@@ -72,9 +75,9 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     return errorResponse(status, headers, { message });
   };
 
-  if (!BEARER.test(request.headers.get("authorization") ?? "")) {
-    return fail(401, request.headers.has("authorization") ? "Invalid Authorization header" : undefined);
-  }
+  const caller = authenticate(request, ctx.keys, now);
+  if (!("account" in caller)) return fail(401, caller.message);
+  const payer = caller.account;
 
   let body: Record<string, unknown>;
   try {
@@ -140,12 +143,6 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     );
   }
 
-  if (scenario.stallBeforeHeaders) return stallUntilAborted(request.signal, entry);
-  if (scenario.status !== null) {
-    if (scenario.status === 429) headers.set("retry-after", String(scenario.retryAfter));
-    return fail(scenario.status);
-  }
-
   const contentTokens = Math.min(maxTokens ?? Infinity, scenario.tokens);
   const reasoningTokens = plannedReasoningTokens(model, scenario, billable.reasoning);
   // The serving provider's prices at the request's service tier (./billing.ts).
@@ -158,6 +155,16 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     contentTokens,
     reasoningTokens,
   };
+  // OpenRouter refuses what the key cannot pay before any provider is asked (./credit.ts).
+  const refusal = creditRefusal(payer, now, model, priceMultiplier, work, maxTokens);
+  if (refusal) return fail(refusal.status, refusal.message);
+
+  if (scenario.stallBeforeHeaders) return stallUntilAborted(request.signal, entry);
+  if (scenario.status !== null) {
+    if (scenario.status === 429) headers.set("retry-after", String(scenario.retryAfter));
+    return fail(scenario.status);
+  }
+
   const bill = billFor(model, priceMultiplier, work);
   Object.assign(entry, {
     completionTokens: bill.completionTokens,
@@ -180,6 +187,7 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     recordDelayMs: scenario.recordAfterMs ?? ctx.recordDelayMs,
     log: ctx.generations,
     now: ctx.now,
+    charge: (usd) => ctx.keys.charge(payer, usd, ctx.now()),
   });
 
   if (scenario.error200) {

@@ -47,3 +47,13 @@ export function errorResponse(status: number, headers: Headers, options: { messa
   headers.set("content-type", "application/json");
   return new Response(errorBody(status, options.message), { status: options.httpStatus ?? status, headers });
 }
+
+/** A JSON error answer outside chat (no rate-limit headers): the key, auth and generation endpoints. */
+export function jsonError(status: number, message?: string): Response {
+  return new Response(errorBody(status, message), { status, headers: { "content-type": "application/json" } });
+}
+
+/** A JSON 200 answer. */
+export function jsonOk(body: unknown): Response {
+  return new Response(JSON.stringify(body), { headers: { "content-type": "application/json" } });
+}

@@ -1,18 +1,21 @@
 /**
  * GET /generation?id= of the mock upstream (spec/openrouter-openapi.yaml, paths./generation):
  * a generation's record in the spec's GenerationResponse shape, what the upstream billed for
- * it in the end (`total_cost`, and `usage` the same). 401 without a bearer key; 404 (the
- * spec's NotFoundResponse) for an id it never served, a request that failed before any
- * generation, and a record that has not appeared yet (./generation-log.ts).
+ * it in the end (`total_cost`, and `usage` the same). 401 without a key the mock takes
+ * (./bearer.ts); 404 (the spec's NotFoundResponse) for an id it never served, a request
+ * that failed before any generation, and a record that has not appeared yet
+ * (./generation-log.ts).
  */
-import { BEARER } from "./chat";
+import { authenticate } from "./bearer";
 import { errorBody } from "./errors";
 import type { GenerationLog, GenerationRecord } from "./generation-log";
+import type { KeyBook } from "./keys";
 
 const JSON_HEADERS = { "content-type": "application/json" };
 
-export function handleGenerationLookup(request: Request, log: GenerationLog, now: number): Response {
-  if (!BEARER.test(request.headers.get("authorization") ?? "")) return answerError(401);
+export function handleGenerationLookup(request: Request, log: GenerationLog, keys: KeyBook, now: number): Response {
+  const caller = authenticate(request, keys, now);
+  if (!("account" in caller)) return answerError(401, caller.message);
   const id = new URL(request.url).searchParams.get("id");
   if (!id) return answerError(400, "Missing required query parameter: id");
   const record = log.visible(id, now);

@@ -7,8 +7,8 @@
  *   completion tokens and no finish reason, is not billed for its prompt, completion or
  *   reasoning tokens (a request fee, images and web results are still billed here: the page
  *   waives the model's tokens only).
- * The final bill goes to the served log (`costUsd`) and into the generation log, whose
- * record `GET /generation` serves.
+ * The final bill goes to the served log (`costUsd`), to the books of the key that called
+ * (GET /key) and into the generation log, whose record `GET /generation` serves.
  */
 import type { Bill, BilledWork } from "./billing";
 import type { GenerationLog, GenerationRecord } from "./generation-log";
@@ -49,6 +49,8 @@ export interface GenerationSetup {
   recordDelayMs: number;
   log: GenerationLog;
   now(): number;
+  /** Adds the final cost to the books of the key that called (./keys.ts). */
+  charge(usd: number): void;
 }
 
 export class Generation {
@@ -78,6 +80,7 @@ export class Generation {
     entry.reasoningTokens = output.reasoningTokens;
     entry.costUsd = this.costOf(output, insured);
     entry.cancelled = cancelled;
+    this.setup.charge(entry.costUsd);
     this.setup.log.add(this.record(finishReason));
   }
 

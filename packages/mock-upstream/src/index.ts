@@ -1,7 +1,9 @@
 /**
  * A mock of OpenRouter's API (spec/openrouter-openapi.yaml) for demo mode, tests and
  * load runs: GET /models, POST /chat/completions (JSON and SSE) and GET /generation, steered
- * per request by `[[mock …]]` directives (see ./scenario.ts). A plain fetch handler, no framework.
+ * per request by `[[mock …]]` directives (see ./scenario.ts); upstream keys with credit
+ * limits (./keys.ts, GET /key) and the PKCE flow that creates them (GET /auth, POST
+ * /auth/keys). A plain fetch handler, no framework.
  *
  * It bills as OpenRouter documents, so its books are what a proxy must agree with: every
  * generation's final cost is in `served[].costUsd` and in its record at GET /generation
@@ -10,10 +12,15 @@
  * A request that fails before a generation starts (an HTTP error, a stall before headers)
  * has no record, ever.
  */
+import { AuthCodes } from "./auth-codes";
+import { handleCodeCreation, handleKeyExchange } from "./auth-keys";
+import { handleAuthPage } from "./auth-page";
 import { handleChat, type ChatContext } from "./chat";
 import { errorBody } from "./errors";
 import { handleGenerationLookup } from "./generation-endpoint";
 import { GenerationLog, DEFAULT_GENERATION_RECORD_LIMIT } from "./generation-log";
+import { handleKeyLookup } from "./key-endpoint";
+import { KeyBook } from "./keys";
 import { DEFAULT_MODELS, modelsListBody } from "./models";
 import { UNPACED } from "./pacing";
 import { parseScenarioDefaults } from "./scenario";
@@ -21,8 +28,11 @@ import type { MockUpstream, MockUpstreamOptions } from "./types";
 
 export type { MockModel, MockPricing, MockProvider } from "./models";
 export type { Scenario, ScenarioInput, UsageShape } from "./scenario";
-export type { MockUpstream, MockUpstreamOptions, ServedRequest } from "./types";
+export type { MockKeys, MockUpstream, MockUpstreamOptions, ServedRequest } from "./types";
 export type { GenerationRecord } from "./generation-log";
+export type { KeySettings, MockKeyAccount } from "./keys";
+export type { UsageLimitType } from "./key-usage";
+export { CODE_LIFETIME_MS } from "./auth-codes";
 export { DEFAULT_MODELS, DEFAULT_SUPPORTED_PARAMETERS } from "./models";
 export { BILLING_MODELS } from "./billing-models";
 export { DEFAULT_SCENARIO, parseDirectives } from "./scenario";
@@ -42,6 +52,8 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
   const limit = options.rateLimitPerMinute ?? 1000;
   const served: MockUpstream["served"] = [];
   const generations = new GenerationLog(options.generationRecordLimit ?? DEFAULT_GENERATION_RECORD_LIMIT);
+  const keys = new KeyBook({ operatorKeys: options.operatorKeys ?? null, operatorLimitUsd: options.operatorLimitUsd ?? null });
+  const codes = new AuthCodes(now);
 
   let window = -1;
   let used = 0;
@@ -72,6 +84,7 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
     generations,
     recordDelayMs: options.generationRecordDelayMs ?? 0,
     streamTokensPerSecond: options.streamTokensPerSecond ?? UNPACED,
+    keys,
   };
 
   async function fetch(request: Request): Promise<Response> {
@@ -93,7 +106,21 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
     }
     if (path === "/generation") {
       if (request.method !== "GET" && request.method !== "HEAD") return methodNotAllowed("GET");
-      return handleGenerationLookup(request, generations, now());
+      return handleGenerationLookup(request, generations, keys, now());
+    }
+    if (path === "/key") {
+      if (request.method !== "GET" && request.method !== "HEAD") return methodNotAllowed("GET");
+      return handleKeyLookup(request, keys, now());
+    }
+    // The PKCE flow: the page a user approves on, then the exchange of its code for a key.
+    if (path === "/auth") return handleAuthPage(request, codes);
+    if (path === "/auth/keys") {
+      if (request.method !== "POST") return methodNotAllowed("POST");
+      return handleKeyExchange(request, codes, keys);
+    }
+    if (path === "/auth/keys/code") {
+      if (request.method !== "POST") return methodNotAllowed("POST");
+      return handleCodeCreation(request, codes, keys, now());
     }
     return new Response(errorBody(404, `No route for ${request.method} ${path}`), {
       status: 404,
@@ -101,7 +128,7 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
     });
   }
 
-  return { fetch, served, models, generation: (id) => generations.get(id) };
+  return { fetch, served, models, generation: (id) => generations.get(id), keys };
 }
 
 function methodNotAllowed(allow: string): Response {

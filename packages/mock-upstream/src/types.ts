@@ -1,4 +1,5 @@
 import type { GenerationRecord } from "./generation-log";
+import type { KeySettings, MockKeyAccount } from "./keys";
 import type { MockModel } from "./models";
 import type { Scenario, ScenarioInput } from "./scenario";
 
@@ -64,7 +65,10 @@ export interface MockUpstreamOptions {
   models?: MockModel[];
   /** Scenario for every request, under the per-request directives: "tokens=4 crlf" or an object. */
   defaults?: string | ScenarioInput;
-  /** Clock for `created` and `receivedAt`, ms since the epoch. */
+  /**
+   * Clock for `created` and `receivedAt`, ms since the epoch; also the clock of the PKCE
+   * codes' 10 minutes, of key expiry and of the daily, weekly and monthly usage periods.
+   */
   now?: () => number;
   /** Keep the `served` log (default true); turn off for long load runs. */
   recordServed?: boolean;
@@ -83,6 +87,23 @@ export interface MockUpstreamOptions {
    * answers visibly stream; billing is the same either way.
    */
   streamTokensPerSecond?: number;
+  /**
+   * The operator's upstream keys: they pay for calls up to `operatorLimitUsd`. Default: any
+   * bearer key that is not of the shape the mock issues (`sk-or-v1-` and 64 hex digits) is an
+   * operator key, as every key was before the mock had accounts (demo mode's "demo", the
+   * tests' keys). Given, every other key the mock did not issue is unknown: 401.
+   */
+  operatorKeys?: readonly string[];
+  /** Credit limit in USD of each operator key (never reset); default none. A small one lets a test run the operator out of credit: 402. */
+  operatorLimitUsd?: number;
+}
+
+/** The upstream keys the mock knows (./keys.ts). */
+export interface MockKeys {
+  /** A user key made directly, as an approved PKCE flow would make it (tests that skip the page). */
+  create(settings?: Partial<KeySettings>, userId?: string): MockKeyAccount;
+  /** A key's account and books (live: set `disabled`, `deleted` or `limitUsd` as its owner could); undefined if never seen. */
+  get(key: string): MockKeyAccount | undefined;
 }
 
 export interface MockUpstream {
@@ -92,4 +113,5 @@ export interface MockUpstream {
   models: MockModel[];
   /** A generation's record whether or not it has appeared yet; undefined when there is none (yet). */
   generation(id: string): GenerationRecord | undefined;
+  keys: MockKeys;
 }
