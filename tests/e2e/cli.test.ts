@@ -50,7 +50,7 @@ describe("help and usage errors", () => {
   });
 
   test("each group's --help lists that group's commands only and exits 0; the group alone shows the same on stderr and exits 2", async () => {
-    expect(GROUPS).toEqual(["app", "key", "connections", "grants", "usage", "webhook", "secrets"]);
+    expect(GROUPS).toEqual(["app", "key", "connections", "grants", "usage", "webhook", "keys", "secrets"]);
     for (const group of GROUPS) {
       const help = await runCli(db.databaseUrl, group, "--help");
       expect({ group, code: help.code }).toEqual({ group, code: 0 });
@@ -79,7 +79,7 @@ describe("help and usage errors", () => {
       const run = await runCli(db.databaseUrl, ...args);
       expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 2, stdout: "" });
       expect(run.stderr).toStartWith(`unknown command: ${reported}\n`);
-      expect(run.stderr).toContain("app, key, connections, grants, usage, webhook, secrets");
+      expect(run.stderr).toContain("app, key, connections, grants, usage, webhook, keys, secrets");
     }
     const withinGroup = await runCli(db.databaseUrl, "app", "explode", "--help");
     expect(withinGroup.code).toBe(2);
