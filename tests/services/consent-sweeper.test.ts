@@ -31,7 +31,7 @@ const rowCount = (store: SqliteStore) => (store.db.query("SELECT count(*) AS n F
 test("a run deletes at most batchSize × maxBatchesPerRun rows; the next run goes on; live rows stay", async () => {
   const clock = new ManualClock(T0);
   const { store, appId, tokens } = await storeWithRequests(clock, 8);
-  const sweeper = new ConsentRequestSweeper(store.grants, clock, memoryLogger(), SCHEDULE);
+  const sweeper = new ConsentRequestSweeper(store, clock, memoryLogger(), SCHEDULE);
   expect(await sweeper.sweep()).toBe(0); // nothing has expired yet
 
   clock.advance(CONSENT_LIFETIME_MS); // all 8 expire now; a new one is live
@@ -58,7 +58,7 @@ test("start() sweeps at once and stop() waits for that run to finish", async () 
   const clock = new ManualClock(T0);
   const { store } = await storeWithRequests(clock, 5);
   clock.advance(CONSENT_LIFETIME_MS);
-  const sweeper = new ConsentRequestSweeper(store.grants, clock, memoryLogger(), SCHEDULE);
+  const sweeper = new ConsentRequestSweeper(store, clock, memoryLogger(), SCHEDULE);
   sweeper.start();
   await sweeper.stop();
   // Two batches (3, then 2) with a yield between them: all done by the time stop() returned.
@@ -72,7 +72,7 @@ test("a failing purge is logged, not thrown, and the next run works", async () =
   const { store } = await storeWithRequests(clock, 2);
   clock.advance(CONSENT_LIFETIME_MS);
   store.db.exec("ALTER TABLE consent_requests RENAME TO consent_requests_away");
-  const sweeper = new ConsentRequestSweeper(store.grants, clock, logger, SCHEDULE);
+  const sweeper = new ConsentRequestSweeper(store, clock, logger, SCHEDULE);
   expect(await sweeper.sweep()).toBe(0);
   expect(logger.lines.join("\n")).toContain("purging used and expired consent requests failed");
   store.db.exec("ALTER TABLE consent_requests_away RENAME TO consent_requests");
