@@ -135,7 +135,14 @@ describe("apps and keys", () => {
       "2.5",
     );
     expect(updated.code).toBe(0);
-    expect(updated.json[0]).toEqual({ appId: created.appId, name: "renamed", origins: ["https://b.example"], maxGrantUsd: 2.5, grantDailyCeilingUsd: null });
+    expect(updated.json[0]).toEqual({
+      appId: created.appId,
+      name: "renamed",
+      origins: ["https://b.example"],
+      maxGrantUsd: 2.5,
+      grantDailyCeilingUsd: null,
+      fundingSources: ["app"],
+    });
     expect((await runCli(db.databaseUrl, "app", "update", "--app", "appnope", "--name", "x")).code).toBe(1);
 
     expect((await runCli(db.databaseUrl, "app", "disable", "--app", created.appId)).json[0]).toEqual({ appId: created.appId, disabled: true });
@@ -169,7 +176,14 @@ describe("grant limits", () => {
     const consent = () => server.fetch(`/api/v1/grants/consent?${new URLSearchParams({ appId, usd: "1", origin: "https://c.example" })}`);
     expect((await consent()).status).toBe(402);
     const raised = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--grant-daily-ceiling-usd", "20", "--max-grant-usd", "1");
-    expect(raised.json[0]).toEqual({ appId, name: "ceiling app", origins: ["https://c.example"], maxGrantUsd: 1, grantDailyCeilingUsd: 20 });
+    expect(raised.json[0]).toEqual({
+      appId,
+      name: "ceiling app",
+      origins: ["https://c.example"],
+      maxGrantUsd: 1,
+      grantDailyCeilingUsd: 20,
+      fundingSources: ["app"],
+    });
     expect((await consent()).status).toBe(200);
 
     const reset = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--grant-daily-ceiling-usd", "default");
