@@ -1,5 +1,5 @@
 /**
- * The periodic purge of consent requests: used and expired rows go, in bounded batches per
+ * The periodic purge of consent requests and funding flows: used and expired rows go, in bounded batches per
  * run, live ones stay. A real SQLite store and the fake clock; runs are started by hand (or
  * by start(), whose first run is immediate), never by waiting for the timer.
  */
@@ -77,5 +77,19 @@ test("a failing purge is logged, not thrown, and the next run works", async () =
   expect(logger.lines.join("\n")).toContain("purging used and expired consent requests failed");
   store.db.exec("ALTER TABLE consent_requests_away RENAME TO consent_requests");
   expect(await sweeper.sweep()).toBe(2);
+  await store.close();
+});
+
+test("expired funding flows go too, with their own batches; a live flow stays and can still be taken", async () => {
+  const clock = new ManualClock(T0);
+  const { store, appId } = await storeWithRequests(clock, 0);
+  const flow = { appId, appUserId: "linker", sessionId: "jti", codeVerifier: "v".repeat(43), monthlyCapNano: 1 };
+  for (let i = 0; i < 7; i++) await store.fundingFlows.create(flow, clock.now(), 600_000);
+  const live = await store.fundingFlows.create(flow, clock.now() + 1, 600_000);
+  clock.advance(600_000);
+  const sweeper = new ConsentRequestSweeper(store, clock, memoryLogger(), SCHEDULE);
+  expect(await sweeper.sweep()).toBe(6); // two batches of 3
+  expect(await sweeper.sweep()).toBe(1);
+  expect(await store.fundingFlows.take(live, "jti", clock.now())).toMatchObject({ appUserId: "linker" });
   await store.close();
 });
