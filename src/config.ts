@@ -34,6 +34,11 @@ export const ConfigSchema = t.Object({
   SECRETS_KEY: t.Optional(t.String({ minLength: 1 })),
   /** A file holding SECRETS_KEY (e.g. a mounted secret), instead of the variable. */
   SECRETS_KEY_FILE: t.Optional(t.String({ minLength: 1 })),
+  /**
+   * Keys replaced by SECRETS_KEY, comma-separated: they still open what they sealed, never
+   * seal, until `keys rotate-kek` has re-sealed everything under the current key.
+   */
+  SECRETS_KEY_PREVIOUS: t.Optional(t.String({ minLength: 1 })),
   SESSION_TTL_SECONDS: t.Optional(t.Integer({ minimum: 30, maximum: 86_400 })),
   /** Largest monthly cap a user may approve. */
   MAX_MONTHLY_USD: t.Optional(PositiveUsd),
@@ -104,7 +109,16 @@ export const ConfigSchema = t.Object({
   DEMO_STREAM_TOKENS_PER_SECOND: t.Optional(t.Integer({ minimum: 0, maximum: 100_000 })),
 });
 
-const SECRET_KEYS = new Set(["JWT_SECRET", "UPSTREAM_API_KEY", "REDIS_URL", "DATABASE_URL", "METRICS_TOKEN", "ADMIN_TOKEN", "SECRETS_KEY"]);
+const SECRET_KEYS = new Set([
+  "JWT_SECRET",
+  "UPSTREAM_API_KEY",
+  "REDIS_URL",
+  "DATABASE_URL",
+  "METRICS_TOKEN",
+  "ADMIN_TOKEN",
+  "SECRETS_KEY",
+  "SECRETS_KEY_PREVIOUS",
+]);
 
 type RawConfig = Static<typeof ConfigSchema>;
 
@@ -136,6 +150,8 @@ export interface Config {
   /** SECRETS_KEY, checked to be the base64 of 32 bytes; unset: SECRETS_KEY_FILE, else a key file (src/secrets/secrets-key.ts). */
   secretsKey?: string;
   secretsKeyFile?: string;
+  /** SECRETS_KEY_PREVIOUS, each checked like SECRETS_KEY: keys that open what they sealed, for a rotation. */
+  previousSecretsKeys: string[];
   sessionTtlSeconds: number;
   maxMonthlyUsd: number;
   maxBodyBytes: number;
@@ -256,6 +272,7 @@ function fromRaw(raw: RawConfig): Config {
     jwtSecret: raw.JWT_SECRET,
     secretsKey: raw.SECRETS_KEY,
     secretsKeyFile: raw.SECRETS_KEY_FILE,
+    previousSecretsKeys: previousSecretsKeys(raw.SECRETS_KEY_PREVIOUS),
     sessionTtlSeconds: raw.SESSION_TTL_SECONDS ?? 600,
     maxMonthlyUsd: raw.MAX_MONTHLY_USD ?? 1000,
     maxBodyBytes: raw.MAX_BODY_BYTES ?? 4 * 1024 * 1024,
@@ -334,11 +351,22 @@ function checkSecretsKey(raw: RawConfig, env: Config["env"], database: DatabaseT
   const problems: string[] = [];
   if (raw.SECRETS_KEY !== undefined && !SECRETS_KEY_FORM.test(raw.SECRETS_KEY)) problems.push(`SECRETS_KEY: ${SECRETS_KEY_RULE}`);
   if (raw.SECRETS_KEY !== undefined && raw.SECRETS_KEY_FILE !== undefined) problems.push("SECRETS_KEY_FILE: set SECRETS_KEY or SECRETS_KEY_FILE, not both");
+  // Each key is named by its place in the list, never by its value.
+  for (const [i, key] of previousSecretsKeys(raw.SECRETS_KEY_PREVIOUS).entries()) {
+    if (!SECRETS_KEY_FORM.test(key)) problems.push(`SECRETS_KEY_PREVIOUS: key ${i + 1} ${SECRETS_KEY_RULE}`);
+  }
   if (env === "production" && database.engine === "postgres" && raw.SECRETS_KEY === undefined && raw.SECRETS_KEY_FILE === undefined) {
     problems.push("SECRETS_KEY: required when NODE_ENV=production with PostgreSQL (every instance must seal and open the stored secrets with the same key)");
   }
   if (problems.length > 0) throw new ConfigError(problems);
 }
+
+/** `key,key`: spaces around a key are dropped (a list pasted over several lines). */
+const previousSecretsKeys = (text: string | undefined): string[] =>
+  (text ?? "")
+    .split(",")
+    .map((k) => k.trim())
+    .filter((k) => k !== "");
 
 /** Standard base64 of 32 bytes: 43 characters and one `=`. */
 export const SECRETS_KEY_FORM = /^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$/;

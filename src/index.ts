@@ -67,7 +67,7 @@ async function start(config: Config, invocation: Invocation): Promise<Serving> {
   // on the first poll; thresholds are checked on the same beat.
   deps.webhooks.start();
   deps.budgetWatcher.start(config.webhooks.pollMs);
-  const consentSweeper = new ConsentRequestSweeper(deps.store.grants, deps.clock, deps.logger);
+  const consentSweeper = new ConsentRequestSweeper(deps.store, deps.clock, deps.logger);
   consentSweeper.start();
 
   const proxy = createApp(deps);

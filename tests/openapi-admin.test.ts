@@ -77,7 +77,7 @@ describe("the admin API in openapi.json", () => {
     expect(create?.required).toBe(true);
     expect(create?.content?.["application/json"]?.schema?.required).toEqual(["name"]);
     const update = operation("patch", "/api/v1/admin/apps/{appId}").requestBody?.content?.["application/json"]?.schema;
-    expect(Object.keys(update?.properties ?? {}).sort()).toEqual(["grantDailyCeilingUsd", "maxGrantUsd", "name", "origins"]);
+    expect(Object.keys(update?.properties ?? {}).sort()).toEqual(["fundingSources", "grantDailyCeilingUsd", "maxGrantUsd", "name", "origins"]);
     const webhook = operation("post", "/api/v1/admin/apps/{appId}/webhooks").requestBody?.content?.["application/json"]?.schema;
     expect(webhook?.required).toEqual(["url"]);
   });

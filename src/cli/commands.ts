@@ -22,11 +22,21 @@ const grantLimits = (values: Values) => ({
 
 const origins = (values: Values) => values.origin as string[] | undefined;
 
+/** `app,user`: the service judges the words (an empty item is kept, to be refused by name). */
+const fundingSources = (values: Values) =>
+  text(values, "funding-sources", false)
+    ?.split(",")
+    .map((source) => source.trim());
+
+/** What `app create` and `app update` set beside the name and origins. */
+const appSettings = (values: Values) => ({ ...grantLimits(values), fundingSources: fundingSources(values) });
+
 const APP_FIELDS = {
   name: { type: "string" },
   origin: { type: "string", multiple: true },
   "max-grant-usd": { type: "string" },
   "grant-daily-ceiling-usd": { type: "string" },
+  "funding-sources": { type: "string" },
 } as const;
 
 /** The service's own defaults (an empty environment), which an app's limits fall back to. */
@@ -36,25 +46,28 @@ const SERVICE_DEFAULTS = loadConfig({});
 const SERVICE_MAX_GRANT = `the service's DEFAULT_MAX_GRANT_USD (${SERVICE_DEFAULTS.defaultMaxGrantUsd} unless set)`;
 const SERVICE_DAILY_CEILING = `the service's GRANT_DAILY_CEILING_USD (${nanoToUsd(SERVICE_DEFAULTS.grantDailyCeilingNano)} unless set)`;
 
+const FUNDING_SOURCES_DEFAULT = "app: the operator's upstream key pays every call (user: a user may pay with their own upstream account)";
+
 const APP_COMMANDS: Command[] = [
   {
     name: "app create",
-    usage: "--name NAME [--origin ORIGIN]... [--max-grant-usd USD] [--grant-daily-ceiling-usd USD]",
+    usage: "--name NAME [--origin ORIGIN]... [--max-grant-usd USD] [--grant-daily-ceiling-usd USD] [--funding-sources app,user]",
     summary: "create an app; prints its secret key, once",
     defaults: {
       "--origin": "none: no web page may call the API with the app's session tokens (CORS), nor open its connect page or consent popup",
       "--max-grant-usd": SERVICE_MAX_GRANT,
       "--grant-daily-ceiling-usd": SERVICE_DAILY_CEILING,
+      "--funding-sources": FUNDING_SOURCES_DEFAULT,
     },
     options: APP_FIELDS,
     async run(operator, values) {
-      print(await operator.apps.create({ name: text(values, "name")!, origins: origins(values), ...grantLimits(values) }));
+      print(await operator.apps.create({ name: text(values, "name")!, origins: origins(values), ...appSettings(values) }));
     },
   },
   {
     name: "app list",
     usage: "",
-    summary: "one JSON line per app, with its grant limits (null: the service default) and key ids (no secrets)",
+    summary: "one JSON line per app, with its grant limits (null: the service default), funding sources and key ids (no secrets)",
     options: {},
     async run(operator) {
       for (const app of await operator.apps.list()) print(app);
@@ -63,7 +76,7 @@ const APP_COMMANDS: Command[] = [
   {
     name: "app show",
     usage: "--app APP_ID",
-    summary: "one app, with its grant limits and key ids (no secrets)",
+    summary: "one app, with its grant limits, funding sources and key ids (no secrets)",
     options: APP,
     async run(operator, values) {
       print(await operator.apps.show(text(values, "app")!));
@@ -71,8 +84,8 @@ const APP_COMMANDS: Command[] = [
   },
   {
     name: "app update",
-    usage: "--app APP_ID [--name NAME] [--origin ORIGIN]... [--max-grant-usd USD|default] [--grant-daily-ceiling-usd USD|default]",
-    summary: "change an app's name, origins (the list given replaces the old one), largest grant or daily grant ceiling",
+    usage: "--app APP_ID [--name NAME] [--origin ORIGIN]... [--max-grant-usd USD|default] [--grant-daily-ceiling-usd USD|default] [--funding-sources app,user]",
+    summary: "change an app's name, origins (the list given replaces the old one), largest grant, daily grant ceiling or funding sources",
     defaults: {
       "a flag left out": "keeps its value",
       "--max-grant-usd default": SERVICE_MAX_GRANT,
@@ -80,7 +93,7 @@ const APP_COMMANDS: Command[] = [
     },
     options: { ...APP, ...APP_FIELDS },
     async run(operator, values) {
-      const changes = { name: text(values, "name", false), origins: origins(values), ...grantLimits(values) };
+      const changes = { name: text(values, "name", false), origins: origins(values), ...appSettings(values) };
       print(await operator.apps.update(text(values, "app")!, changes));
     },
   },

@@ -37,6 +37,7 @@ export const CLI_INPUT_NAMES: InputNames = {
   origins: "--origin",
   maxGrantUsd: "--max-grant-usd",
   grantDailyCeilingUsd: "--grant-daily-ceiling-usd",
+  fundingSources: "--funding-sources",
   url: "--url",
   events: "--event",
   serviceDefault: "`default`",

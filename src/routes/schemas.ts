@@ -20,10 +20,15 @@ const budgetFields = {
   resetsAt: t.String({ format: "date-time", description: "When usage resets (the period's end)." }),
 };
 
-export const StatusModel = t.Object(budgetFields);
+const fundingSource = t.Union([t.Literal("app"), t.Literal("user")], {
+  description: "Who pays the user's calls: `app`, the app's operator; `user`, the user's own upstream account. `app` while not connected.",
+});
+
+export const StatusModel = t.Object({ ...budgetFields, fundingSource });
 
 export const ConnectionStatusModel = t.Object({
   ...budgetFields,
+  fundingSource,
   appUserId: t.String(),
   fundingStatus: t.Union([t.Literal("ok"), t.Literal("invalid")], {
     description: "`invalid` after the upstream refused payment; cleared by approving again.",

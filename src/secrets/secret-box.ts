@@ -1,6 +1,6 @@
 /**
  * Secrets the store must keep readable (the generated JWT signing secret, webhook signing
- * secrets) are sealed before they are written: AES-256-GCM (NIST SP 800-38D) under a key
+ * secrets, users' own upstream keys, pending PKCE code verifiers) are sealed before they are written: AES-256-GCM (NIST SP 800-38D) under a key
  * kept outside the database (SECRETS_KEY, or a key file), so a copy of the database alone
  * reveals none of them (ARCHITECTURE.md §3 "Secrets at rest").
  *
@@ -135,4 +135,8 @@ const associatedData = (context: string) => Buffer.from(`metered-proxy ${PREFIX}
 export const sealedContext = {
   setting: (key: string) => `settings/${key}`,
   webhookEndpoint: (endpointId: string) => `webhook_endpoint/${endpointId}`,
+  /** App ids contain no `/`, so the user id after it cannot shift the boundary. */
+  connectionUserKey: (appId: string, appUserId: string) => `connection_user_key/${appId}/${appUserId}`,
+  /** A pending funding flow's PKCE code verifier, by the hash of its state (base64url). */
+  fundingFlowVerifier: (stateHash: string) => `funding_flow/${stateHash}`,
 };

@@ -9,6 +9,8 @@
  * 4. PostgreSQL outside production (production requires SECRETS_KEY, src/config.ts):
  *    `data/secrets.key` under the working folder, with a warning, since every instance
  *    must hold the same key.
+ * Whichever it is, SECRETS_KEY_PREVIOUS adds the keys it replaced to the ring: they open
+ * what they sealed, and `keys rotate-kek` re-seals that under the current key.
  */
 import { closeSync, fsyncSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
@@ -22,10 +24,11 @@ export const KEY_FILE_NAME = "secrets.key";
 
 /** The key ring for `config`'s store. `warn` hears the one case an operator must act on (PostgreSQL without SECRETS_KEY). */
 export function resolveSecretBox(config: Config, warn: (message: string) => void): SecretBox {
-  if (config.secretsKey) return new SecretBox(parseSecretsKey(config.secretsKey, "SECRETS_KEY"), [], "SECRETS_KEY");
+  const previous = config.previousSecretsKeys.map((key, i) => parseSecretsKey(key, `SECRETS_KEY_PREVIOUS (key ${i + 1})`));
+  if (config.secretsKey) return new SecretBox(parseSecretsKey(config.secretsKey, "SECRETS_KEY"), previous, "SECRETS_KEY");
   if (config.secretsKeyFile) {
     const path = resolve(config.secretsKeyFile);
-    return new SecretBox(readKeyFile(path, `SECRETS_KEY_FILE (${path})`), [], `SECRETS_KEY_FILE (${path})`);
+    return new SecretBox(readKeyFile(path, `SECRETS_KEY_FILE (${path})`), previous, `SECRETS_KEY_FILE (${path})`);
   }
   const { database } = config;
   if (database.engine === "sqlite" && database.path === ":memory:") return SecretBox.random();
@@ -37,7 +40,7 @@ export function resolveSecretBox(config: Config, warn: (message: string) => void
     );
   }
   const path = join(folder, KEY_FILE_NAME);
-  return new SecretBox(loadOrCreateKeyFile(path, database.engine === "sqlite" ? [database.path] : []), [], `the key file ${path}`);
+  return new SecretBox(loadOrCreateKeyFile(path, database.engine === "sqlite" ? [database.path] : []), previous, `the key file ${path}`);
 }
 
 /** A key in its written form; a bad one is a configuration error that names where it came from, never its value. */

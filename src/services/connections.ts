@@ -5,7 +5,7 @@ import type { Config } from "../config";
 import { ApiError } from "../errors";
 import { nanoToUsd, periodAt, usdAmountToNano, type Period } from "../money";
 import { userAccount } from "../budget/accounts";
-import type { Connection, ConnectionRepository, FundingStatus } from "../store/connections";
+import type { Connection, ConnectionRepository, FundingSource, FundingStatus } from "../store/connections";
 import type { SessionClaims } from "../auth/session-token";
 
 export interface StatusView {
@@ -15,6 +15,8 @@ export interface StatusView {
   remainingUsd: number;
   period: { start: string; end: string };
   resetsAt: string;
+  /** Who pays the user's calls; `app` while not connected. Never the key. */
+  fundingSource: FundingSource;
 }
 
 export interface ConnectionStatusView extends StatusView {
@@ -83,7 +85,8 @@ export class ConnectionService {
     await this.settles.settled();
     const { spentNano, reservedNano } = await this.budget.snapshot(userAccount(appId, period.id, appUserId));
     const capNano = connection?.monthlyCapNano ?? 0;
-    return { view: budgetView(connection !== null, capNano, spentNano, reservedNano, period), connection };
+    const view = { ...budgetView(connection !== null, capNano, spentNano, reservedNano, period), fundingSource: connection?.fundingSource ?? "app" };
+    return { view, connection };
   }
 }
 
@@ -91,7 +94,7 @@ export class ConnectionService {
  * The budget numbers as the API shows them. `usage` is settled spend; `remainingUsd` is
  * what a new request can still draw on, so it also subtracts in-flight reservations.
  */
-export function budgetView(connected: boolean, capNano: number, spentNano: number, reservedNano: number, period: Period): StatusView {
+export function budgetView(connected: boolean, capNano: number, spentNano: number, reservedNano: number, period: Period): Omit<StatusView, "fundingSource"> {
   return {
     connected,
     limits: { monthlyUsd: nanoToUsd(capNano) },

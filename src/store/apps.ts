@@ -1,4 +1,5 @@
 import { LOWER_ALNUM, randomString } from "../random";
+import type { FundingSource } from "./connections";
 
 export interface App {
   id: string;
@@ -10,6 +11,8 @@ export interface App {
   maxGrantNano: number | null;
   /** Most grant dollars this app may have approved in one UTC day; null: the service default. */
   grantDailyCeilingNano: number | null;
+  /** Who may pay its users' calls, as the users choose: never empty; `["app"]` unless the operator said otherwise. */
+  fundingSources: FundingSource[];
 }
 
 export interface AppKey {
@@ -35,16 +38,25 @@ export interface AppGrantLimits {
   grantDailyCeilingNano?: number | null;
 }
 
+/** What an app may set beside its name and origins; absent at creation: the default. */
+export interface AppSettings extends AppGrantLimits {
+  /** Non-empty, checked by the operator service. */
+  fundingSources?: FundingSource[];
+}
+
 /** Absent fields are kept; a null limit goes back to the service default. */
-export interface AppChanges extends AppGrantLimits {
+export interface AppChanges extends AppSettings {
   name?: string;
   origins?: string[];
 }
 
+/** The funding sources of an app created without any: the operator's key pays, as before users could pay. */
+export const DEFAULT_FUNDING_SOURCES: readonly FundingSource[] = ["app"];
+
 /** Apps and their secret keys (several per app, so keys can be rotated without downtime). */
 export interface AppRepository {
   /** A new app with its first key, in one transaction. */
-  create(name: string, origins: string[], now: number, firstKey: NewAppKey, limits?: AppGrantLimits): Promise<App>;
+  create(name: string, origins: string[], now: number, firstKey: NewAppKey, settings?: AppSettings): Promise<App>;
   find(id: string): Promise<App | null>;
   /** Changes the given fields (origins are replaced as a whole); null when there is no such app. */
   update(id: string, changes: AppChanges): Promise<App | null>;

@@ -96,10 +96,16 @@ export function withReadCache(store: Store, feed: ChangeFeed): Store & { readonl
       const c = await connections.find(appId, appUserId);
       return c && c.revokedAt === null ? c : null;
     },
-    approve: (appId, appUserId, cap, now) => after(connectionKey(appId, appUserId), store.connections.approve(appId, appUserId, cap, now)),
+    approve: (appId, appUserId, cap, now, funding) => after(connectionKey(appId, appUserId), store.connections.approve(appId, appUserId, cap, now, funding)),
     listForApp: (appId, limit, afterUserId) => store.connections.listForApp(appId, limit, afterUserId),
     revoke: (appId, appUserId, now) => after(connectionKey(appId, appUserId), store.connections.revoke(appId, appUserId, now)),
     markFundingInvalid: (appId, appUserId, now) => after(connectionKey(appId, appUserId), store.connections.markFundingInvalid(appId, appUserId, now)),
+    // Never cached: the opened key stays in memory only as long as the call that pays with it.
+    userUpstreamKey: (appId, appUserId) => store.connections.userUpstreamKey(appId, appUserId),
+    storedUserKeys: () => store.connections.storedUserKeys(),
+    replaceStoredUserKey: (appId, appUserId, expected, replacement) => store.connections.replaceStoredUserKey(appId, appUserId, expected, replacement),
+    forgetUserKey: (appId, appUserId, expected, now) =>
+      after(connectionKey(appId, appUserId), store.connections.forgetUserKey(appId, appUserId, expected, now)),
   };
   return {
     ...store,

@@ -16,7 +16,11 @@ export function approvalEvent(before: Connection | null, after: Connection): Web
   return {
     appId: after.appId,
     type: "connection.updated",
-    data: { ...common, previousMonthlyUsd: nanoToUsd(before.monthlyCapNano), fundingRestored: before.fundingStatus === "invalid" },
+    data: {
+      ...common,
+      previousMonthlyUsd: nanoToUsd(before.monthlyCapNano),
+      fundingRestored: before.fundingStatus === "invalid" && after.fundingStatus === "ok",
+    },
   };
 }
 

@@ -7,6 +7,7 @@ import type { GrantRepository } from "./grants";
 import type { IdempotencyKeyRepository } from "./idempotency-keys";
 import type { WebhookRepository } from "./webhooks";
 import type { CallJournalRepository, InstanceLeaseRepository } from "./call-journal";
+import type { FundingFlowRepository } from "./funding-flows";
 import type { SecretBox } from "../secrets/secret-box";
 
 export type StoreEngine = "sqlite" | "postgres";
@@ -30,7 +31,9 @@ export interface Store {
   /** Calls that may have reached the upstream and are not settled yet (src/store/call-journal.ts). */
   readonly callJournal: CallJournalRepository;
   readonly instances: InstanceLeaseRepository;
-  /** Seals the secrets this store keeps (webhook signing secrets, a generated JWT secret): src/secrets/. */
+  /** Pending PKCE flows of users linking their own upstream account (src/store/funding-flows.ts). */
+  readonly fundingFlows: FundingFlowRepository;
+  /** Seals the secrets this store keeps (webhook signing secrets, a generated JWT secret, users' upstream keys, PKCE verifiers): src/secrets/. */
   readonly secrets: SecretBox;
   /** One round trip to the database; throws when it is unreachable. */
   ping(): Promise<void>;

@@ -1,6 +1,8 @@
 /**
  * The secrets the store keeps, sealed (src/secrets/secret-box.ts): the generated JWT
- * signing secret (setting `jwt_secret`) and every webhook endpoint's signing secret.
+ * signing secret (setting `jwt_secret`), every webhook endpoint's signing secret, users'
+ * own upstream keys and pending PKCE verifiers (never kept in clear by any version, so only
+ * the first two are sealed here at open). Rotation: src/store/secrets-rotation.ts.
  *
  * At every open (the server's start, each CLI command) secureStoredSecrets checks that the
  * key opens the store's key check, and seals in place what an older version stored in
@@ -30,7 +32,8 @@ export class SecretsKeyMismatchError extends ConfigError {
   constructor(box: SecretBox, cause: SealedSecretError) {
     super([
       `SECRETS_KEY: the key in use (id ${box.current.id}, from ${box.source}) does not open the secrets kept in this store: ${cause.message}. ` +
-        "Start with the key the store was sealed with (SECRETS_KEY, SECRETS_KEY_FILE, or the secrets.key file beside the SQLite database). " +
+        "Start with the key the store was sealed with (SECRETS_KEY, SECRETS_KEY_FILE, or the secrets.key file beside the SQLite database), " +
+        "or, to move to a new key, keep that one in SECRETS_KEY_PREVIOUS and run `keys rotate-kek`. " +
         "If that key is lost: `cli secrets reset --confirm` drops what it sealed (README, Secrets at rest).",
     ]);
     this.name = "SecretsKeyMismatchError";
@@ -80,6 +83,10 @@ export interface ForgottenSecrets {
   jwtSecret: boolean;
   /** Deleted endpoints, with what re-creating them needs. */
   webhookEndpoints: Array<{ endpointId: string; appId: string; url: string; events: string[] | "all" }>;
+  /** Connections whose user's own upstream key was deleted: marked funding invalid until the user links a key again. */
+  userKeys: Array<{ appId: string; appUserId: string }>;
+  /** Pending funding flows deleted (their users start again). */
+  fundingFlows: number;
 }
 
 /**
@@ -87,9 +94,11 @@ export interface ForgottenSecrets {
  * again. The JWT secret is deleted (the next start generates a new one: session tokens in
  * flight are refused and apps mint new ones); webhook endpoints whose secret is unreadable
  * are deleted with their deliveries (the receivers need a new secret: re-create them);
- * the key check is sealed again under the key in hand. Values that open are kept.
+ * users' own upstream keys are deleted, their connections marked funding invalid (each
+ * user links a key again); pending funding flows are deleted; the key check is sealed
+ * again under the key in hand. Values that open are kept.
  */
-export async function forgetUnreadableSecrets(store: Store): Promise<ForgottenSecrets> {
+export async function forgetUnreadableSecrets(store: Store, now: number): Promise<ForgottenSecrets> {
   const box = store.secrets;
   const opens = (stored: string, context: string) => {
     if (!SecretBox.isSealed(stored)) return true;
@@ -111,6 +120,15 @@ export async function forgetUnreadableSecrets(store: Store): Promise<ForgottenSe
     if (!endpoint || !(await store.webhooks.deleteEndpoint(appId, endpointId))) continue;
     webhookEndpoints.push({ endpointId, appId, url: endpoint.url, events: endpoint.eventTypes ?? "all" });
   }
+  const userKeys: ForgottenSecrets["userKeys"] = [];
+  for (const { appId, appUserId, stored } of await store.connections.storedUserKeys()) {
+    if (opens(stored, sealedContext.connectionUserKey(appId, appUserId))) continue;
+    if (await store.connections.forgetUserKey(appId, appUserId, stored, now)) userKeys.push({ appId, appUserId });
+  }
+  let fundingFlows = 0;
+  for (const { stateHash, stored } of await store.fundingFlows.storedVerifiers()) {
+    if (!opens(stored, sealedContext.fundingFlowVerifier(stateHash)) && (await store.fundingFlows.forget(stateHash, stored))) fundingFlows++;
+  }
   await secureStoredSecrets(store);
-  return { jwtSecret, webhookEndpoints };
+  return { jwtSecret, webhookEndpoints, userKeys, fundingFlows };
 }

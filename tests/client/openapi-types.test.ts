@@ -55,6 +55,7 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
       remainingUsd: "number",
       period: "object",
       resetsAt: "string",
+      fundingSource: "string",
       appUserId: "string",
       fundingStatus: "string",
       connectedAt: "string|null",
@@ -72,6 +73,7 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
       remainingUsd: "number",
       period: "object",
       resetsAt: "string",
+      fundingSource: "string",
     });
     expect(shape).toEqual(schemaShape(schema));
     expect(shapeOf<UserStatus["limits"]>()({ monthlyUsd: "number" })).toEqual(schemaShape(schema.properties.limits));

@@ -50,7 +50,7 @@ describe("help and usage errors", () => {
   });
 
   test("each group's --help lists that group's commands only and exits 0; the group alone shows the same on stderr and exits 2", async () => {
-    expect(GROUPS).toEqual(["app", "key", "connections", "grants", "usage", "webhook", "secrets"]);
+    expect(GROUPS).toEqual(["app", "key", "connections", "grants", "usage", "webhook", "keys", "secrets"]);
     for (const group of GROUPS) {
       const help = await runCli(db.databaseUrl, group, "--help");
       expect({ group, code: help.code }).toEqual({ group, code: 0 });
@@ -79,7 +79,7 @@ describe("help and usage errors", () => {
       const run = await runCli(db.databaseUrl, ...args);
       expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 2, stdout: "" });
       expect(run.stderr).toStartWith(`unknown command: ${reported}\n`);
-      expect(run.stderr).toContain("app, key, connections, grants, usage, webhook, secrets");
+      expect(run.stderr).toContain("app, key, connections, grants, usage, webhook, keys, secrets");
     }
     const withinGroup = await runCli(db.databaseUrl, "app", "explode", "--help");
     expect(withinGroup.code).toBe(2);
@@ -135,7 +135,14 @@ describe("apps and keys", () => {
       "2.5",
     );
     expect(updated.code).toBe(0);
-    expect(updated.json[0]).toEqual({ appId: created.appId, name: "renamed", origins: ["https://b.example"], maxGrantUsd: 2.5, grantDailyCeilingUsd: null });
+    expect(updated.json[0]).toEqual({
+      appId: created.appId,
+      name: "renamed",
+      origins: ["https://b.example"],
+      maxGrantUsd: 2.5,
+      grantDailyCeilingUsd: null,
+      fundingSources: ["app"],
+    });
     expect((await runCli(db.databaseUrl, "app", "update", "--app", "appnope", "--name", "x")).code).toBe(1);
 
     expect((await runCli(db.databaseUrl, "app", "disable", "--app", created.appId)).json[0]).toEqual({ appId: created.appId, disabled: true });
@@ -169,7 +176,14 @@ describe("grant limits", () => {
     const consent = () => server.fetch(`/api/v1/grants/consent?${new URLSearchParams({ appId, usd: "1", origin: "https://c.example" })}`);
     expect((await consent()).status).toBe(402);
     const raised = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--grant-daily-ceiling-usd", "20", "--max-grant-usd", "1");
-    expect(raised.json[0]).toEqual({ appId, name: "ceiling app", origins: ["https://c.example"], maxGrantUsd: 1, grantDailyCeilingUsd: 20 });
+    expect(raised.json[0]).toEqual({
+      appId,
+      name: "ceiling app",
+      origins: ["https://c.example"],
+      maxGrantUsd: 1,
+      grantDailyCeilingUsd: 20,
+      fundingSources: ["app"],
+    });
     expect((await consent()).status).toBe(200);
 
     const reset = await runCli(db.databaseUrl, "app", "update", "--app", appId, "--grant-daily-ceiling-usd", "default");

@@ -209,7 +209,9 @@ describe("a store an older version left, with its secrets in clear", () => {
     expect((await runCliWithEnv(env, "secrets", "reset")).code).toBe(2);
     const reset = await runCliWithEnv(env, "secrets", "reset", "--confirm");
     expect(reset.code).toBe(0);
-    expect(reset.json).toEqual([{ jwtSecret: true, webhookEndpoints: [expect.objectContaining({ appId: app.appId, url: receiver.url, events: "all" })] }]);
+    expect(reset.json).toEqual([
+      { jwtSecret: true, webhookEndpoints: [expect.objectContaining({ appId: app.appId, url: receiver.url, events: "all" })], userKeys: [], fundingFlows: 0 },
+    ]);
     server = await startServer({ databaseUrl: db.databaseUrl, env: { ...ENV, SECRETS_KEY: newKey } });
     expect(await connectionsStatus(server, tokenMintedBefore)).toBe(401);
     expect((await runCliWithEnv(env, "webhook", "list", "--app", app.appId)).json).toEqual([]);

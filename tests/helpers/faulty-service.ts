@@ -48,6 +48,7 @@ const store: Store = {
   webhooks: failing(real.webhooks, "webhooks"),
   callJournal: failing(real.callJournal, "callJournal"),
   instances: real.instances,
+  fundingFlows: failing(real.fundingFlows, "fundingFlows"),
   ping: () => real.ping(),
   close: () => real.close(),
 };

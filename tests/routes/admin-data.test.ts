@@ -38,7 +38,14 @@ describe("connections", () => {
     const { items, pages } = await readAll(t, `/apps/${a.appId}/connections`, 2);
     expect(pages).toEqual([2, 2, 2]);
     expect(items.map((c) => [c.appUserId, c.monthlyUsd, c.revokedAt])).toEqual([...users.map((u, i) => [u, i + 1, null]), ["zed", 7, null]]);
-    expect(items[0]).toEqual({ appUserId: "ann", monthlyUsd: 1, fundingStatus: "ok", connectedAt: "2026-01-15T00:00:00.000Z", revokedAt: null });
+    expect(items[0]).toEqual({
+      appUserId: "ann",
+      monthlyUsd: 1,
+      fundingStatus: "ok",
+      fundingSource: "app",
+      connectedAt: "2026-01-15T00:00:00.000Z",
+      revokedAt: null,
+    });
 
     const odd = encodeURIComponent(users[3]!);
     await t.deps.store.usageLedger.insertBatch([ledgerRow(a.appId, users[3]!, 0, 1_250_000_000)]);
@@ -48,6 +55,8 @@ describe("connections", () => {
       usedUsd: 1.25,
       period: "2026-01",
       fundingStatus: "ok",
+      fundingSource: "app",
+      userKey: null,
       connectedAt: "2026-01-15T00:00:00.000Z",
       updatedAt: "2026-01-15T00:00:00.000Z",
       revokedAt: null,

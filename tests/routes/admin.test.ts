@@ -130,7 +130,7 @@ describe("apps", () => {
       ["POST", "/apps", { name: "x", maxGrantUsd: 0 }, /^maxGrantUsd must be a number > 0 \(or null\)/],
       ["POST", "/apps", { name: "x", maxGrantUsd: 1_000_001 }, /^maxGrantUsd must be at most 1000000/],
       ["POST", "/apps", { name: "x", grantDailyCeilingUsd: 0 }, /^grantDailyCeilingUsd must be a number > 0 \(or null\)/],
-      ["PATCH", `/apps/${a.appId}`, {}, /^nothing to change: give name, origins, maxGrantUsd or grantDailyCeilingUsd/],
+      ["PATCH", `/apps/${a.appId}`, {}, /^nothing to change: give name, origins, maxGrantUsd, grantDailyCeilingUsd or fundingSources/],
       ["PATCH", `/apps/${a.appId}`, { maxGrantUsd: -1 }, /^maxGrantUsd must be a number > 0/],
     ];
     for (const [method, path, json, message] of cases) await expectError(await t.admin(path, { method, json }), 400, "invalid_request", message);
@@ -149,6 +149,7 @@ describe("apps", () => {
           origins: ["https://one.example"],
           maxGrantUsd: null,
           grantDailyCeilingUsd: null,
+          fundingSources: ["app"],
           createdAt: "2026-01-15T00:00:00.000Z",
           disabledAt: null,
           keys: [{ keyId: a.keyId, createdAt: "2026-01-15T00:00:00.000Z", revokedAt: null }],
@@ -159,7 +160,14 @@ describe("apps", () => {
 
     const changes = { name: "renamed", origins: ["https://two.example/"], maxGrantUsd: 3, grantDailyCeilingUsd: 40 };
     const updated = await expectOk(await t.admin(`/apps/${a.appId}`, { method: "PATCH", json: changes }));
-    expect(updated).toEqual({ appId: a.appId, name: "renamed", origins: ["https://two.example"], maxGrantUsd: 3, grantDailyCeilingUsd: 40 });
+    expect(updated).toEqual({
+      appId: a.appId,
+      name: "renamed",
+      origins: ["https://two.example"],
+      maxGrantUsd: 3,
+      grantDailyCeilingUsd: 40,
+      fundingSources: ["app"],
+    });
     expect(await t.deps.store.apps.find(a.appId)).toMatchObject({ maxGrantNano: 3e9, grantDailyCeilingNano: 40e9 });
     const reset = await expectOk(await t.admin(`/apps/${a.appId}`, { method: "PATCH", json: { maxGrantUsd: null, grantDailyCeilingUsd: null } }));
     expect(reset).toEqual({ ...updated, maxGrantUsd: null, grantDailyCeilingUsd: null });

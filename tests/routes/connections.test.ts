@@ -28,6 +28,7 @@ describe("GET /api/v1/connections", () => {
       remainingUsd: 0,
       period: { start: "2026-01-01T00:00:00.000Z", end: "2026-02-01T00:00:00.000Z" },
       resetsAt: "2026-02-01T00:00:00.000Z",
+      fundingSource: "app",
       fundingStatus: "ok",
       connectedAt: null,
       updatedAt: null,

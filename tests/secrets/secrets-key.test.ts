@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "../../src/config";
 import { resolveSecretBox } from "../../src/secrets/secrets-key";
-import { secretsKey } from "../../src/secrets/secret-box";
+import { SecretBox, secretsKey } from "../../src/secrets/secret-box";
 import { REPO_ROOT } from "../helpers/server";
 
 const folders: string[] = [];
@@ -49,6 +49,26 @@ describe("the secrets key", () => {
       expect(message).not.toContain(bad);
     }
     expect(configError({ SECRETS_KEY: key, SECRETS_KEY_FILE: "/x" })).toContain("SECRETS_KEY_FILE: set SECRETS_KEY or SECRETS_KEY_FILE, not both");
+  });
+
+  test("SECRETS_KEY_PREVIOUS: old keys that open what they sealed and never seal; a bad one is named by its place, never echoed", () => {
+    const [current, old, older] = [newKey(), newKey(), newKey()];
+    const idOf = (key: string) => secretsKey(Buffer.from(key, "base64")).id;
+    const oldBox = resolveSecretBox(loadConfig({ SECRETS_KEY: old }), noWarning);
+    const sealed = oldBox.seal("a webhook secret", "webhook_endpoint/x");
+    const keyFile = join(tempDir(), "key");
+    writeFileSync(keyFile, `${current}\n`);
+    for (const env of [{ SECRETS_KEY: current }, { SECRETS_KEY_FILE: keyFile }]) {
+      const ring = resolveSecretBox(loadConfig({ ...env, SECRETS_KEY_PREVIOUS: ` ${older} ,${old}` }), noWarning);
+      expect(ring.current.id).toBe(idOf(current));
+      expect(ring.open(sealed, "webhook_endpoint/x")).toBe("a webhook secret");
+      expect(ring.needsResealing(sealed)).toBe(true);
+      expect(SecretBox.keyIdOf(ring.seal("new", "webhook_endpoint/x"))).toBe(idOf(current));
+    }
+    const message = configError({ SECRETS_KEY: current, SECRETS_KEY_PREVIOUS: `${old},not-a-key` });
+    expect(message).toContain("SECRETS_KEY_PREVIOUS: key 2 must be the base64 of 32 random bytes");
+    expect(message).not.toContain(old);
+    expect(message).not.toContain("not-a-key");
   });
 
   test("PostgreSQL in production requires it; outside production it falls back to data/secrets.key, with a warning", async () => {

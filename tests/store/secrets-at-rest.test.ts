@@ -4,50 +4,18 @@
  * by an older version is sealed at open; a store opened with another key is refused, until
  * `secrets reset` drops what that key cannot open.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
-import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
-import { openPostgresStore } from "../../src/store/postgres";
 import { SealedSecretError, SecretBox, sealedContext } from "../../src/secrets/secret-box";
 import { forgetUnreadableSecrets, JWT_SECRET_SETTING, SecretsKeyMismatchError, secureStoredSecrets, storedJwtSecret } from "../../src/store/stored-secrets";
-import { startPostgres, type TestPostgres } from "../helpers/postgres";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
-
-let pg: TestPostgres;
-const folders: string[] = [];
-beforeAll(async () => {
-  pg = await startPostgres();
-});
-afterAll(async () => {
-  await pg?.destroy();
-  for (const folder of folders) rmSync(folder, { recursive: true, force: true });
-});
+import { sealedStoreEngines, sqliteFileBytes, type SealedStoreOpener as Opener } from "../helpers/store-engines";
 
 const T0 = Date.UTC(2026, 0, 15);
 const LEASE = 1000;
 
 /** A fresh database per case; `open(box)` opens a store (another process, when called twice) on it. */
-type Opener = (box: SecretBox) => Promise<Store>;
-const engines: Array<[string, () => Promise<Opener>]> = [
-  [
-    "sqlite",
-    async () => {
-      const folder = mkdtempSync(join(tmpdir(), "proxy-sealed-"));
-      folders.push(folder);
-      return async (box) => openSqliteStore(join(folder, "proxy.sqlite"), box);
-    },
-  ],
-  [
-    "postgres",
-    async () => {
-      const url = await pg.createDatabase();
-      return (box) => openPostgresStore(url, { poolSize: 2, secrets: box });
-    },
-  ],
-];
+const engines = sealedStoreEngines();
 
 describe.each(engines)("secrets at rest on %s", (engine, database) => {
   async function withStore(work: (store: Store, open: Opener) => Promise<void>): Promise<void> {
@@ -124,8 +92,7 @@ describe.each(engines)("secrets at rest on %s", (engine, database) => {
       expect(due!.secret).toBe("whsec_plainOldSecret");
       if (engine === "sqlite") {
         // Replaced, not left behind in the file's free space or in the WAL.
-        const path = (store as SqliteStore).db.filename;
-        const files = [path, `${path}-wal`].filter(existsSync).map((file) => readFileSync(file));
+        const files = sqliteFileBytes(store);
         for (const secret of ["old-plain-jwt-secret", "whsec_plainOldSecret"]) expect(files.some((bytes) => bytes.includes(secret))).toBe(false);
       }
     }));
@@ -147,6 +114,9 @@ describe.each(engines)("secrets at rest on %s", (engine, database) => {
     withStore(async (store, open) => {
       const { app } = await createAppWithKey(store.apps, "a", [], T0);
       const endpoint = await store.webhooks.createEndpoint(app.id, "https://hooks.example/x", ["connection.revoked"], T0);
+      await store.connections.approve(app.id, "payer", 1_000, T0, { source: "user", upstreamKey: "sk-or-v1-payer-key" });
+      const flow = { appId: app.id, appUserId: "linker", sessionId: "jti-1", codeVerifier: "v".repeat(43), monthlyCapNano: 1_000 };
+      const state = await store.fundingFlows.create(flow, T0, 600_000);
       await secureStoredSecrets(store);
       const jwt = await storedJwtSecret(store, () => "the first jwt secret");
 
@@ -159,13 +129,19 @@ describe.each(engines)("secrets at rest on %s", (engine, database) => {
         expect((refused as Error).message).toContain(store.secrets.current.id);
         await expect(storedJwtSecret(other, () => "regenerated")).rejects.toThrow(SecretsKeyMismatchError);
 
-        expect(await forgetUnreadableSecrets(other)).toEqual({
+        expect(await forgetUnreadableSecrets(other, T0 + 1)).toEqual({
           jwtSecret: true,
           webhookEndpoints: [{ endpointId: endpoint.id, appId: app.id, url: "https://hooks.example/x", events: ["connection.revoked"] }],
+          userKeys: [{ appId: app.id, appUserId: "payer" }],
+          fundingFlows: 1,
         });
         await secureStoredSecrets(other);
         expect(await storedJwtSecret(other, () => "regenerated")).toBe("regenerated");
         expect(await other.webhooks.listEndpoints(app.id)).toEqual([]);
+        // The user pays with their own account still, and must link a key again.
+        expect(await other.connections.findActive(app.id, "payer")).toMatchObject({ fundingSource: "user", fundingStatus: "invalid", userKey: null });
+        expect(await other.connections.userUpstreamKey(app.id, "payer")).toBeNull();
+        expect(await other.fundingFlows.take(state, "jti-1", T0 + 1)).toBeNull();
         // And now the old key is the one refused.
         await expect(secureStoredSecrets(store)).rejects.toThrow(SecretsKeyMismatchError);
         expect(jwt).toBe("the first jwt secret");

@@ -105,7 +105,17 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       const { app } = await createAppWithKey(store.apps, "c", [], 1);
       expect(await store.connections.find(app.id, "u")).toBeNull();
       const first = await store.connections.approve(app.id, "u", 1_000, 10);
-      expect(first).toEqual({ appId: app.id, appUserId: "u", monthlyCapNano: 1_000, fundingStatus: "ok", connectedAt: 10, updatedAt: 10, revokedAt: null });
+      expect(first).toEqual({
+        appId: app.id,
+        appUserId: "u",
+        monthlyCapNano: 1_000,
+        fundingStatus: "ok",
+        fundingSource: "app",
+        userKey: null,
+        connectedAt: 10,
+        updatedAt: 10,
+        revokedAt: null,
+      });
       expect((await store.connections.approve(app.id, "u", 2_000, 20)).connectedAt).toBe(10);
       await store.connections.markFundingInvalid(app.id, "u", 25);
       expect((await store.connections.findActive(app.id, "u"))!.fundingStatus).toBe("invalid");

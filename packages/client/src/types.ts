@@ -31,6 +31,8 @@ export interface UserStatus {
   period: Period;
   /** ISO 8601: when usage resets (the period's end). */
   resetsAt: string;
+  /** Who pays the user's calls: `app`, the app's operator; `user`, the user's own upstream account. `app` while not connected. */
+  fundingSource: "app" | "user";
 }
 
 /** One metered call: a row of the user's ledger. */

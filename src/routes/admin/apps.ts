@@ -15,11 +15,19 @@ const GrantDailyCeilingUsd = t.Union([t.Number(), t.Null()], {
     "Most the app's grants may spend in one UTC day, together, USD, from 0.000000001 (one nano-dollar) to 1000000; null: the service default (GRANT_DAILY_CEILING_USD).",
 });
 
+// Plain strings, judged by the operator service: a refusal then names the word, as the CLI's does.
+const FundingSources = t.Array(t.String({ maxLength: 16 }), {
+  maxItems: 8,
+  description:
+    "Who may pay the app's users' calls, as each user chooses: `app` (the operator's upstream key) and/or `user` (the user's own upstream account); at least one. Left out at creation: `[\"app\"]`.",
+});
+
 export const NewAppRequest = t.Object({
   name: t.String({ minLength: 1 }),
   origins: t.Optional(Origins),
   maxGrantUsd: t.Optional(MaxGrantUsd),
   grantDailyCeilingUsd: t.Optional(GrantDailyCeilingUsd),
+  fundingSources: t.Optional(FundingSources),
 });
 
 export const AppUpdateRequest = t.Object(
@@ -28,8 +36,9 @@ export const AppUpdateRequest = t.Object(
     origins: t.Optional(Origins),
     maxGrantUsd: t.Optional(MaxGrantUsd),
     grantDailyCeilingUsd: t.Optional(GrantDailyCeilingUsd),
+    fundingSources: t.Optional(FundingSources),
   },
-  { description: "The fields to change, at least one; `origins` replaces the list as a whole." },
+  { description: "The fields to change, at least one; `origins` and `fundingSources` replace their lists as a whole." },
 );
 
 const KeyParams = t.Object({ ...AppParams.properties, keyId: t.String({ maxLength: 64 }) });
@@ -67,7 +76,7 @@ export function adminAppRoutes(operator: OperatorService, auth: Guards) {
       params: AppParams,
       body: AppUpdateRequest,
       response: { 200: UpdatedAppView, ...adminErrors(400, 413) },
-      detail: adminDetail("Change an app's name, origins or largest grant"),
+      detail: adminDetail("Change an app's name, origins, grant limits or funding sources"),
     })
     .post("/:appId/disable", async ({ params }) => operator.apps.disable(params.appId), {
       adminToken: true,

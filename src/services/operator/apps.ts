@@ -1,6 +1,18 @@
 import { nanoToUsd, usdAmountToNano } from "../../money";
-import type { App, AppChanges } from "../../store/apps";
-import { invalid, isoOrNull, isoTime, MAX_GRANT_USD_CEILING, nonEmptyName, normaliseOrigin, notFound, requireApp, type OperatorContext } from "./input";
+import { DEFAULT_FUNDING_SOURCES, type App, type AppChanges } from "../../store/apps";
+import type { FundingSource } from "../../store/connections";
+import {
+  fundingSources,
+  invalid,
+  isoOrNull,
+  isoTime,
+  MAX_GRANT_USD_CEILING,
+  nonEmptyName,
+  normaliseOrigin,
+  notFound,
+  requireApp,
+  type OperatorContext,
+} from "./input";
 import { createAppWithKey } from "./secret-keys";
 import type { AppDetailsView, AppStateView, AppView, CreatedAppView, UpdatedAppView } from "./views";
 
@@ -12,6 +24,8 @@ export interface NewApp {
   maxGrantUsd?: number | null;
   /** Most grant dollars it may have approved in one UTC day; null or left out: the service default. */
   grantDailyCeilingUsd?: number | null;
+  /** Who may pay its users' calls (`app`, `user`), as each user chooses; left out: `app` only. */
+  fundingSources?: string[];
 }
 
 /** What to change; a field left out stays. `origins` replaces the list as a whole. */
@@ -21,6 +35,8 @@ export interface AppUpdate {
   /** null: back to the service default. */
   maxGrantUsd?: number | null;
   grantDailyCeilingUsd?: number | null;
+  /** Replaces the list as a whole. */
+  fundingSources?: string[];
 }
 
 /** Apps: create (with a first key), read, rename, re-scope, disable and enable. */
@@ -30,14 +46,16 @@ export class AppOperations {
   async create(input: NewApp): Promise<CreatedAppView> {
     const name = nonEmptyName(this.context.names, input.name);
     const origins = this.origins(input.origins) ?? [];
-    const limits = {
+    const settings = {
       maxGrantNano: this.maxGrantNano(input.maxGrantUsd) ?? null,
       grantDailyCeilingNano: this.dailyCeilingNano(input.grantDailyCeilingUsd) ?? null,
+      fundingSources: this.fundingSources(input.fundingSources),
     };
-    const { app, key } = await createAppWithKey(this.context.store.apps, name, origins, this.context.clock.now(), limits);
-    // Only the limits the app sets: the line keeps its fixed keys otherwise (ARCHITECTURE.md §4).
+    const { app, key } = await createAppWithKey(this.context.store.apps, name, origins, this.context.clock.now(), settings);
+    // Only the settings the app sets: the line keeps its fixed keys otherwise (ARCHITECTURE.md §4).
     const setLimits = Object.fromEntries(Object.entries(grantLimitsUsd(app)).filter(([, usd]) => usd !== null));
-    return { appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...setLimits };
+    const setSources = isDefaultFunding(app.fundingSources) ? {} : { fundingSources: app.fundingSources };
+    return { appId: app.id, secretKey: key.secretKey, name: app.name, origins: app.origins, keyId: key.keyId, ...setLimits, ...setSources };
   }
 
   async list(): Promise<AppView[]> {
@@ -56,13 +74,15 @@ export class AppOperations {
       origins: this.origins(input.origins),
       maxGrantNano: this.maxGrantNano(input.maxGrantUsd),
       grantDailyCeilingNano: this.dailyCeilingNano(input.grantDailyCeilingUsd),
+      fundingSources: this.fundingSources(input.fundingSources),
     };
     if (Object.values(changes).every((v) => v === undefined)) {
-      throw invalid(`nothing to change: give ${names.name}, ${names.origins}, ${names.maxGrantUsd} or ${names.grantDailyCeilingUsd}`);
+      const fields = [names.name, names.origins, names.maxGrantUsd, names.grantDailyCeilingUsd];
+      throw invalid(`nothing to change: give ${fields.join(", ")} or ${names.fundingSources}`);
     }
     const app = await this.context.store.apps.update(appId, changes);
     if (!app) throw notFound(`no app ${appId}`);
-    return { appId: app.id, name: app.name, origins: app.origins, ...grantLimitsUsd(app) };
+    return { appId: app.id, name: app.name, origins: app.origins, ...grantLimitsUsd(app), fundingSources: app.fundingSources };
   }
 
   /** Its keys and sessions are refused at once, on every instance; its data is kept. */
@@ -90,6 +110,7 @@ export class AppOperations {
       name: app.name,
       origins: app.origins,
       ...grantLimitsUsd(app),
+      fundingSources: app.fundingSources,
       createdAt: isoTime(app.createdAt),
       disabledAt: isoOrNull(app.disabledAt),
       keys,
@@ -98,6 +119,10 @@ export class AppOperations {
 
   private origins(given: string[] | undefined): string[] | undefined {
     return given?.map((origin) => normaliseOrigin(this.context.names, origin));
+  }
+
+  private fundingSources(given: string[] | undefined): FundingSource[] | undefined {
+    return given === undefined ? undefined : fundingSources(this.context.names, given);
   }
 
   /** USD → nano-dollars, rounded down: a cap is never over-stated (ARCHITECTURE.md §3 "Money"). */
@@ -121,3 +146,6 @@ const grantLimitsUsd = (app: App) => ({
   maxGrantUsd: app.maxGrantNano === null ? null : nanoToUsd(app.maxGrantNano),
   grantDailyCeilingUsd: app.grantDailyCeilingNano === null ? null : nanoToUsd(app.grantDailyCeilingNano),
 });
+
+const isDefaultFunding = (sources: readonly FundingSource[]) =>
+  sources.length === DEFAULT_FUNDING_SOURCES.length && sources.every((source, i) => source === DEFAULT_FUNDING_SOURCES[i]);

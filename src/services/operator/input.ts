@@ -9,6 +9,7 @@ import { ApiError } from "../../errors";
 import { parseUtcDay } from "../../money";
 import type { Store } from "../../store";
 import type { App } from "../../store/apps";
+import { FUNDING_SOURCES, type FundingSource } from "../../store/connections";
 
 /**
  * How the surface calling the service names each input, so that a refusal names what the
@@ -19,6 +20,7 @@ export interface InputNames {
   origins: string;
   maxGrantUsd: string;
   grantDailyCeilingUsd: string;
+  fundingSources: string;
   url: string;
   events: string;
   /** What stands for "the service default" where a maximum grant is expected. */
@@ -35,6 +37,7 @@ export const JSON_INPUT_NAMES: InputNames = {
   origins: "origins",
   maxGrantUsd: "maxGrantUsd",
   grantDailyCeilingUsd: "grantDailyCeilingUsd",
+  fundingSources: "fundingSources",
   url: "url",
   events: "events",
   serviceDefault: "null",
@@ -78,6 +81,20 @@ export function normaliseOrigin(names: InputNames, raw: string): string {
     throw invalid(`${names.origins} ${raw} must be scheme://host[:port] with no path`);
   }
   return url.origin;
+}
+
+/**
+ * Who may pay an app's users' calls: at least one of `app` and `user`, each once, given in
+ * any order and kept in the canonical one (`app` first), so that views compare equal.
+ */
+export function fundingSources(names: InputNames, given: readonly string[]): FundingSource[] {
+  const unknown = [...new Set(given.filter((source) => !(FUNDING_SOURCES as readonly string[]).includes(source)))];
+  if (unknown.length > 0) {
+    const words = unknown.map((u) => JSON.stringify(u)).join(", ");
+    throw invalid(`${names.fundingSources}: ${words} ${unknown.length === 1 ? "is not a funding source" : "are not funding sources"} (app, user)`);
+  }
+  if (given.length === 0) throw invalid(`${names.fundingSources} must name at least one of app, user`);
+  return FUNDING_SOURCES.filter((source) => given.includes(source));
 }
 
 /** Nano-dollars are integers below 2^53 (src/money.ts): this keeps a grant far inside them. */

@@ -5,7 +5,7 @@
  */
 import { formatSecretKey, generateSecret, hashSecret } from "../../auth/secret-key";
 import { LOWER_ALNUM, randomString } from "../../random";
-import type { App, AppGrantLimits, AppRepository, NewAppKey } from "../../store/apps";
+import type { App, AppRepository, AppSettings, NewAppKey } from "../../store/apps";
 
 /** A key as shown to the operator, once, at creation. */
 export interface IssuedKey {
@@ -27,10 +27,10 @@ export async function createAppWithKey(
   name: string,
   origins: string[],
   now: number,
-  limits?: AppGrantLimits,
+  settings?: AppSettings,
 ): Promise<{ app: App; key: IssuedKey }> {
   const { stored, secret } = mintKey();
-  const app = await apps.create(name, origins, now, stored, limits);
+  const app = await apps.create(name, origins, now, stored, settings);
   return { app, key: { keyId: stored.id, secretKey: formatSecretKey(app.id, secret) } };
 }
 

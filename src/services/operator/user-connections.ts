@@ -33,13 +33,15 @@ export class UserConnectionOperations {
       usedUsd: nanoToUsd(spent),
       period: period.id,
       fundingStatus: c.fundingStatus,
+      fundingSource: c.fundingSource,
+      userKey: c.userKey && { fingerprint: c.userKey.fingerprint, linkedAt: isoTime(c.userKey.linkedAt) },
       connectedAt: isoTime(c.connectedAt),
       updatedAt: isoTime(c.updatedAt),
       revokedAt: isoOrNull(c.revokedAt),
     };
   }
 
-  /** The user's calls are refused at once (402 not_connected) until they approve again. */
+  /** The user's calls are refused at once (402 not_connected) until they approve again; a linked user key is deleted. */
   async revoke(appId: string, appUserId: string): Promise<RevokedConnectionView> {
     await requireApp(this.context, appId);
     if (!(await this.context.store.connections.findActive(appId, appUserId))) throw notFound(`no active connection for user ${appUserId} of app ${appId}`);
@@ -52,6 +54,7 @@ const view = (c: Connection): ConnectionView => ({
   appUserId: c.appUserId,
   monthlyUsd: nanoToUsd(c.monthlyCapNano),
   fundingStatus: c.fundingStatus,
+  fundingSource: c.fundingSource,
   connectedAt: isoTime(c.connectedAt),
   revokedAt: isoOrNull(c.revokedAt),
 });

@@ -29,11 +29,19 @@ const GrantLimits = {
   }),
 };
 
+const FundingSource = t.Union([t.Literal("app"), t.Literal("user")]);
+
+const FundingSources = t.Array(FundingSource, {
+  minItems: 1,
+  description: "Who may pay the app's users' calls, as each user chooses: `app` (the operator's upstream key) and/or `user` (the user's own upstream account).",
+});
+
 export const AppView = t.Object({
   appId: t.String(),
   name: t.String(),
   origins: t.Array(t.String()),
   ...GrantLimits,
+  fundingSources: FundingSources,
   createdAt: Time,
   disabledAt: TimeOrNull,
   keys: t.Array(AppKeyView, { description: "Every key the app was issued, revoked ones included; never a secret." }),
@@ -50,9 +58,10 @@ export const CreatedAppView = t.Object({
   keyId: t.String(),
   maxGrantUsd: t.Optional(t.Number({ description: "Present when the app has its own largest grant." })),
   grantDailyCeilingUsd: t.Optional(t.Number({ description: "Present when the app has its own daily ceiling on grant dollars." })),
+  fundingSources: t.Optional(t.Array(FundingSource, { description: "Present when the app's users may pay otherwise than with the operator's key alone." })),
 });
 
-export const UpdatedAppView = t.Object({ appId: t.String(), name: t.String(), origins: t.Array(t.String()), ...GrantLimits });
+export const UpdatedAppView = t.Object({ appId: t.String(), name: t.String(), origins: t.Array(t.String()), ...GrantLimits, fundingSources: FundingSources });
 
 export const AppStateView = t.Object({ appId: t.String(), disabled: t.Boolean() });
 
@@ -64,10 +73,27 @@ export const RevokedKeyView = t.Object({ appId: t.String(), keyId: t.String(), r
 
 const FundingStatus = t.Union([t.Literal("ok"), t.Literal("invalid")]);
 
+const ConnectionFundingSource = t.Union([t.Literal("app"), t.Literal("user")], {
+  description: "Who pays the user's calls: `app`, the operator's upstream key; `user`, the user's own upstream key.",
+});
+
+/** The user's linked key as the operator may see it: never the key. */
+const LinkedUserKey = t.Union(
+  [
+    t.Object({
+      fingerprint: t.String({ description: "`sha256:` and the first 12 hex digits of the key's SHA-256: tells keys apart, reveals nothing usable." }),
+      linkedAt: Time,
+    }),
+    t.Null(),
+  ],
+  { description: "The user's own upstream key, when `fundingSource` is `user`; null otherwise." },
+);
+
 export const ConnectionView = t.Object({
   appUserId: t.String(),
   monthlyUsd: Usd,
   fundingStatus: FundingStatus,
+  fundingSource: ConnectionFundingSource,
   connectedAt: Time,
   revokedAt: TimeOrNull,
 });
@@ -78,6 +104,8 @@ export const ConnectionDetailsView = t.Object({
   usedUsd: t.Number({ description: "Settled spend in `period`, as recorded in the ledger." }),
   period: t.String({ description: "The current UTC month, YYYY-MM." }),
   fundingStatus: FundingStatus,
+  fundingSource: ConnectionFundingSource,
+  userKey: LinkedUserKey,
   connectedAt: Time,
   updatedAt: Time,
   revokedAt: TimeOrNull,

@@ -1,4 +1,5 @@
-import { newAppId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type NewAppKey } from "../apps";
+import { DEFAULT_FUNDING_SOURCES, newAppId, type App, type AppChanges, type AppKey, type AppRepository, type AppSettings, type NewAppKey } from "../apps";
+import type { FundingSource } from "../connections";
 import { bytes, num, numOrNull, type PostgresDatabase } from "./database";
 
 type Row = Record<string, unknown>;
@@ -11,6 +12,7 @@ const toApp = (r: Row): App => ({
   disabledAt: numOrNull(r.disabled_at),
   maxGrantNano: numOrNull(r.max_grant_nano),
   grantDailyCeilingNano: numOrNull(r.grant_daily_ceiling_nano),
+  fundingSources: JSON.parse(String(r.funding_sources_json)) as FundingSource[],
 });
 
 const toKey = (r: Row): AppKey => ({
@@ -24,12 +26,14 @@ const toKey = (r: Row): AppKey => ({
 export class PostgresAppRepository implements AppRepository {
   constructor(private readonly db: PostgresDatabase) {}
 
-  create(name: string, origins: string[], now: number, firstKey: NewAppKey, limits: AppGrantLimits = {}): Promise<App> {
+  create(name: string, origins: string[], now: number, firstKey: NewAppKey, settings: AppSettings = {}): Promise<App> {
     const id = newAppId();
+    const fundingSources = JSON.stringify(settings.fundingSources ?? DEFAULT_FUNDING_SOURCES);
     return this.db.run((sql) =>
       sql.begin(async (tx) => {
-        const [app] = await tx`INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano)
-          VALUES (${id}, ${name}, ${JSON.stringify(origins)}, ${now}, ${limits.maxGrantNano ?? null}, ${limits.grantDailyCeilingNano ?? null}) RETURNING *`;
+        const [app] = await tx`INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano, funding_sources_json)
+          VALUES (${id}, ${name}, ${JSON.stringify(origins)}, ${now}, ${settings.maxGrantNano ?? null}, ${settings.grantDailyCeilingNano ?? null}, ${fundingSources})
+          RETURNING *`;
         await tx`INSERT INTO app_keys (id, app_id, secret_hash, created_at) VALUES (${firstKey.id}, ${id}, ${Buffer.from(firstKey.secretHash)}, ${now})`;
         return toApp(app);
       }),
@@ -43,11 +47,13 @@ export class PostgresAppRepository implements AppRepository {
 
   async update(id: string, changes: AppChanges): Promise<App | null> {
     const origins = changes.origins ? JSON.stringify(changes.origins) : null;
+    const fundingSources = changes.fundingSources ? JSON.stringify(changes.fundingSources) : null;
     // A null limit is a change (back to the default), so "keep" is told apart from null.
     const keepGrant = changes.maxGrantNano === undefined;
     const keepCeiling = changes.grantDailyCeilingNano === undefined;
     const [row] = await this.db.run(
       (sql) => sql`UPDATE apps SET name = COALESCE(${changes.name ?? null}, name), origins_json = COALESCE(${origins}, origins_json),
+          funding_sources_json = COALESCE(${fundingSources}, funding_sources_json),
           max_grant_nano = CASE WHEN ${keepGrant} THEN max_grant_nano ELSE ${changes.maxGrantNano ?? null}::bigint END,
           grant_daily_ceiling_nano = CASE WHEN ${keepCeiling} THEN grant_daily_ceiling_nano ELSE ${changes.grantDailyCeilingNano ?? null}::bigint END
         WHERE id = ${id} RETURNING *`,

@@ -11,6 +11,7 @@ import { PostgresGrantRepository } from "./grants";
 import { PostgresIdempotencyKeyRepository } from "./idempotency-keys";
 import { PostgresWebhookRepository } from "./webhooks";
 import { PostgresCallJournalRepository, PostgresInstanceLeaseRepository } from "./call-journal";
+import { PostgresFundingFlowRepository } from "./funding-flows";
 import { processSecretBox } from "../../secrets/secret-box";
 
 /** The Postgres store also hands out its pool, for the budget ledger, rate limiter and change feed built on it. */
@@ -34,7 +35,7 @@ export async function openPostgresStore(url: string, options: OpenStoreOptions =
     engine: "postgres",
     database,
     apps: new PostgresAppRepository(database),
-    connections: new PostgresConnectionRepository(database),
+    connections: new PostgresConnectionRepository(database, secrets),
     settings: new PostgresSettingsRepository(database),
     usageTotals: new PostgresUsageTotalsRepository(database),
     usageLedger: new PostgresUsageLedgerRepository(database),
@@ -43,6 +44,7 @@ export async function openPostgresStore(url: string, options: OpenStoreOptions =
     webhooks: new PostgresWebhookRepository(database, secrets),
     callJournal: new PostgresCallJournalRepository(database),
     instances: new PostgresInstanceLeaseRepository(database),
+    fundingFlows: new PostgresFundingFlowRepository(database, secrets),
     secrets,
     ping: async () => {
       await database.run((sql) => sql`SELECT 1`);

@@ -228,6 +228,29 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     name: "the journal of calls that may have reached the upstream; settles end their entry, and a dead instance's journaled reservations stay held",
     sql: CALL_JOURNAL_SQL,
   },
+  {
+    version: 12,
+    name: "funding sources: who pays a connection's calls, the user's own upstream key sealed, and pending PKCE flows",
+    sql: `
+      -- As SQLite's version 10 (../sqlite/migrations.ts), whose comments say why.
+      ALTER TABLE apps ADD COLUMN funding_sources_json text NOT NULL DEFAULT '["app"]';
+      ALTER TABLE connections ADD COLUMN funding_source text NOT NULL DEFAULT 'app' CHECK (funding_source IN ('app', 'user'));
+      ALTER TABLE connections ADD COLUMN user_key_sealed text;
+      ALTER TABLE connections ADD COLUMN user_key_fingerprint text;
+      ALTER TABLE connections ADD COLUMN user_key_linked_at bigint;
+      CREATE TABLE funding_flows (
+        state_hash        text PRIMARY KEY,
+        app_id            text NOT NULL REFERENCES apps(id),
+        app_user_id       text NOT NULL,
+        session_id        text NOT NULL,
+        code_verifier     text NOT NULL,
+        monthly_cap_nano  bigint NOT NULL,
+        created_at        bigint NOT NULL,
+        expires_at        bigint NOT NULL
+      );
+      CREATE INDEX funding_flows_by_expiry ON funding_flows(expires_at);
+    `,
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
-import { newAppId, type App, type AppChanges, type AppGrantLimits, type AppKey, type AppRepository, type NewAppKey } from "../apps";
+import { DEFAULT_FUNDING_SOURCES, newAppId, type App, type AppChanges, type AppKey, type AppRepository, type AppSettings, type NewAppKey } from "../apps";
+import type { FundingSource } from "../connections";
 
 interface AppRow {
   id: string;
@@ -9,6 +10,7 @@ interface AppRow {
   disabled_at: number | null;
   max_grant_nano: number | null;
   grant_daily_ceiling_nano: number | null;
+  funding_sources_json: string;
 }
 
 interface KeyRow {
@@ -27,6 +29,7 @@ const toApp = (r: AppRow): App => ({
   disabledAt: r.disabled_at,
   maxGrantNano: r.max_grant_nano,
   grantDailyCeilingNano: r.grant_daily_ceiling_nano,
+  fundingSources: JSON.parse(r.funding_sources_json) as FundingSource[],
 });
 
 const toKey = (r: KeyRow): AppKey => ({
@@ -46,13 +49,17 @@ export class SqliteAppRepository implements AppRepository {
     this.activeKeys = db.query<KeyRow, [string]>("SELECT * FROM app_keys WHERE app_id = ? AND revoked_at IS NULL");
   }
 
-  async create(name: string, origins: string[], now: number, firstKey: NewAppKey, limits: AppGrantLimits = {}): Promise<App> {
+  async create(name: string, origins: string[], now: number, firstKey: NewAppKey, settings: AppSettings = {}): Promise<App> {
     const id = newAppId();
+    const fundingSources = JSON.stringify(settings.fundingSources ?? DEFAULT_FUNDING_SOURCES);
     return this.db
       .transaction(() => {
         this.db
-          .query("INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano) VALUES (?, ?, ?, ?, ?, ?)")
-          .run(id, name, JSON.stringify(origins), now, limits.maxGrantNano ?? null, limits.grantDailyCeilingNano ?? null);
+          .query(
+            `INSERT INTO apps (id, name, origins_json, created_at, max_grant_nano, grant_daily_ceiling_nano, funding_sources_json)
+             VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(id, name, JSON.stringify(origins), now, settings.maxGrantNano ?? null, settings.grantDailyCeilingNano ?? null, fundingSources);
         this.insertKey(id, firstKey, now);
         return toApp(this.byId.get(id)!);
       })
@@ -68,12 +75,13 @@ export class SqliteAppRepository implements AppRepository {
     const current = this.byId.get(id);
     if (!current) return null;
     this.db
-      .query("UPDATE apps SET name = ?, origins_json = ?, max_grant_nano = ?, grant_daily_ceiling_nano = ? WHERE id = ?")
+      .query("UPDATE apps SET name = ?, origins_json = ?, max_grant_nano = ?, grant_daily_ceiling_nano = ?, funding_sources_json = ? WHERE id = ?")
       .run(
         changes.name ?? current.name,
         changes.origins ? JSON.stringify(changes.origins) : current.origins_json,
         changes.maxGrantNano === undefined ? current.max_grant_nano : changes.maxGrantNano,
         changes.grantDailyCeilingNano === undefined ? current.grant_daily_ceiling_nano : changes.grantDailyCeilingNano,
+        changes.fundingSources ? JSON.stringify(changes.fundingSources) : current.funding_sources_json,
         id,
       );
     return toApp(this.byId.get(id)!);

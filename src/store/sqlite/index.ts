@@ -10,6 +10,7 @@ import { SqliteGrantRepository } from "./grants";
 import { SqliteIdempotencyKeyRepository } from "./idempotency-keys";
 import { SqliteWebhookRepository } from "./webhooks";
 import { SqliteCallJournalRepository, SqliteInstanceLeaseRepository } from "./call-journal";
+import { SqliteFundingFlowRepository } from "./funding-flows";
 import { processSecretBox, type SecretBox } from "../../secrets/secret-box";
 
 /** The SQLite store also hands out its database handle, for tests and benchmarks that read it directly. */
@@ -29,7 +30,7 @@ export function openSqliteStore(path: string, secrets: SecretBox = processSecret
     engine: "sqlite",
     db,
     apps: new SqliteAppRepository(db),
-    connections: new SqliteConnectionRepository(db),
+    connections: new SqliteConnectionRepository(db, secrets),
     settings: new SqliteSettingsRepository(db),
     usageTotals: new SqliteUsageTotalsRepository(db),
     usageLedger: new SqliteUsageLedgerRepository(db),
@@ -38,6 +39,7 @@ export function openSqliteStore(path: string, secrets: SecretBox = processSecret
     webhooks: new SqliteWebhookRepository(db, secrets),
     callJournal: new SqliteCallJournalRepository(db),
     instances: new SqliteInstanceLeaseRepository(db),
+    fundingFlows: new SqliteFundingFlowRepository(db, secrets),
     secrets,
     ping: async () => {
       db.query("SELECT 1").get();

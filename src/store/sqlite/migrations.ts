@@ -269,6 +269,33 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX usage_ledger_overruns ON usage_ledger(account) WHERE overrun_nano > 0;
     `,
   },
+  {
+    version: 10,
+    name: "funding sources: who pays a connection's calls, the user's own upstream key sealed, and pending PKCE flows",
+    sql: `
+      -- A JSON array, never empty: the sources an app's users may choose (src/store/apps.ts).
+      ALTER TABLE apps ADD COLUMN funding_sources_json TEXT NOT NULL DEFAULT '["app"]';
+      -- 'user': the user's own key pays, sealed in user_key_sealed (enc:v1:…, bound to the
+      -- connection), named in views by its fingerprint. Every existing connection is 'app'.
+      ALTER TABLE connections ADD COLUMN funding_source TEXT NOT NULL DEFAULT 'app' CHECK (funding_source IN ('app', 'user'));
+      ALTER TABLE connections ADD COLUMN user_key_sealed TEXT;
+      ALTER TABLE connections ADD COLUMN user_key_fingerprint TEXT;
+      ALTER TABLE connections ADD COLUMN user_key_linked_at INTEGER;
+      -- Between the redirect to the upstream's PKCE page and its callback (src/store/funding-flows.ts):
+      -- the state only hashed, the code verifier sealed.
+      CREATE TABLE funding_flows (
+        state_hash        TEXT PRIMARY KEY,
+        app_id            TEXT NOT NULL REFERENCES apps(id),
+        app_user_id       TEXT NOT NULL,
+        session_id        TEXT NOT NULL,
+        code_verifier     TEXT NOT NULL,
+        monthly_cap_nano  INTEGER NOT NULL,
+        created_at        INTEGER NOT NULL,
+        expires_at        INTEGER NOT NULL
+      );
+      CREATE INDEX funding_flows_by_expiry ON funding_flows(expires_at);
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {
