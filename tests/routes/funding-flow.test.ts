@@ -106,6 +106,7 @@ describe.each(storeEngines())("the funding flow on %s", (_engine, open) => {
   test("start, Approve on the demo upstream's page, callback: the connection is paid by the user's key, sealed, shown by fingerprint", async () => {
     const t = await fundingApp(open);
     try {
+      await t.deps.store.webhooks.createEndpoint(t.appId, "https://hooks.example/proxy", null, t.clock.now());
       const token = await t.session("ann");
       const { authorizeUrl, cookie } = await start(t, token, { monthlyUsd: 5 });
       // The page is the demo upstream's, on the service's own origin; the callback is PUBLIC_URL's.
@@ -138,6 +139,8 @@ describe.each(storeEngines())("the funding flow on %s", (_engine, open) => {
       expect(connection.userKey!.fingerprint).toBe(userKeyFingerprint(key));
       // The upstream holds the cap a second time: the key's own monthly credit limit.
       expect(t.upstream.mock.keys.get(key)).toMatchObject({ limitUsd: 5, usageLimitType: "monthly" });
+      // The approval's webhook event, as POST /connections records it.
+      expect((await t.deps.store.webhooks.listDeliveries(t.appId, 10)).map((d) => d.type)).toEqual(["connection.approved"]);
       // The session's status shows the source, never the key; no log line, page or answer carries it.
       const status = await t.call("/api/v1/connections", { headers: { authorization: `Bearer ${token}` } });
       const statusText = await status.text();
