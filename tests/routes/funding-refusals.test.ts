@@ -4,6 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { usdToNanoFloor } from "../../src/money";
+import { UpstreamUnreachable } from "../../src/upstream/client";
 import { makeTestApp } from "../helpers/test-app";
 import { pkcePair } from "../upstream/pkce-helpers";
 import { callback, decide, fundingApp, json, linkedKey, openSqlite, PUBLIC_URL, start } from "../helpers/funding-flow";
@@ -34,6 +35,27 @@ describe("the code exchange refused by the upstream", () => {
       expect(await linkedKey(t, "fay")).toBe(key);
       expect((await t.deps.store.connections.findActive(t.appId, "fay"))!.monthlyCapNano).toBe(usdToNanoFloor(5));
       expect(t.logs.filter((line) => line.includes("funding link refused by the upstream")).length).toBe(2);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("the upstream unreachable at the exchange", () => {
+  test("a 502 page, nothing linked, and the flow spent: the user starts again", async () => {
+    const t = await fundingApp(openSqlite);
+    try {
+      const flow = await start(t, await t.session("ian"));
+      const back = await decide(t, flow.authorizeUrl, "approve");
+      const exchange = t.upstream.exchangeAuthCode.bind(t.upstream);
+      t.upstream.exchangeAuthCode = async () => {
+        throw new UpstreamUnreachable("could not reach the upstream: connection refused");
+      };
+      const result = await callback(t, back, flow.cookie);
+      expect({ status: result.status, outcome: result.data.outcome }).toEqual({ status: 502, outcome: "failed" });
+      expect(await t.deps.store.connections.findActive(t.appId, "ian")).toBeNull();
+      t.upstream.exchangeAuthCode = exchange;
+      expect((await callback(t, back, flow.cookie)).status).toBe(400);
     } finally {
       await t.close();
     }
