@@ -21,6 +21,10 @@ import { IdempotencyService } from "./services/idempotency";
 import { grantRoutes } from "./routes/grants";
 import { ApproveConsentRequest, consentRoutes } from "./routes/grant-consent";
 import { connectRoutes } from "./routes/connect";
+import { FUNDING_CALLBACK_ROUTE, FundingStartRequest, fundingRoutes } from "./routes/funding";
+import { demoUpstreamPage } from "./routes/demo-upstream";
+import { FundingLinkService } from "./services/funding-link";
+import { DemoUpstreamClient } from "./upstream/demo-upstream";
 import { ConsentService } from "./services/grant-consent";
 import { Meter, ownWritesVisible } from "./metering/meter";
 import { InFlightCalls } from "./metering/in-flight-calls";
@@ -57,6 +61,7 @@ const DOCUMENTATION: Documentation = {
 const DOCUMENTED_BODIES: DocumentedBody[] = [
   { path: `${API_PREFIX}/sessions`, method: "post", schema: SessionRequest, required: true },
   { path: `${API_PREFIX}/connections`, method: "post", schema: ApproveRequest, required: false },
+  { path: `${API_PREFIX}/connections/funding`, method: "post", schema: FundingStartRequest, required: true },
   { path: `${API_PREFIX}/chat/completions`, method: "post", schema: ChatCompletionRequest, required: true },
   { path: `${API_PREFIX}/grants/consent`, method: "post", schema: ApproveConsentRequest, required: true },
   { path: `${API_PREFIX}/admin/apps`, method: "post", schema: NewAppRequest, required: true },
@@ -78,7 +83,12 @@ export function createApp(deps: Deps) {
   const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), (target) => deps.budgetWatcher.note(target));
   // Read-your-writes for this process's ledger reads: its settles under way, then its queued rows.
   const ownWrites = async () => ownWritesVisible(meter, deps.usageWriter);
-  const connections = new ConnectionService(store.connections, budget, meter, clock, config);
+  const connections = new ConnectionService(store.connections, budget, meter, clock, config, store.apps);
+  const callbackPath = `${new URL(config.publicUrl).pathname.replace(/\/$/, "")}${API_PREFIX}${FUNDING_CALLBACK_ROUTE}`;
+  const funding = new FundingLinkService(connections, store.connections, store.fundingFlows, store.apps, deps.upstream, clock, logger, {
+    callbackUrl: `${new URL(config.publicUrl).origin}${callbackPath}`,
+    upstreamAuthUrl: config.upstreamAuthUrl,
+  });
   const reserving = { catalogue: deps.catalogue, budget, clock, watcher: deps.budgetWatcher, config };
   const chat = new ChatService(reserving, deps.upstream, meter, new InFlightCalls(store.callJournal, deps.instanceId, clock), logger, config);
   const reconciler = new Reconciler(store.callJournal, budget, meter, deps.upstream, clock, logger, deps.instanceId, config.reconcile);
@@ -89,6 +99,7 @@ export function createApp(deps: Deps) {
     .use(sessionRoutes(deps.sessionTokens, config.maxMonthlyUsd, auth))
     .use(connectionRoutes(connections, auth))
     .use(connectRoutes(store.apps, config.maxMonthlyUsd))
+    .use(fundingRoutes(funding, auth, { callbackPath, secure: config.publicUrl.startsWith("https:") }))
     .use(statusRoutes(connections, auth))
     .use(chatRoutes(chat, new PayerBudgets(store.connections, grants, clock), idempotency, auth))
     .use(consentRoutes(new ConsentService(store.apps, store.grants, clock, config), deps.rateLimiter, config.rateLimits))
@@ -102,6 +113,7 @@ export function createApp(deps: Deps) {
   const app = new Elysia()
     .use(accessLog(logger, metrics ?? undefined))
     .use(requestContext(config.maxBodyBytes))
+    .use(config.demoMode && deps.upstream instanceof DemoUpstreamClient ? demoUpstreamPage(deps.upstream) : new Elysia())
     .use(errorHandler(logger))
     .use(bodyShapeGuard(bodyShapes))
     .use(connectionsCors(store))

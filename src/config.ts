@@ -29,6 +29,10 @@ export const ConfigSchema = t.Object({
   DATABASE_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
   UPSTREAM_BASE_URL: t.Optional(t.String({ pattern: "^https?://.+$" })),
   UPSTREAM_API_KEY: t.Optional(t.String({ minLength: 1 })),
+  /** Where browsers reach this service (an origin, optionally a path prefix): the upstream's PKCE page sends users back here. */
+  PUBLIC_URL: t.Optional(t.String({ pattern: "^https?://[^/?#]+(/[^?#]*)?$" })),
+  /** The upstream's OAuth PKCE page users approve a key on; unset: UPSTREAM_BASE_URL's origin + `/auth`. */
+  UPSTREAM_AUTH_URL: t.Optional(t.String({ pattern: "^https?://[^?#]+$" })),
   JWT_SECRET: t.Optional(t.String({ minLength: 32 })),
   /** The key that seals the secrets kept in the store: base64 of 32 random bytes (src/secrets/). */
   SECRETS_KEY: t.Optional(t.String({ minLength: 1 })),
@@ -144,6 +148,13 @@ export interface Config {
   redisUrl?: string;
   upstreamBaseUrl: string;
   upstreamApiKey?: string;
+  /** PUBLIC_URL without a trailing slash: the origin (and prefix) browsers reach the service at. */
+  publicUrl: string;
+  /**
+   * The upstream's PKCE page (`/auth`). In demo mode the in-process mock's page, mounted on
+   * the service's own origin (`<publicUrl>/demo-upstream/auth`), so the flow runs offline.
+   */
+  upstreamAuthUrl: string;
   /** True when no upstream key is set outside production: the built-in mock serves. */
   demoMode: boolean;
   jwtSecret?: string;
@@ -187,6 +198,9 @@ export interface Config {
   /** Demo mode: tokens a second the built-in mock streams at (packages/mock-upstream/src/pacing.ts); 0: unpaced. */
   demoStreamTokensPerSecond: number;
 }
+
+/** Where demo mode serves the in-process mock's PKCE page on the service's own origin. */
+export const DEMO_AUTH_PAGE_PATH = "/demo-upstream/auth";
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -255,9 +269,13 @@ function fromRaw(raw: RawConfig): Config {
     throw new ConfigError(["UPSTREAM_API_KEY: required when NODE_ENV=production (demo mode is for development only)"]);
   }
   checkSecretsKey(raw, env, database);
+  const port = raw.PORT ?? 8787;
+  const upstreamBaseUrl = (raw.UPSTREAM_BASE_URL ?? "https://openrouter.ai/api/v1").replace(/\/+$/, "");
+  const publicUrl = (raw.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, "");
+  const demoMode = !raw.UPSTREAM_API_KEY;
   return {
     env,
-    port: raw.PORT ?? 8787,
+    port,
     host: raw.HOST ?? "0.0.0.0",
     database,
     defaultAppKeyFile: raw.DEFAULT_APP_KEY_FILE,
@@ -266,9 +284,12 @@ function fromRaw(raw: RawConfig): Config {
     databasePoolSize: raw.DATABASE_POOL_SIZE ?? 10,
     databaseTimeoutMs: raw.DATABASE_TIMEOUT_MS ?? 5000,
     redisUrl: raw.REDIS_URL,
-    upstreamBaseUrl: (raw.UPSTREAM_BASE_URL ?? "https://openrouter.ai/api/v1").replace(/\/+$/, ""),
+    upstreamBaseUrl,
     upstreamApiKey: raw.UPSTREAM_API_KEY,
-    demoMode: !raw.UPSTREAM_API_KEY,
+    publicUrl,
+    // OpenRouter serves its PKCE page at the site's root (`https://openrouter.ai/auth`), not under /api/v1.
+    upstreamAuthUrl: demoMode ? `${publicUrl}${DEMO_AUTH_PAGE_PATH}` : (raw.UPSTREAM_AUTH_URL ?? `${new URL(upstreamBaseUrl).origin}/auth`),
+    demoMode,
     jwtSecret: raw.JWT_SECRET,
     secretsKey: raw.SECRETS_KEY,
     secretsKeyFile: raw.SECRETS_KEY_FILE,

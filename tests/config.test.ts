@@ -90,3 +90,26 @@ describe("dollar amounts in the environment", () => {
     expect(problems.map((p) => p.slice(0, p.indexOf(":")))).toEqual(["PORT", "MAX_MONTHLY_USD"]);
   });
 });
+
+describe("where users link their own upstream account", () => {
+  test("PUBLIC_URL defaults to localhost on PORT; the PKCE page to the upstream's origin + /auth, or in demo mode the mock's page on PUBLIC_URL", () => {
+    const upstream = { UPSTREAM_API_KEY: "sk-or-operator" };
+    expect(loadConfig({ ...upstream, PORT: "9000" })).toMatchObject({ publicUrl: "http://localhost:9000", upstreamAuthUrl: "https://openrouter.ai/auth" });
+    expect(loadConfig({ ...upstream, UPSTREAM_BASE_URL: "https://llm.example/v2/api/" })).toMatchObject({ upstreamAuthUrl: "https://llm.example/auth" });
+    expect(loadConfig({ ...upstream, PUBLIC_URL: "https://proxy.example/ai/", UPSTREAM_AUTH_URL: "https://id.example/authorize" })).toMatchObject({
+      publicUrl: "https://proxy.example/ai",
+      upstreamAuthUrl: "https://id.example/authorize",
+    });
+    expect(loadConfig({ PUBLIC_URL: "http://127.0.0.1:8787" }).upstreamAuthUrl).toBe("http://127.0.0.1:8787/demo-upstream/auth");
+  });
+
+  test("a PUBLIC_URL or UPSTREAM_AUTH_URL that is not an http(s) URL is refused by name", () => {
+    for (const [key, value] of [
+      ["PUBLIC_URL", "proxy.example"],
+      ["PUBLIC_URL", "https://proxy.example/?x=1"],
+      ["UPSTREAM_AUTH_URL", "ftp://id.example/auth"],
+    ]) {
+      expect(() => loadConfig({ [key!]: value })).toThrow(new RegExp(`^invalid configuration:\\n  ${key}: `));
+    }
+  });
+});

@@ -20,6 +20,7 @@ const ENDPOINTS = [
   { method: "post", path: "/api/v1/connections", security: "sessionToken", success: 200, errors: [400, 401, 413] },
   { method: "get", path: "/api/v1/connections", security: "sessionToken", success: 200, errors: [401] },
   { method: "delete", path: "/api/v1/connections", security: "sessionToken", success: 204, errors: [401] },
+  { method: "post", path: "/api/v1/connections/funding", security: "sessionToken", success: 201, errors: [400, 401, 413] },
   { method: "get", path: "/api/v1/status", security: "secretKey", success: 200, errors: [400, 401] },
   // Open to anyone; the operator's metrics token adds the counters (an optional scheme).
   { method: "get", path: "/healthz", security: "optional metricsToken", success: 200, errors: [503] },

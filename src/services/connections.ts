@@ -7,6 +7,7 @@ import { nanoToUsd, periodAt, usdAmountToNano, type Period } from "../money";
 import { userAccount } from "../budget/accounts";
 import type { Connection, ConnectionRepository, FundingSource, FundingStatus } from "../store/connections";
 import type { SessionClaims } from "../auth/session-token";
+import type { AppRepository } from "../store/apps";
 
 export interface StatusView {
   connected: boolean;
@@ -35,6 +36,7 @@ export class ConnectionService {
     private readonly settles: SettleBarrier,
     private readonly clock: Clock,
     private readonly config: Pick<Config, "maxMonthlyUsd">,
+    private readonly apps: Pick<AppRepository, "find">,
   ) {}
 
   async status(appId: string, appUserId: string): Promise<StatusView> {
@@ -54,13 +56,27 @@ export class ConnectionService {
   }
 
   /**
-   * Approves or updates the cap. The cap is the body's value, else the token's requested
-   * limit, else (on update) the current cap. It may not exceed the token's requested limit
-   * nor the configured maximum.
+   * Approves or updates the cap (capNano says which). An app whose users may not be paid
+   * for by the operator (its funding sources lack `app`) gets no connection this way: its
+   * users link their own account (FundingLinkService). A connection the user already pays
+   * for may still change its cap here, and stays paid by the user.
    */
   async approve(session: SessionClaims, monthlyUsd: number | undefined): Promise<ConnectionStatusView> {
-    const { appId, appUserId, requestLimitUsd } = session;
+    const { appId, appUserId } = session;
     const current = await this.connections.findActive(appId, appUserId);
+    const capNano = this.capNano(session, monthlyUsd, current);
+    if (current?.fundingSource !== "user") await this.requireFundingSource(appId, "app");
+    await this.connections.approve(appId, appUserId, capNano, this.clock.now());
+    return this.connectionStatus(appId, appUserId);
+  }
+
+  /**
+   * The cap an approval sets: the body's value, else the token's requested limit, else (on
+   * update) the current cap. It may not exceed the token's requested limit nor the
+   * configured maximum.
+   */
+  capNano(session: SessionClaims, monthlyUsd: number | undefined, current: Connection | null): number {
+    const { requestLimitUsd } = session;
     const capUsd = monthlyUsd ?? requestLimitUsd ?? (current ? nanoToUsd(current.monthlyCapNano) : undefined);
     if (capUsd === undefined) {
       throw new ApiError("invalid_request", "monthlyUsd is required: neither the body nor the session token names a limit");
@@ -70,9 +86,19 @@ export class ConnectionService {
     }
     const max = this.config.maxMonthlyUsd;
     if (capUsd > max) throw new ApiError("invalid_request", `monthlyUsd may not exceed ${max}`);
-    const capNano = usdAmountToNano(capUsd, { rounding: "floor" }, (problem) => new ApiError("invalid_request", `monthlyUsd ${problem}`));
-    await this.connections.approve(appId, appUserId, capNano, this.clock.now());
-    return this.connectionStatus(appId, appUserId);
+    return usdAmountToNano(capUsd, { rounding: "floor" }, (problem) => new ApiError("invalid_request", `monthlyUsd ${problem}`));
+  }
+
+  /** Refuses (400) when the app's operator has not let its users be funded by `source`. */
+  async requireFundingSource(appId: string, source: FundingSource): Promise<void> {
+    const app = await this.apps.find(appId);
+    const sources = app?.fundingSources ?? [];
+    if (sources.includes(source)) return;
+    const refusal =
+      source === "user"
+        ? "this app's users may not pay with their own upstream account: its operator allows only the app's funding"
+        : "this app's users pay with their own upstream account: link one with POST /connections/funding";
+    throw new ApiError("invalid_request", `${refusal} (funding sources: ${sources.join(", ") || "none"})`);
   }
 
   async revoke(appId: string, appUserId: string): Promise<void> {

@@ -10,6 +10,17 @@ export class UpstreamUnreachable extends Error {}
 /** The request was sent, but it failed before an answer came (a reset, say): the upstream may have started a generation. */
 export class UpstreamFailed extends Error {}
 
+/** The upstream refused a PKCE code exchange (a 4xx): the code was unknown, used, expired, or its verifier did not match. */
+export class AuthCodeRefused extends Error {
+  constructor(
+    readonly status: number,
+    /** The upstream's own message: it names the code's problem, never a key. */
+    readonly upstreamMessage: string,
+  ) {
+    super(`the upstream refused the authorization code (HTTP ${status}: ${upstreamMessage})`);
+  }
+}
+
 /**
  * No answer's headers within the wait: the client is answered now, but the request is not
  * given up. The upstream may be generating (and bills a generation to its end whether or not
@@ -51,6 +62,35 @@ export class UpstreamClient {
     if (!response.ok) throw new Error(`GET /models answered ${response.status}`);
     const body = (await response.json()) as { data?: unknown };
     return Array.isArray(body.data) ? body.data : [];
+  }
+
+  /**
+   * Exchanges an OAuth PKCE code for the user's own key (`POST /auth/keys`, S256: the spec's
+   * exchange; RFC 7636 §4.5). Sent without the operator's key: the code and its verifier are
+   * the credential, and the key created belongs to the user's account. Throws AuthCodeRefused
+   * on a 4xx, UpstreamUnreachable or UpstreamFailed when no usable answer came.
+   */
+  async exchangeAuthCode(code: string, codeVerifier: string): Promise<string> {
+    let response: Response;
+    try {
+      response = await this.fetchUpstream(this.baseUrl + "/auth/keys", {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json" },
+        body: JSON.stringify({ code, code_verifier: codeVerifier, code_challenge_method: "S256" }),
+        signal: AbortSignal.timeout(this.headersTimeoutMs),
+      });
+    } catch (err) {
+      const reason = `could not reach the upstream: ${err instanceof Error ? err.message : String(err)}`;
+      throw isConnectFailure(err) ? new UpstreamUnreachable(reason) : new UpstreamFailed(reason);
+    }
+    const body = (await response.json().catch(() => null)) as { key?: unknown; error?: { message?: unknown } } | null;
+    if (response.status >= 400 && response.status < 500) {
+      throw new AuthCodeRefused(response.status, typeof body?.error?.message === "string" ? body.error.message.slice(0, 200) : "no message");
+    }
+    if (!response.ok || typeof body?.key !== "string" || body.key === "") {
+      throw new UpstreamFailed(`POST /auth/keys answered ${response.status}${response.ok ? " without a key" : ""}`);
+    }
+    return body.key;
   }
 
   /**

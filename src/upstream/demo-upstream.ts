@@ -23,11 +23,33 @@ export const DEMO_BASE_URL = "http://demo-upstream.invalid/api/v1";
 /** The mock built as one file, beside the single binary (scripts/build.ts writes it). */
 export const MOCK_UPSTREAM_FILE = "mock-upstream.js";
 
+type MockUpstream = ReturnType<MockUpstreamModule["createMockUpstream"]>;
+
+/**
+ * Demo mode's client: the mock answers in process, and its PKCE page (`/auth`) is served on
+ * the service's own origin (src/routes/demo-upstream.ts), since a browser cannot reach an
+ * upstream that has no address.
+ */
+export class DemoUpstreamClient extends UpstreamClient {
+  constructor(
+    /** The mock itself: its keys and their credit, for tests and the demo's own checks. */
+    readonly mock: MockUpstream,
+    config: Config,
+  ) {
+    super((url, init) => mock.fetch(new Request(url, init)), DEMO_BASE_URL, "demo", config.upstreamTimeoutMs);
+  }
+
+  /** The mock's PKCE page, asked with the browser's method, query and form (the mock routes on the path alone). */
+  authPage(request: Request): Promise<Response> {
+    const { search } = new URL(request.url);
+    return this.mock.fetch(new Request(`${new URL(DEMO_BASE_URL).origin}/auth${search}`, request));
+  }
+}
+
 /** Demo mode's client on `mockUpstream`: its handler called in process, no network. */
-export function demoUpstreamClient(mockUpstream: Pick<MockUpstreamModule, "createMockUpstream">, config: Config): UpstreamClient {
+export function demoUpstreamClient(mockUpstream: Pick<MockUpstreamModule, "createMockUpstream">, config: Config): DemoUpstreamClient {
   // No served-request log: a demo server may run for days. Paced, so its answers visibly stream.
-  const mock = mockUpstream.createMockUpstream({ recordServed: false, streamTokensPerSecond: config.demoStreamTokensPerSecond });
-  return new UpstreamClient((url, init) => mock.fetch(new Request(url, init)), DEMO_BASE_URL, "demo", config.upstreamTimeoutMs);
+  return new DemoUpstreamClient(mockUpstream.createMockUpstream({ recordServed: false, streamTokensPerSecond: config.demoStreamTokensPerSecond }), config);
 }
 
 /** Loads the mock and builds demo mode's client on it (openDeps, before it opens the store). */

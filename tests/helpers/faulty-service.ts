@@ -16,7 +16,8 @@ import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const config = loadConfig(process.env);
 const real = await openStore(config.database, { secrets: resolveSecretBox(config, () => {}) });
-const { app: created, key } = await createAppWithKey(real.apps, "faulty", ["http://localhost:3000"], Date.now());
+// Its users may pay with their own account, so the funding routes reach the failing store.
+const { app: created, key } = await createAppWithKey(real.apps, "faulty", ["http://localhost:3000"], Date.now(), { fundingSources: ["app", "user"] });
 
 let faults = 0;
 /** The repository with every method but `spared` failing, alternately thrown and rejected. */

@@ -91,7 +91,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   const port = freePort();
   const proc = Bun.spawn(command, {
     cwd: REPO_ROOT,
-    env: childEnv({ PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: opts.databaseUrl, ...opts.env }),
+    // PUBLIC_URL is the address tests reach it at (baseUrl below), so a PKCE flow started from a
+    // page served there comes back to the same host, where its cookie was set.
+    env: childEnv({ PORT: String(port), HOST: "127.0.0.1", PUBLIC_URL: `http://127.0.0.1:${port}`, DATABASE_URL: opts.databaseUrl, ...opts.env }),
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",

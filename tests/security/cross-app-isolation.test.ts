@@ -220,6 +220,36 @@ const ROUTES: RouteEntry[] = [
     },
   },
   {
+    method: "POST",
+    path: `${API}/connections/funding`,
+    credential: "session",
+    async attack() {
+      // B's token starts nothing for A's user: its app is B's, whose users may not pay themselves.
+      const res = await call(`${API}/connections/funding`, { bearer: B.aliceToken, json: { monthlyUsd: 1 } });
+      expect(res.status).toBe(400);
+      expect(res.headers.get("set-cookie")).toBeNull();
+      return [res];
+    },
+  },
+  {
+    method: "GET",
+    path: `${API}/connect/funding/callback`,
+    credential: "none",
+    async attack() {
+      // A flow A's user started, completed by B's browser (its own session's cookie): refused, and spent.
+      const state = await t.deps.store.fundingFlows.create(
+        { appId: A.appId, appUserId: "alice", sessionId: "a-session-of-alice", codeVerifier: "v".repeat(43), monthlyCapNano: usdToNanoFloor(9) },
+        t.clock.now(),
+        600_000,
+      );
+      const bSession = (JSON.parse(Buffer.from(B.aliceToken.split(".")[1]!, "base64url").toString()) as { jti: string }).jti;
+      const res = await call(`${API}/connect/funding/callback?state=${state}&code=stolen`, { headers: { cookie: `mp_funding_session=${bSession}` } });
+      expect(res.status).toBe(400);
+      expect(await t.deps.store.fundingFlows.take(state, "a-session-of-alice", t.clock.now())).toBeNull();
+      return [res];
+    },
+  },
+  {
     method: "GET",
     path: `${API}/connect`,
     credential: "none",

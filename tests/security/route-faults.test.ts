@@ -36,6 +36,8 @@ const ROUTES: Record<string, (c: Credentials) => Extra> = {
   "get /api/v1/connections": () => ({}),
   "delete /api/v1/connections": () => ({}),
   "get /api/v1/connect": (c) => ({ query: { appId: c.appId, origin: ORIGIN, monthlyUsd: "5" } }),
+  "post /api/v1/connections/funding": () => ({ body: { monthlyUsd: 5 } }),
+  "get /api/v1/connect/funding/callback": () => ({ query: { state: `fs_${"a".repeat(40)}`, code: "code-1" } }),
   "get /api/v1/status": () => ({ query: { appUserId: "user-1" } }),
   "post /api/v1/chat/completions": () => ({
     headers: { "x-service-user": "user-1" },
