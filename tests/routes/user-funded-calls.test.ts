@@ -214,10 +214,21 @@ describe("the upstream's own credit in /status and /connections", () => {
     expect((await json(status)).upstreamCredit).toBeNull();
   });
 
-  test("a key without a limit shows nulls inside, and a relinked key is read afresh", async () => {
+  test("a key without a limit shows nulls inside, and a relinked key is read afresh, in /connections too", async () => {
     const { t } = await payingApp(null);
     expect((await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit).toEqual({ limitUsd: null, remainingUsd: null });
     await linkKey(t, "alice", t.mock.keys.create({ limitUsd: 3 }).key);
     expect((await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit).toEqual({ limitUsd: 3, remainingUsd: 3 });
+    // The user's own browser code reads the same field, with a session token.
+    const session = await t.app.handle(
+      new Request("http://localhost/api/v1/sessions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${t.secretKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ appUserId: "alice" }),
+      }),
+    );
+    const { token } = await json(session);
+    const connection = await t.app.handle(new Request("http://localhost/api/v1/connections", { headers: { authorization: `Bearer ${token}` } }));
+    expect(await json(connection)).toMatchObject({ appUserId: "alice", fundingSource: "user", upstreamCredit: { limitUsd: 3, remainingUsd: 3 } });
   });
 });
