@@ -50,12 +50,11 @@ export interface CallLog extends ChargeLog {
 }
 
 /**
- * The user's own upstream key when the user pays the call (payer `user`), opened from the
- * store for this call alone; undefined when the operator's key pays. A connection whose key
+ * The user's own upstream key for a call the user pays (payer `user`), opened from the
+ * store for this call alone. A connection whose key
  * is gone since it was read (revoked, or relinked to the operator) is refused like a refused key.
  */
-async function payingUserKey(target: BudgetTarget): Promise<string | undefined> {
-  if (target.payer !== "user") return undefined;
+async function payingUserKey(target: BudgetTarget): Promise<string> {
   const key = await target.openUserKey?.();
   if (!key) throw new ApiError("funding_invalid", "no upstream key of the user's own is linked to this connection; the user must reconnect");
   return key;
@@ -90,8 +89,9 @@ export class ChatService implements CallFinisher {
   ) {}
 
   async complete(request: ChatRequest): Promise<Response> {
-    // Opened before anything is reserved, so a key gone since the connection was read costs nothing.
-    const userKey = await payingUserKey(request.target);
+    // Opened before anything is reserved, so a key gone since the connection was read costs
+    // nothing. Awaited only when the user pays: a call on the operator's key takes no extra turn.
+    const userKey = request.target.payer === "user" ? await payingUserKey(request.target) : undefined;
     const ticket = await reserveChat(this.reserving, request);
     try {
       await this.calls.begin(ticket);
