@@ -7,6 +7,7 @@ import { errorHandler } from "./http/error-handler";
 import { requestContext } from "./http/request-context";
 import { BodyShapes, bodyShapeGuard } from "./http/body-shape";
 import { ConnectionService } from "./services/connections";
+import { UpstreamCreditReader } from "./services/upstream-credit";
 import { connectionsCors } from "./routes/connections-cors";
 import { ApproveRequest, connectionRoutes } from "./routes/connections";
 import { healthRoutes } from "./routes/health";
@@ -83,7 +84,10 @@ export function createApp(deps: Deps) {
   const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), (target) => deps.budgetWatcher.note(target));
   // Read-your-writes for this process's ledger reads: its settles under way, then its queued rows.
   const ownWrites = async () => ownWritesVisible(meter, deps.usageWriter);
-  const connections = new ConnectionService(store.connections, budget, meter, clock, config, store.apps);
+  // A user's own upstream key, opened where it is used: a status read of its credit, a lookup of a call it paid.
+  const openUserKey = async (appId: string, appUserId: string) => store.connections.userUpstreamKey(appId, appUserId);
+  const upstreamCredit = new UpstreamCreditReader(deps.upstream, openUserKey, clock);
+  const connections = new ConnectionService(store.connections, budget, meter, clock, config, store.apps, upstreamCredit);
   const callbackPath = `${new URL(config.publicUrl).pathname.replace(/\/$/, "")}${API_PREFIX}${FUNDING_CALLBACK_ROUTE}`;
   const funding = new FundingLinkService(connections, store.connections, store.fundingFlows, store.apps, deps.upstream, clock, logger, {
     callbackUrl: `${new URL(config.publicUrl).origin}${callbackPath}`,
@@ -91,7 +95,7 @@ export function createApp(deps: Deps) {
   });
   const reserving = { catalogue: deps.catalogue, budget, clock, watcher: deps.budgetWatcher, config };
   const chat = new ChatService(reserving, deps.upstream, meter, new InFlightCalls(store.callJournal, deps.instanceId, clock), logger, config);
-  const reconciler = new Reconciler(store.callJournal, budget, meter, deps.upstream, clock, logger, deps.instanceId, config.reconcile);
+  const reconciler = new Reconciler(store.callJournal, budget, meter, deps.upstream, clock, logger, deps.instanceId, config.reconcile, openUserKey);
   const grants = new GrantService(store.grants, budget, meter, clock, config);
   const idempotency = new IdempotencyService(store.idempotencyKeys, clock, logger, config);
   const operator = new OperatorService(store, clock, undefined, { allowPrivateWebhookAddresses: config.webhooks.allowPrivateAddresses });

@@ -41,6 +41,7 @@ export class InFlightCalls {
       appId: target.appId,
       appUserId: target.appUserId,
       grantId: target.grantId,
+      payer: target.payer,
       period: target.period.id,
       model: ticket.model,
       streamed: ticket.streamed,

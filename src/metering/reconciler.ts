@@ -10,6 +10,7 @@ import type { BudgetLedger } from "../budget/ledger";
 import { grantDayAccount } from "../budget/accounts";
 import type { Meter, MeteredCall } from "./meter";
 import { reservationCharge, type Charge } from "../pricing/reservation";
+import { SealedSecretError } from "../secrets/secret-box";
 
 export interface ReconcilerOptions {
   /** How often the journal is looked at for calls to settle. */
@@ -17,6 +18,12 @@ export interface ReconcilerOptions {
   /** How long the upstream's record is waited for; then the reservation is charged. */
   giveUpMs: number;
 }
+
+/**
+ * Opens a user's own upstream key (the store's `userUpstreamKey`) for looking up a call it
+ * paid; null when the connection has no key any more (revoked, or relinked to the operator).
+ */
+export type OpenUserKey = (appId: string, appUserId: string) => Promise<string | null>;
 
 /** The row's status of a call whose process died before it was settled. */
 export const INSTANCE_DIED = "instance_died";
@@ -64,6 +71,7 @@ export class Reconciler {
     /** This process's instance id. */
     private readonly owner: string,
     private readonly options: ReconcilerOptions,
+    private readonly openUserKey: OpenUserKey,
   ) {}
 
   /**
@@ -129,7 +137,13 @@ export class Reconciler {
   /** The upstream's record's cost, or the reservation; "later" when the record may still come. */
   private async chargeOf(entry: JournalEntry): Promise<Charge | "later"> {
     if (entry.generationId === null) return reservationCharge(entry.reservedNano);
-    const record = await lookUpGeneration(this.upstream, entry.generationId);
+    const key = await this.lookupKey(entry);
+    if (key === null) {
+      // The user's key is gone: nothing can read the record, now or later, so no record can say.
+      this.logger.warn("the user's own upstream key that paid a call is no longer linked: its reservation is charged", { requestId: entry.requestId });
+      return reservationCharge(entry.reservedNano);
+    }
+    const record = await lookUpGeneration(this.upstream, entry.generationId, key);
     if (record.found) {
       const { costUsd, promptTokens, completionTokens } = record;
       return { costNano: usdToNanoCeil(costUsd), source: "generation", promptTokens, completionTokens };
@@ -141,6 +155,23 @@ export class Reconciler {
     }
     this.logger.warn("the upstream kept no record of a call: its reservation is charged", { requestId: entry.requestId, why: record.why, attempts });
     return reservationCharge(entry.reservedNano);
+  }
+
+  /**
+   * The key to look the call's generation up with: the operator's (undefined) for a call it
+   * paid; the user's own for a user-funded one, reopened from the connection (the one linked now: after a
+   * reconnect to another account its record is not found, and the reservation is charged once
+   * the wait is over), or null when none is linked any more. A store failure throws: the round ends and the claim is taken again later.
+   */
+  private async lookupKey(entry: JournalEntry): Promise<string | undefined | null> {
+    if (entry.payer !== "user" || entry.appUserId === null) return undefined;
+    try {
+      return await this.openUserKey(entry.appId, entry.appUserId);
+    } catch (err) {
+      // A key the secrets key cannot open stays unopenable: as good as gone.
+      if (err instanceof SealedSecretError) return null;
+      throw err;
+    }
   }
 
   /** Holds that dead processes left (Redis) for calls that never went upstream: nothing to charge. */
@@ -177,8 +208,8 @@ function meteredCallOf(entry: JournalEntry): MeteredCall {
     grantId: entry.grantId,
     period: { ...period, id: entry.period },
     resetsAt: period.end,
-    // Only a chat call's refusal reads the payer; settling from the journal marks no one.
-    payer: "app",
+    // Only a chat call's refusal acts on the payer; settling from the journal marks no one.
+    payer: entry.payer,
     markFundingInvalid: async () => {},
   };
   return {

@@ -24,11 +24,24 @@ const fundingSource = t.Union([t.Literal("app"), t.Literal("user")], {
   description: "Who pays the user's calls: `app`, the app's operator; `user`, the user's own upstream account. `app` while not connected.",
 });
 
-export const StatusModel = t.Object({ ...budgetFields, fundingSource });
+const upstreamCredit = t.Nullable(
+  t.Object({
+    remainingUsd: t.Nullable(t.Number({ description: "What the key's limit leaves, USD; null when the key has no limit." })),
+    limitUsd: t.Nullable(t.Number({ description: "The key's credit limit, USD; null when it has none." })),
+  }),
+  {
+    description:
+      "What the upstream says is left on the user's own key (its key endpoint, read at most every 30 s), apart from `remainingUsd`, which stays the cap minus usage. " +
+      "Null unless the user pays with their own account, or when the upstream did not say.",
+  },
+);
+
+export const StatusModel = t.Object({ ...budgetFields, fundingSource, upstreamCredit });
 
 export const ConnectionStatusModel = t.Object({
   ...budgetFields,
   fundingSource,
+  upstreamCredit,
   appUserId: t.String(),
   fundingStatus: t.Union([t.Literal("ok"), t.Literal("invalid")], {
     description: "`invalid` after the upstream refused payment; cleared by approving again.",

@@ -40,9 +40,10 @@ export async function userBudgetTarget(connections: ConnectionRepository, clock:
     grantId: null,
     period,
     resetsAt: period.end,
-    // The operator's key pays every user's calls until a connection can carry the user's own.
-    payer: "app",
+    // The connection's funding source says whose key pays: the operator's, or the user's own.
+    payer: connection.fundingSource,
     markFundingInvalid: () => connections.markFundingInvalid(appId, appUserId, clock.now()),
+    ...(connection.fundingSource === "user" && { openUserKey: () => connections.userUpstreamKey(appId, appUserId) }),
   };
 }
 

@@ -49,6 +49,17 @@ export interface CallLog extends ChargeLog {
   metered?: Promise<void>;
 }
 
+/**
+ * The user's own upstream key for a call the user pays (payer `user`), opened from the
+ * store for this call alone. A connection whose key
+ * is gone since it was read (revoked, or relinked to the operator) is refused like a refused key.
+ */
+async function payingUserKey(target: BudgetTarget): Promise<string> {
+  const key = await target.openUserKey?.();
+  if (!key) throw new ApiError("funding_invalid", "no upstream key of the user's own is linked to this connection; the user must reconnect");
+  return key;
+}
+
 /** Said to a client whose call timed out: it is not given up, so a retry must not run it again. */
 export const MAY_STILL_BE_BILLED =
   "the upstream timed out: no answer in time. The call was not cancelled and may still be billed; it is charged when the upstream's answer or record comes. " +
@@ -78,6 +89,9 @@ export class ChatService implements CallFinisher {
   ) {}
 
   async complete(request: ChatRequest): Promise<Response> {
+    // Opened before anything is reserved, so a key gone since the connection was read costs
+    // nothing. Awaited only when the user pays: a call on the operator's key takes no extra turn.
+    const userKey = request.target.payer === "user" ? await payingUserKey(request.target) : undefined;
     const ticket = await reserveChat(this.reserving, request);
     try {
       await this.calls.begin(ticket);
@@ -93,7 +107,7 @@ export class ChatService implements CallFinisher {
 
     let call: Awaited<ReturnType<UpstreamClient["chat"]>>;
     try {
-      call = await this.upstream.chat(upstreamBody, request.clientHeaders, stream);
+      call = await this.upstream.chat(upstreamBody, request.clientHeaders, stream, userKey);
     } catch (err) {
       if (err instanceof UpstreamTimeout) {
         request.recorder?.detach();

@@ -8,6 +8,7 @@ import { userAccount } from "../budget/accounts";
 import type { Connection, ConnectionRepository, FundingSource, FundingStatus } from "../store/connections";
 import type { SessionClaims } from "../auth/session-token";
 import type { AppRepository } from "../store/apps";
+import type { UpstreamCredit, UpstreamCreditReader } from "./upstream-credit";
 
 export interface StatusView {
   connected: boolean;
@@ -18,6 +19,8 @@ export interface StatusView {
   resetsAt: string;
   /** Who pays the user's calls; `app` while not connected. Never the key. */
   fundingSource: FundingSource;
+  /** What the upstream says is left on the user's own key (src/services/upstream-credit.ts); null unless the user pays. */
+  upstreamCredit: UpstreamCredit | null;
 }
 
 export interface ConnectionStatusView extends StatusView {
@@ -37,6 +40,7 @@ export class ConnectionService {
     private readonly clock: Clock,
     private readonly config: Pick<Config, "maxMonthlyUsd">,
     private readonly apps: Pick<AppRepository, "find">,
+    private readonly credit: Pick<UpstreamCreditReader, "creditOf">,
   ) {}
 
   async status(appId: string, appUserId: string): Promise<StatusView> {
@@ -111,7 +115,11 @@ export class ConnectionService {
     await this.settles.settled();
     const { spentNano, reservedNano } = await this.budget.snapshot(userAccount(appId, period.id, appUserId));
     const capNano = connection?.monthlyCapNano ?? 0;
-    const view = { ...budgetView(connection !== null, capNano, spentNano, reservedNano, period), fundingSource: connection?.fundingSource ?? "app" };
+    const view = {
+      ...budgetView(connection !== null, capNano, spentNano, reservedNano, period),
+      fundingSource: connection?.fundingSource ?? "app",
+      upstreamCredit: await this.credit.creditOf(connection),
+    };
     return { view, connection };
   }
 }
@@ -120,7 +128,13 @@ export class ConnectionService {
  * The budget numbers as the API shows them. `usage` is settled spend; `remainingUsd` is
  * what a new request can still draw on, so it also subtracts in-flight reservations.
  */
-export function budgetView(connected: boolean, capNano: number, spentNano: number, reservedNano: number, period: Period): Omit<StatusView, "fundingSource"> {
+export function budgetView(
+  connected: boolean,
+  capNano: number,
+  spentNano: number,
+  reservedNano: number,
+  period: Period,
+): Omit<StatusView, "fundingSource" | "upstreamCredit"> {
   return {
     connected,
     limits: { monthlyUsd: nanoToUsd(capNano) },

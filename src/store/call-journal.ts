@@ -9,6 +9,8 @@
  * the generation, or at its reservation when there is none, exactly once.
  */
 
+import type { UpstreamPayer } from "../budget/target";
+
 /** What a ledger row needs that the reservation knew: enough to write the row without the process that ran the call. */
 export interface JournalEntry {
   requestId: string;
@@ -20,6 +22,12 @@ export interface JournalEntry {
   appId: string;
   appUserId: string | null;
   grantId: string | null;
+  /**
+   * Whose upstream key paid the call: the reconciler looks its generation up with that key
+   * (a user's own, reopened from the connection by `appId` and `appUserId`), since the
+   * upstream shows a generation's record to the account that paid it.
+   */
+  payer: UpstreamPayer;
   period: string;
   model: string;
   streamed: boolean;

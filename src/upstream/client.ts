@@ -49,9 +49,10 @@ export class UpstreamClient {
     private readonly headersTimeoutMs: number,
   ) {}
 
-  get(path: string): Promise<Response> {
+  /** A GET with the operator's key, or with `apiKey` (a user's own key, for a call it paid). */
+  get(path: string, apiKey: string = this.apiKey): Promise<Response> {
     return this.fetchUpstream(this.baseUrl + path, {
-      headers: { authorization: `Bearer ${this.apiKey}`, accept: "application/json" },
+      headers: { authorization: `Bearer ${apiKey}`, accept: "application/json" },
       signal: AbortSignal.timeout(this.headersTimeoutMs),
     });
   }
@@ -94,16 +95,33 @@ export class UpstreamClient {
   }
 
   /**
-   * POSTs a chat completion. The returned controller aborts the upstream request; the
-   * caller uses it when the client is gone for good or the stream stalls. Only the wait
-   * for response headers is bounded here (UpstreamTimeout, which leaves the request
-   * running): the body's pace is the relay's business.
+   * What the upstream says of a key (`GET /key`, spec: "Get current API key"): its credit
+   * limit and what the limit leaves, in USD, each null when the key has no limit. Throws
+   * when the upstream does not answer it (the caller decides what that means); neither the
+   * key nor the upstream's words are in the error.
    */
-  async chat(body: string, client: Headers, stream: boolean): Promise<{ response: Response; abort: AbortController }> {
+  async keyInfo(apiKey: string): Promise<{ limitUsd: number | null; remainingUsd: number | null }> {
+    const response = await this.get("/key", apiKey);
+    if (!response.ok) {
+      await response.body?.cancel().catch(() => {});
+      throw new Error(`GET /key answered ${response.status}`);
+    }
+    const data = ((await response.json()) as { data?: { limit?: unknown; limit_remaining?: unknown } } | null)?.data;
+    return { limitUsd: usdOrNull(data?.limit), remainingUsd: usdOrNull(data?.limit_remaining) };
+  }
+
+  /**
+   * POSTs a chat completion, paid by the operator's key, or by `apiKey` (a user's own key,
+   * opened for this call: it goes in the Authorization header and nowhere else). The
+   * returned controller aborts the upstream request; the caller uses it when the client is
+   * gone for good or the stream stalls. Only the wait for response headers is bounded here
+   * (UpstreamTimeout, which leaves the request running): the body's pace is the relay's business.
+   */
+  async chat(body: string, client: Headers, stream: boolean, apiKey: string = this.apiKey): Promise<{ response: Response; abort: AbortController }> {
     const abort = new AbortController();
     const pending = this.fetchUpstream(this.baseUrl + "/chat/completions", {
       method: "POST",
-      headers: upstreamRequestHeaders(this.apiKey, client, stream),
+      headers: upstreamRequestHeaders(apiKey, client, stream),
       body,
       signal: abort.signal,
     });
@@ -126,3 +144,5 @@ export class UpstreamClient {
     }
   }
 }
+
+const usdOrNull = (value: unknown): number | null => (typeof value === "number" && Number.isFinite(value) ? value : null);

@@ -10,10 +10,11 @@ export type GenerationRecord =
   /** `why`: for the log; the caller looks again later, or gives up. */
   | { found: false; why: string };
 
-export async function lookUpGeneration(upstream: UpstreamClient, generationId: string): Promise<GenerationRecord> {
+/** Looked up with the key that paid the generation (a user's own, or by default the operator's): the upstream shows a record to its account. */
+export async function lookUpGeneration(upstream: UpstreamClient, generationId: string, apiKey?: string): Promise<GenerationRecord> {
   let response: Response;
   try {
-    response = await upstream.get(`/generation?id=${encodeURIComponent(generationId)}`);
+    response = await upstream.get(`/generation?id=${encodeURIComponent(generationId)}`, apiKey);
   } catch (err) {
     return { found: false, why: `the upstream could not be reached: ${err instanceof Error ? err.message : String(err)}` };
   }

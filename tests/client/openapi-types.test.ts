@@ -13,6 +13,7 @@ import {
   type Period,
   type SessionToken,
   type UsagePage,
+  type UpstreamCredit,
   type UsageRow,
   type UserStatus,
 } from "../../packages/client/src/server";
@@ -56,6 +57,7 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
       period: "object",
       resetsAt: "string",
       fundingSource: "string",
+      upstreamCredit: "object|null",
       appUserId: "string",
       fundingStatus: "string",
       connectedAt: "string|null",
@@ -74,11 +76,14 @@ describe("@metered-proxy/client/server matches the served openapi.json", () => {
       period: "object",
       resetsAt: "string",
       fundingSource: "string",
+      upstreamCredit: "object|null",
     });
     expect(shape).toEqual(schemaShape(schema));
     expect(shapeOf<UserStatus["limits"]>()({ monthlyUsd: "number" })).toEqual(schemaShape(schema.properties.limits));
     expect(shapeOf<UserStatus["usage"]>()({ monthlyUsd: "number" })).toEqual(schemaShape(schema.properties.usage));
     expect(shapeOf<Period>()({ start: "string", end: "string" })).toEqual(schemaShape(schema.properties.period));
+    const credit = shapeOf<UpstreamCredit>()({ remainingUsd: "number|null", limitUsd: "number|null" });
+    expect(credit).toEqual(schemaShape(schema.properties.upstreamCredit));
   });
 
   test("UsagePage and UsageRow are GET /usage's answer", () => {

@@ -151,7 +151,10 @@ describe("what is not a refusal of the key", () => {
 describe("a refusal of the user's own key (payer `user`: user-funded connections build on this)", () => {
   test("is 402 funding_invalid, marks that user once and records funding.invalid; the operator's key is not reported", async () => {
     const t = await operatorApp();
-    const target = { ...(await userBudgetTarget(t.deps.store.connections, t.clock, t.appId, "alice")), payer: "user" as const };
+    // alice pays with a key of her own (one the mock issued), linked as the PKCE callback links it.
+    await t.deps.store.connections.approve(t.appId, "alice", 5e9, t.clock.now(), { source: "user", upstreamKey: t.mock.keys.create().key });
+    const target = await userBudgetTarget(t.deps.store.connections, t.clock, t.appId, "alice");
+    expect(target.payer).toBe("user");
     const body = ask("hi [[mock status=402]]");
     const call = t.app.decorator.chat.complete({
       requestId: "req_user_key",

@@ -37,6 +37,7 @@ describe("GET /api/v1/status", () => {
       period: { start: "2026-01-01T00:00:00.000Z", end: "2026-02-01T00:00:00.000Z" },
       resetsAt: "2026-02-01T00:00:00.000Z",
       fundingSource: "app",
+      upstreamCredit: null,
     });
   });
 

@@ -19,6 +19,7 @@ const entry = (requestId: string, owner: string, over: Partial<JournalEntry> = {
   appId: "app1",
   appUserId: "alice",
   grantId: null,
+  payer: "app",
   period: "2026-01",
   model: "openai/gpt-4o-mini",
   streamed: true,
@@ -52,6 +53,25 @@ const rowOf = (requestId: string): UsageRow => ({
 
 describe.each(engines)("call journal on %s", (_name, open) => {
   const withStore = (work: (store: Store) => Promise<void>) => withOpenStore(open, work);
+
+  test("an entry keeps whose key paid its call, through a claim by its owner and by another once the owner's lease lapsed", () =>
+    withStore(async (store) => {
+      const journal = store.callJournal;
+      await store.instances.renew("me", 60_000);
+      await journal.record({ open: [entry("paid-by-user", "me", { payer: "user" }), entry("paid-by-app", "me")], identify: [] });
+      expect((await journal.find("paid-by-user"))!.payer).toBe("user");
+      expect((await journal.find("paid-by-app"))!.payer).toBe("app");
+      await journal.toReconcile("paid-by-user", "client_disconnected", "gen-u", 5_000);
+      const claimed = await journal.claimDue("me", 5_000, 10, 60_000, "instance_died");
+      expect(claimed).toEqual([entry("paid-by-user", "me", { payer: "user", generationId: "gen-u", reconcileReason: "client_disconnected" })]);
+      // While its owner's lease lives another instance takes nothing; once it lapses, both, each with its payer.
+      const orphans = await journal.claimDue("other", 1_000_000, 10, 60_000, "instance_died");
+      expect(Object.fromEntries(orphans.map((e) => [e.requestId, e.payer]))).toEqual({});
+      await store.instances.drop("me");
+      const taken = await journal.claimDue("other", 1_000_000, 10, 60_000, "instance_died");
+      expect(Object.fromEntries(taken.map((e) => [e.requestId, e.payer]))).toEqual({ "paid-by-user": "user", "paid-by-app": "app" });
+      expect((await journal.ownedBy("other")).map((e) => e.payer).sort()).toEqual(["app", "user"]);
+    }));
 
   test("an entry opens, learns its generation id, is handed over, and is claimed by its owner once due", () =>
     withStore(async (store) => {

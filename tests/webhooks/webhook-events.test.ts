@@ -10,7 +10,6 @@ import { OperatorService } from "../../src/services/operator";
 import { WebhookDispatcher } from "../../src/webhooks/dispatcher";
 import type { WebhookEventType } from "../../src/store/webhooks";
 import { approveConsentOrThrow } from "../helpers/grants";
-import { userBudgetTarget } from "../../src/services/budget-target";
 
 let receiver: ReceiverProcess;
 beforeAll(async () => {
@@ -86,15 +85,14 @@ describe("webhook events", () => {
   });
 
   test("funding.invalid once when the upstream refuses the user's own key, not again while it stays invalid; never for the operator's key", async () => {
-    await t.connect("alice", 5);
+    // alice pays with a key of her own (one the mock issued), linked as the PKCE callback links it.
+    await t.deps.store.connections.approve(t.appId, "alice", 5e9, t.clock.now(), { source: "user", upstreamKey: t.mock.keys.create().key });
     await t.connect("bob", 5);
     // The operator's key refused is the operator's problem: no user's event.
     expect((await t.chat(ask("hi [[mock status=402]]"), { "x-service-user": "bob" })).status).toBe(502);
-    // A call paid by alice's own key (a user-funded connection's, which the HTTP API cannot open yet), refused.
-    const target = { ...(await userBudgetTarget(t.deps.store.connections, t.clock, t.appId, "alice")), payer: "user" as const };
-    const body = ask("hi [[mock status=402]]");
-    const own = t.app.decorator.chat.complete({ requestId: "req_own_key", target, body, bodyBytes: JSON.stringify(body).length, clientHeaders: new Headers() });
-    expect(await own.catch((err: unknown) => err)).toMatchObject({ code: "funding_invalid" });
+    // A call paid by alice's own key, refused.
+    const own = await t.chat(ask("hi [[mock status=402]]"));
+    expect({ status: own.status, body: await own.json() }).toMatchObject({ status: 402, body: { error: { code: "funding_invalid" } } });
     expect((await t.chat(ask("hi"))).status).toBe(402);
     const events = await deliveredEvents();
     expect(types(events)).toEqual(["connection.approved", "connection.approved", "funding.invalid"]);

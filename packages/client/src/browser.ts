@@ -112,7 +112,7 @@ export function createBrowserClient(options: BrowserClientOptions): BrowserClien
 }
 
 export { PopupClosedError } from "./popup.js";
-export type { ConnectionStatus, Period, UserStatus } from "./types.js";
+export type { ConnectionStatus, Period, UpstreamCredit, UserStatus } from "./types.js";
 export { toProxyError } from "./envelope.js";
 export {
   AuthError,

@@ -84,7 +84,7 @@ function sessionBody({ appUserId, requestLimit, requestLimitUsd }: CreateSession
 
 export type { ChatClientOptions, ChatPayer } from "./chat.js";
 export type { FetchLike } from "./http.js";
-export type { Period, SessionToken, UsagePage, UsageRow, UserStatus } from "./types.js";
+export type { Period, SessionToken, UpstreamCredit, UsagePage, UsageRow, UserStatus } from "./types.js";
 export { toProxyError } from "./envelope.js";
 export {
   AuthError,

@@ -33,6 +33,18 @@ export interface UserStatus {
   resetsAt: string;
   /** Who pays the user's calls: `app`, the app's operator; `user`, the user's own upstream account. `app` while not connected. */
   fundingSource: "app" | "user";
+  /**
+   * What the upstream says is left on the user's own key, read at most every 30 s; null unless
+   * the user pays with their own account, or when the upstream did not say. `remainingUsd`
+   * above stays the cap minus usage.
+   */
+  upstreamCredit: UpstreamCredit | null;
+}
+
+/** The upstream's own credit on a user's key, USD; each null when the key has no limit. */
+export interface UpstreamCredit {
+  remainingUsd: number | null;
+  limitUsd: number | null;
 }
 
 /** One metered call: a row of the user's ledger. */

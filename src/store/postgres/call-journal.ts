@@ -12,6 +12,9 @@ const toEntry = (r: Row): JournalEntry => ({
   appId: String(r.app_id),
   appUserId: (r.app_user_id as string | null) ?? null,
   grantId: (r.grant_id as string | null) ?? null,
+  // Null on an entry opened by an instance from before migration 13 (still running through a
+  // rolling start): every call of such an instance was paid by the operator's key.
+  payer: r.payer === "user" ? "user" : "app",
   period: String(r.period),
   model: String(r.model),
   streamed: r.streamed === true,
@@ -41,6 +44,7 @@ const toRecord = (e: JournalEntry) => ({
   reconcile_reason: e.reconcileReason,
   attempts: e.attempts,
   next_attempt_at: null,
+  payer: e.payer,
 });
 
 /**

@@ -251,6 +251,16 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
       CREATE INDEX funding_flows_by_expiry ON funding_flows(expires_at);
     `,
   },
+  {
+    version: 13,
+    name: "the call journal records whose upstream key paid each call, so a user-funded call is reconciled with the user's key",
+    sql: `
+      -- Nullable, read as 'app': call_journal_open fills rows from JSON, where a key left out is
+      -- null, not the column's default, and an instance from before this migration (still
+      -- running through a rolling start) leaves it out; all its calls were the operator's.
+      ALTER TABLE call_journal ADD COLUMN payer text CHECK (payer IN ('app', 'user'));
+    `,
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */

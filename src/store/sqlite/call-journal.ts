@@ -9,6 +9,7 @@ interface JournalRow {
   app_id: string;
   app_user_id: string | null;
   grant_id: string | null;
+  payer: string;
   period: string;
   model: string;
   streamed: number;
@@ -28,6 +29,7 @@ const toEntry = (r: JournalRow): JournalEntry => ({
   appId: r.app_id,
   appUserId: r.app_user_id,
   grantId: r.grant_id,
+  payer: r.payer === "user" ? "user" : "app",
   period: r.period,
   model: r.model,
   streamed: r.streamed === 1,
@@ -49,8 +51,8 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
   constructor(private readonly db: Database) {
     this.insert = db.query(
       `INSERT OR IGNORE INTO call_journal (request_id, owner, account, ceiling_reservation, app_id, app_user_id, grant_id, period, model,
-         streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts, payer)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const identify = db.query("UPDATE call_journal SET generation_id = ? WHERE request_id = ?");
     this.recordBatch = db.transaction((changes: JournalChanges) => {
@@ -72,6 +74,7 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
           e.generationId,
           e.reconcileReason,
           e.attempts,
+          e.payer,
         );
       }
       for (const { requestId, generationId } of changes.identify) identify.run(generationId, requestId);

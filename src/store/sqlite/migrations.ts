@@ -296,6 +296,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX funding_flows_by_expiry ON funding_flows(expires_at);
     `,
   },
+  {
+    version: 11,
+    name: "the call journal records whose upstream key paid each call, so a user-funded call is reconciled with the user's key",
+    sql: `
+      -- Entries from before were all paid by the operator's key.
+      ALTER TABLE call_journal ADD COLUMN payer TEXT NOT NULL DEFAULT 'app' CHECK (payer IN ('app', 'user'));
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {

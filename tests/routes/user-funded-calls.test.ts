@@ -1,0 +1,234 @@
+/**
+ * A connection the user pays for with their own upstream key (issue 34): its calls go upstream
+ * with that key (JSON and SSE), the operator's key pays nothing for them, the hard cap holds
+ * as on the operator's key, a refusal of the key is 402 funding_invalid (the connection
+ * marked, funding.invalid recorded, the next call refused without reaching the upstream) until
+ * the user links a key again, and /status shows the upstream's own credit on the key. The
+ * key is linked through the store, as the PKCE callback does, with a key the mock issued.
+ */
+import { describe, expect, test } from "bun:test";
+import { chatTestApp, UPSTREAM_KEY, type ChatTestApp } from "../helpers/chat-app";
+import { OperatorService } from "../../src/services/operator";
+import { usdToNanoCeil, usdToNanoFloor } from "../../src/money";
+import { UPSTREAM_CREDIT_TTL_MS } from "../../src/services/upstream-credit";
+import type { FetchUpstream } from "../../src/upstream/client";
+
+const MODEL = "openai/gpt-4o-mini";
+const json = async (r: Response): Promise<any> => r.json();
+const ask = (text: string, extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: "user", content: text }], max_tokens: 40, ...extra });
+
+/** An app with a webhook endpoint (so funding.invalid is recorded), `alice` paying with a key of her own, `bob` on the operator's. */
+async function payingApp(userLimitUsd: number | null = 5, capUsd = 5, options: Parameters<typeof chatTestApp>[0] = {}) {
+  const t = await chatTestApp(options);
+  await new OperatorService(t.deps.store, t.clock).webhooks.add(t.appId, { url: "https://hooks.example/metered-proxy" });
+  const userKey = t.mock.keys.create({ limitUsd: userLimitUsd }).key;
+  await linkKey(t, "alice", userKey, capUsd);
+  await t.connect("bob", 5);
+  return { t, userKey };
+}
+
+const linkKey = (t: ChatTestApp, user: string, upstreamKey: string, capUsd = 5) =>
+  t.deps.store.connections.approve(t.appId, user, usdToNanoFloor(capUsd), t.clock.now(), { source: "user", upstreamKey });
+
+/** What the mock billed a key in all (0 for a key that never called). */
+const billedTo = (t: ChatTestApp, key: string) => t.mock.keys.get(key)?.usage.total ?? 0;
+const ledgerNano = (t: ChatTestApp, user: string) =>
+  t.db.query<{ n: number }, [string]>("SELECT COALESCE(SUM(cost_nano), 0) AS n FROM usage_ledger WHERE app_user_id = ?").get(user)!.n;
+const eventTypes = (t: ChatTestApp) =>
+  t.db
+    .query<{ type: string }, []>("SELECT type FROM webhook_events")
+    .all()
+    .map((e) => e.type);
+
+/** A 200 answer, read to its end (a stream is billed when it ends). */
+async function answered(response: Promise<Response>): Promise<string> {
+  const res = await response;
+  const text = await res.text();
+  expect({ status: res.status, text }).toMatchObject({ status: 200 });
+  return text;
+}
+
+/** The Authorization each upstream request carried, by path, recorded in front of the mock. */
+function recordingUpstream(mock: () => ChatTestApp["mock"]) {
+  const seen: Array<{ path: string; authorization: string }> = [];
+  const fetchUpstream: FetchUpstream = (url, init) => {
+    const request = new Request(url, init);
+    seen.push({ path: new URL(url).pathname.replace(/^\/api\/v1/, ""), authorization: request.headers.get("authorization") ?? "" });
+    return mock().fetch(request);
+  };
+  return { seen, fetchUpstream };
+}
+
+describe("a call on a connection the user pays for", () => {
+  test("JSON and SSE go upstream with the user's key; the user's key is billed, the operator's is not, and the ledger agrees", async () => {
+    const upstream = recordingUpstream(() => t.mock);
+    const { t, userKey } = await payingApp(5, 5, { fetchUpstream: upstream.fetchUpstream });
+    // bob's call is the operator's: it moves the operator's key, as before.
+    expect((await t.chat(ask("hi"), { "x-service-user": "bob" })).status).toBe(200);
+    await t.flush();
+    const operatorBefore = billedTo(t, UPSTREAM_KEY);
+    expect(operatorBefore).toBeGreaterThan(0);
+
+    const plain = await t.chat(ask("hello"));
+    expect(plain.status).toBe(200);
+    expect((await json(plain)).choices[0].message.content.length).toBeGreaterThan(0);
+    const streamed = await t.chat(ask("hello", { stream: true }));
+    expect(streamed.status).toBe(200);
+    expect(await streamed.text()).toContain("data: [DONE]");
+    await t.flush();
+
+    const chats = upstream.seen.filter((s) => s.path === "/chat/completions");
+    expect(chats.map((s) => s.authorization)).toEqual([`Bearer ${UPSTREAM_KEY}`, `Bearer ${userKey}`, `Bearer ${userKey}`]);
+    expect(billedTo(t, UPSTREAM_KEY)).toBe(operatorBefore);
+    const userBilled = billedTo(t, userKey);
+    expect(userBilled).toBeGreaterThan(0);
+    // The ledger holds alice to what her key was billed, call by call.
+    expect(ledgerNano(t, "alice")).toBe(t.mock.served.slice(1).reduce((sum, s) => sum + usdToNanoCeil(s.costUsd), 0));
+    const status = await json(await t.get("/api/v1/status?appUserId=alice"));
+    expect(status).toMatchObject({ fundingSource: "user", connected: true });
+    // remainingUsd stays the cap minus usage; the upstream's own credit is apart.
+    expect(status.remainingUsd).toBeCloseTo(5 - status.usage.monthlyUsd, 9);
+    expect(status.upstreamCredit).toEqual({ limitUsd: 5, remainingUsd: t.mock.keys.get(userKey)!.usage.remaining(5, null, t.clock.now()) });
+    // The key is in no log line and no answer.
+    expect(t.logs.join("\n")).not.toContain(userKey);
+    expect(JSON.stringify(status)).not.toContain(userKey);
+  });
+
+  test("the cap holds on the user's key: max_tokens clamped to what is left, then 402 budget_exceeded before the upstream", async () => {
+    // The user's key could pay far more than the cap: the cap is what stops the calls.
+    const { t, userKey } = await payingApp(100, 0.0003);
+    let refused: any = null;
+    for (let i = 0; i < 40 && refused === null; i++) {
+      const res = await t.chat(ask("[[mock tokens=40]]", { max_tokens: 400 }));
+      if (res.status === 402) refused = await json(res);
+      else expect(res.status).toBe(200);
+    }
+    expect(refused?.error.code).toBe("budget_exceeded");
+    await t.flush();
+    const served = t.mock.served.length;
+    expect((await t.chat(ask("[[mock tokens=40]]", { max_tokens: 400 }))).status).toBe(402);
+    expect(t.mock.served.length).toBe(served);
+    // Some calls were clamped below the 400 asked for; spend never passed the cap; the ledger is what the key paid.
+    expect(t.mock.served.some((s) => s.maxTokens !== null && s.maxTokens < 400)).toBe(true);
+    expect(ledgerNano(t, "alice")).toBeLessThanOrEqual(usdToNanoFloor(0.0003));
+    expect(ledgerNano(t, "alice")).toBe(usdToNanoCeil(billedTo(t, userKey)));
+    expect(billedTo(t, UPSTREAM_KEY)).toBe(0);
+  });
+});
+
+describe("the upstream refuses the user's key", () => {
+  for (const stream of [false, true]) {
+    test(`out of credit (${stream ? "SSE" : "JSON"}): 402 funding_invalid, funding.invalid recorded, the next call refused at once; a new key restores`, async () => {
+      const { t, userKey } = await payingApp(5);
+      await answered(t.chat(ask("hi", { stream })));
+      await t.flush();
+      // The user's credit runs out upstream.
+      t.mock.keys.get(userKey)!.limitUsd = t.mock.keys.get(userKey)!.usage.total;
+      const served = t.mock.served.length;
+      const refused = await t.chat(ask("hi", { stream }));
+      expect(refused.status).toBe(402);
+      const { error } = await json(refused);
+      expect(error.code).toBe("funding_invalid");
+      expect(error.message).not.toContain(userKey);
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("invalid");
+      expect(eventTypes(t).filter((type) => type === "funding.invalid")).toHaveLength(1);
+      // bob, on the operator's key, is not touched.
+      expect((await t.deps.store.connections.find(t.appId, "bob"))!.fundingStatus).toBe("ok");
+
+      // The next call is refused without reaching the upstream (the mock serves nothing more).
+      const upstreamCalls = t.mock.served.length;
+      expect((await json(await t.chat(ask("hi", { stream })))).error.code).toBe("funding_invalid");
+      expect(t.mock.served.length).toBe(upstreamCalls);
+      expect(upstreamCalls).toBe(served + 1);
+      expect((await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit).toEqual({ limitUsd: expect.any(Number), remainingUsd: 0 });
+
+      // Reconnecting (the PKCE flow's end: a new key linked) restores it, on the new key.
+      const newKey = t.mock.keys.create({ limitUsd: 5 }).key;
+      await linkKey(t, "alice", newKey);
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("ok");
+      await answered(t.chat(ask("hi", { stream })));
+      await t.flush();
+      expect(billedTo(t, newKey)).toBeGreaterThan(0);
+      expect(billedTo(t, UPSTREAM_KEY)).toBe(0);
+      expect(t.logs.join("\n")).not.toContain(userKey);
+      expect(t.logs.join("\n")).not.toContain(newKey);
+    });
+  }
+
+  test("a key its owner deleted (401) is the same 402 funding_invalid, and the refused call costs nothing", async () => {
+    const { t, userKey } = await payingApp(5);
+    t.mock.keys.get(userKey)!.deleted = true;
+    const res = await t.chat(ask("hi"));
+    expect(res.status).toBe(402);
+    expect((await json(res)).error.message).toStartWith("the upstream refused the user's own key (HTTP 401");
+    await t.flush();
+    expect(ledgerNano(t, "alice")).toBe(0);
+    expect(eventTypes(t)).toContain("funding.invalid");
+    expect(billedTo(t, UPSTREAM_KEY)).toBe(0);
+  });
+
+  test("a connection whose key was unlinked since it was read is refused before anything is reserved or sent", async () => {
+    const { t } = await payingApp(5);
+    const target = await (await import("../../src/services/budget-target")).userBudgetTarget(t.deps.store.connections, t.clock, t.appId, "alice");
+    await t.deps.store.connections.revoke(t.appId, "alice", t.clock.now());
+    const body = ask("hi");
+    const error = await t.app.decorator.chat
+      .complete({ requestId: "req_unlinked", target, body, bodyBytes: JSON.stringify(body).length, clientHeaders: new Headers() })
+      .then(
+        () => null,
+        (err: { code?: string }) => err,
+      );
+    expect(error?.code).toBe("funding_invalid");
+    expect(t.mock.served).toHaveLength(0);
+    expect(await t.deps.budget.snapshot(target.account)).toEqual({ spentNano: 0, reservedNano: 0 });
+  });
+});
+
+describe("the upstream's own credit in /status and /connections", () => {
+  test("read with the user's key and kept 30 s; null for the operator's users and when the upstream does not answer", async () => {
+    const upstream = recordingUpstream(() => t.mock);
+    const { t, userKey } = await payingApp(2, 5, { fetchUpstream: upstream.fetchUpstream });
+    const made = { userKey };
+    const keyReads = () => upstream.seen.filter((s) => s.path === "/key");
+    expect((await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit).toEqual({ limitUsd: 2, remainingUsd: 2 });
+    expect(keyReads()).toEqual([{ path: "/key", authorization: `Bearer ${made.userKey}` }]);
+    expect((await t.chat(ask("hi"))).status).toBe(200);
+    await t.flush();
+    // Within the 30 s, the same answer without asking again; after them, read afresh.
+    expect((await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit).toEqual({ limitUsd: 2, remainingUsd: 2 });
+    expect(keyReads()).toHaveLength(1);
+    t.clock.advance(UPSTREAM_CREDIT_TTL_MS);
+    const fresh = (await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit;
+    expect(fresh.remainingUsd).toBeCloseTo(2 - billedTo(t, made.userKey), 9);
+    expect(fresh.remainingUsd).toBeLessThan(2);
+    expect(keyReads()).toHaveLength(2);
+
+    // The operator's users: null, and the upstream is not asked.
+    expect((await json(await t.get("/api/v1/status?appUserId=bob"))).upstreamCredit).toBeNull();
+    expect(keyReads()).toHaveLength(2);
+    // A key the upstream refuses: null, not an error.
+    t.mock.keys.get(made.userKey)!.disabled = true;
+    t.clock.advance(UPSTREAM_CREDIT_TTL_MS);
+    const status = await t.get("/api/v1/status?appUserId=alice");
+    expect(status.status).toBe(200);
+    expect((await json(status)).upstreamCredit).toBeNull();
+  });
+
+  test("a key without a limit shows nulls inside, and a relinked key is read afresh, in /connections too", async () => {
+    const { t } = await payingApp(null);
+    expect((await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit).toEqual({ limitUsd: null, remainingUsd: null });
+    await linkKey(t, "alice", t.mock.keys.create({ limitUsd: 3 }).key);
+    expect((await json(await t.get("/api/v1/status?appUserId=alice"))).upstreamCredit).toEqual({ limitUsd: 3, remainingUsd: 3 });
+    // The user's own browser code reads the same field, with a session token.
+    const session = await t.app.handle(
+      new Request("http://localhost/api/v1/sessions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${t.secretKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ appUserId: "alice" }),
+      }),
+    );
+    const { token } = await json(session);
+    const connection = await t.app.handle(new Request("http://localhost/api/v1/connections", { headers: { authorization: `Bearer ${token}` } }));
+    expect(await json(connection)).toMatchObject({ appUserId: "alice", fundingSource: "user", upstreamCredit: { limitUsd: 3, remainingUsd: 3 } });
+  });
+});
