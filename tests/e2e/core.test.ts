@@ -93,7 +93,7 @@ describe("a real server on an empty database", () => {
     const status = await api("/api/v1/status?appUserId=alice", { bearer: created.secretKey });
     expect(status.status).toBe(200);
     expect(status.body).toMatchObject({ connected: true, limits: { monthlyUsd: 5 }, usage: { monthlyUsd: 0 }, remainingUsd: 5 });
-    expect(Object.keys(status.body).sort()).toEqual(["connected", "fundingSource", "limits", "period", "remainingUsd", "resetsAt", "usage"]);
+    expect(Object.keys(status.body).sort()).toEqual(["connected", "fundingSource", "limits", "period", "remainingUsd", "resetsAt", "upstreamCredit", "usage"]);
     expect(Date.parse(status.body.resetsAt)).toBeGreaterThan(Date.now());
 
     // The browser on the app's registered origin may read the connection.
