@@ -1,0 +1,83 @@
+import { scriptJson } from "./html";
+
+/**
+ * How the connect page learns the end of "pay with my own upstream account" (issue 34).
+ *
+ * The connect page does not navigate itself to the upstream's PKCE page: it opens that page in
+ * a second window and stays where it is. Its own window.opener (the app's page, which holds the
+ * promise of `connect()`) is then never at risk: a page that sends Cross-Origin-Opener-Policy
+ * `same-origin`, as an upstream's login may, severs the opener of the window it loads in, and
+ * the app would see its popup as closed. The service's callback page, back on the service's
+ * origin in that second window, tells the connect page the outcome on a BroadcastChannel, which
+ * only pages of the same origin (and the same storage partition: both are top-level windows of
+ * the service) can hear. The connect page then answers the app with the same message an
+ * approve sends, and the callback window closes once the connect page says it heard.
+ *
+ * Every message names the flow's state, which the connect page read from the authorize URL it
+ * was given: it takes only the outcome of the flow it started. The state is single use and
+ * already spent when the callback page is shown, so saying it again grants nothing.
+ */
+export const FUNDING_CHANNEL = "metered-proxy-funding";
+
+/** What the callback page tells the connect page: the flow's state and its outcome. */
+export type FundingResultMessage = { state: string; ok: true; monthlyUsd: number; resetsAt: string } | { state: string; ok: false; message: string };
+
+/**
+ * The callback page's script (for a `<script nonce>` of the page the callback route renders):
+ * say the outcome once on the channel, and close the window when the connect page acknowledges.
+ * Opened any other way (no connect page listening), the window stays open on its result.
+ */
+export function fundingResultScript(result: FundingResultMessage): string {
+  return `(() => {
+  const result = ${scriptJson(result)};
+  if (!("BroadcastChannel" in window)) return;
+  const channel = new BroadcastChannel(${scriptJson(FUNDING_CHANNEL)});
+  channel.onmessage = (event) => {
+    const data = event.data;
+    if (data && data.type === "funding_received" && data.state === result.state) window.close();
+  };
+  channel.postMessage(Object.assign({ type: "funding_result" }, result));
+})();`;
+}
+
+/**
+ * The connect page's side, run inside its script (connect-page.ts), where `config`, `call`,
+ * `show`, `status`, `approve` and `tell` are defined. `linkOwnAccount(monthlyUsd)` opens the
+ * second window at once (a window opened after an await may be blocked as not from a click),
+ * asks the service for the authorize URL, and sends the window there; the channel's answer
+ * then ends the flow as an approve would, with `fundingSource: "user"`.
+ */
+export const CONNECT_FUNDING_SCRIPT = `
+  let pendingState = null;
+  const channel = "BroadcastChannel" in window ? new BroadcastChannel(${scriptJson(FUNDING_CHANNEL)}) : null;
+  const linkOwnAccount = async (monthlyUsd) => {
+    if (!channel) throw new Error("This browser cannot link an upstream account here (no BroadcastChannel).");
+    const linkWindow = window.open("about:blank", "_blank", "popup,width=520,height=720");
+    if (!linkWindow) throw new Error("Your browser blocked the window of your upstream account: allow pop-ups for this page and try again.");
+    // The upstream's page gets no handle on this one.
+    linkWindow.opener = null;
+    let answer;
+    try {
+      answer = await call("POST", { monthlyUsd }, "connections/funding");
+    } catch (error) {
+      linkWindow.close();
+      throw new Error("Not approved: " + error.message);
+    }
+    const callbackUrl = new URL(answer.authorizeUrl).searchParams.get("callback_url");
+    pendingState = callbackUrl ? new URL(callbackUrl).searchParams.get("state") : null;
+    if (!pendingState) { linkWindow.close(); throw new Error("The service's answer has no flow to follow."); }
+    linkWindow.location.replace(answer.authorizeUrl);
+    status.textContent = "Approve in the window of your upstream account; this page finishes when it is done.";
+    approve.disabled = false;
+  };
+  if (channel) channel.onmessage = async (event) => {
+    const data = event.data;
+    if (!data || data.type !== "funding_result" || pendingState === null || data.state !== pendingState) return;
+    pendingState = null;
+    channel.postMessage({ type: "funding_received", state: data.state });
+    if (!data.ok) { status.textContent = "Not linked: " + data.message; approve.disabled = false; return; }
+    // The session token may have lapsed while the user was away: the view is a courtesy.
+    await call("GET").then(show, () => undefined);
+    status.textContent = "Approved: " + usd(data.monthlyUsd) + " a month, paid by your own upstream account. You can close this window.";
+    tell({ type: "connected", monthlyUsd: data.monthlyUsd, resetsAt: data.resetsAt, fundingSource: "user" });
+  };`;
