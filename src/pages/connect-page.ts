@@ -126,9 +126,10 @@ function pageScript(config: Record<string, unknown>): string {
   let requestLimit = null;
   document.getElementById("title").focus();
   const tell = (message) => window.opener && window.opener.postMessage(message, config.origin);
-  const call = async (method, body, path = "connections") => {
+  // No cookies but for the start of a funding flow (funding-channel.ts), whose cookie binds it to this browser.
+  const call = async (method, body, path = "connections", credentials = "omit") => {
     const response = await fetch(path, {
-      method, credentials: "omit",
+      method, credentials,
       headers: { authorization: "Bearer " + token, ...(body ? { "content-type": "application/json" } : {}) },
       body: body ? JSON.stringify(body) : undefined,
     });

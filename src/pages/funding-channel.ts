@@ -14,31 +14,31 @@ import { scriptJson } from "./html";
  * approve sends, and the callback window closes once the connect page says it heard.
  *
  * Every message names the flow's state, which the connect page read from the authorize URL it
- * was given: it takes only the outcome of the flow it started. The state is single use and
- * already spent when the callback page is shown, so saying it again grants nothing.
+ * was given: it takes only the outcome of the flow it started, and of its own app. The state is
+ * single use and already spent when the callback page is shown, so saying it again grants nothing.
  */
 export const FUNDING_CHANNEL = "metered-proxy-funding";
 
-/** What the callback page tells the connect page: the flow's state and its outcome. */
-export type FundingResultMessage = { state: string; ok: true; monthlyUsd: number; resetsAt: string } | { state: string; ok: false; message: string };
-
 /**
- * The callback page's script (for a `<script nonce>` of the page the callback route renders):
- * say the outcome once on the channel, and close the window when the connect page acknowledges.
- * Opened any other way (no connect page listening), the window stays open on its result.
+ * The callback page's script (the `script` of renderFundingResult in ./funding-result.ts, run
+ * under that page's nonce): it reads the outcome the page carries (its JSON block
+ * `#funding-result`) and the flow's state from its own address, says them once on the
+ * channel, and closes the window when the connect page acknowledges. Opened any other way
+ * (no connect page listening), the window stays open on its result.
  */
-export function fundingResultScript(result: FundingResultMessage): string {
-  return `(() => {
-  const result = ${scriptJson(result)};
+export const FUNDING_RESULT_SCRIPT = `(() => {
   if (!("BroadcastChannel" in window)) return;
+  const block = document.getElementById("funding-result");
+  const state = new URLSearchParams(location.search).get("state");
+  if (!block || !state) return;
+  const result = JSON.parse(block.textContent);
   const channel = new BroadcastChannel(${scriptJson(FUNDING_CHANNEL)});
   channel.onmessage = (event) => {
     const data = event.data;
-    if (data && data.type === "funding_received" && data.state === result.state) window.close();
+    if (data && data.type === "funding_received" && data.state === state) window.close();
   };
-  channel.postMessage(Object.assign({ type: "funding_result" }, result));
+  channel.postMessage({ type: "funding_result", state, result });
 })();`;
-}
 
 /**
  * The connect page's side, run inside its script (connect-page.ts), where `config`, `call`,
@@ -58,7 +58,8 @@ export const CONNECT_FUNDING_SCRIPT = `
     linkWindow.opener = null;
     let answer;
     try {
-      answer = await call("POST", { monthlyUsd }, "connections/funding");
+      // With the cookie the answer sets, which binds the flow to this browser for the callback.
+      answer = await call("POST", { monthlyUsd }, "connections/funding", "same-origin");
     } catch (error) {
       linkWindow.close();
       throw new Error("Not approved: " + error.message);
@@ -75,9 +76,15 @@ export const CONNECT_FUNDING_SCRIPT = `
     if (!data || data.type !== "funding_result" || pendingState === null || data.state !== pendingState) return;
     pendingState = null;
     channel.postMessage({ type: "funding_received", state: data.state });
-    if (!data.ok) { status.textContent = "Not linked: " + data.message; approve.disabled = false; return; }
+    const result = data.result || {};
+    if (result.outcome !== "connected" || result.appId !== config.appId) {
+      const why = result.outcome === "denied" ? "you declined on the upstream's page." : result.message || "the upstream's page did not link it.";
+      status.textContent = "Not linked: " + why;
+      approve.disabled = false;
+      return;
+    }
     // The session token may have lapsed while the user was away: the view is a courtesy.
     await call("GET").then(show, () => undefined);
-    status.textContent = "Approved: " + usd(data.monthlyUsd) + " a month, paid by your own upstream account. You can close this window.";
-    tell({ type: "connected", monthlyUsd: data.monthlyUsd, resetsAt: data.resetsAt, fundingSource: "user" });
+    status.textContent = "Approved: " + usd(result.monthlyUsd) + " a month, paid by your own upstream account. You can close this window.";
+    tell({ type: "connected", monthlyUsd: result.monthlyUsd, resetsAt: result.resetsAt, fundingSource: "user" });
   };`;
