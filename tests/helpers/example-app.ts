@@ -1,8 +1,11 @@
 /**
  * The example app (examples/chat-app) as README "Quick start with the example app" runs it:
- * its own server process, for the browser tests that drive its page.
+ * its own server process, for the browser tests that drive its page, and the steps those
+ * tests take on its page.
  */
+import { expect } from "bun:test";
 import type { Subprocess } from "bun";
+import type { BrowserContext, Page } from "playwright-core";
 import { freePort, REPO_ROOT } from "./server";
 
 export interface RunningExampleApp {
@@ -47,4 +50,51 @@ export async function startExampleApp(port: number, proxyUrl: string, app: { app
       await proc.exited;
     },
   };
+}
+
+interface Element {
+  dataset: Record<string, string | undefined>;
+}
+declare const document: { getElementById(id: string): Element | null };
+
+const WAIT = { timeout: 20_000 };
+
+const dataOf = (page: Page, id: string, key: string) =>
+  page.evaluate(([i, k]) => document.getElementById(i as string)?.dataset[k as string] ?? null, [id, key] as const);
+
+/**
+ * The example's "Pay with my own account": the connect page (the user's account preselected),
+ * Approve there, then the upstream's PKCE page in the window it opens, where the key's limit
+ * is the approved cap ($5, the example's) unless `limit` changes it, and Approve. Resolves once
+ * `connect()` has resolved in the example's page with fundingSource "user".
+ */
+export async function payWithOwnAccount(context: BrowserContext, page: Page, limit?: string): Promise<void> {
+  await page.evaluate(() => delete document.getElementById("connect-own")!.dataset.outcome);
+  const [popup] = await Promise.all([page.waitForEvent("popup", WAIT), page.click("#connect-own")]);
+  await popup.waitForSelector("#cap:enabled", WAIT);
+  expect(await popup.isChecked('input[name="funding"][value="user"]')).toBe(true);
+  const [upstreamPage] = await Promise.all([context.waitForEvent("page", WAIT), popup.click("#approve")]);
+  await upstreamPage.waitForURL(/\/auth\?/, WAIT);
+  // The key's limit is the approved cap, reset monthly: the upstream holds the cap a second time.
+  expect(await upstreamPage.inputValue('input[name="limit"]')).toBe("5");
+  if (limit !== undefined) await upstreamPage.fill('input[name="limit"]', limit);
+  await upstreamPage.click('button[value="approve"]');
+  await page.waitForFunction(() => document.getElementById("connect-own")?.dataset.outcome === "connected", undefined, WAIT);
+  expect(await dataOf(page, "connect-own", "fundingSource")).toBe("user");
+}
+
+/** The example's "Ask"; resolves with the answer's arrival, or the error class the page shows. */
+export async function ask(page: Page): Promise<{ answered: true } | { error: string }> {
+  await page.evaluate(() => {
+    delete document.getElementById("answer")!.dataset.done;
+    delete document.getElementById("error")!.dataset.name;
+  });
+  await page.click("#ask");
+  await page.waitForFunction(
+    () => document.getElementById("answer")?.dataset.done === "true" || document.getElementById("error")?.dataset.name !== undefined,
+    undefined,
+    WAIT,
+  );
+  const error = await dataOf(page, "error", "name");
+  return error === null ? { answered: true } : { error };
 }
