@@ -1,5 +1,5 @@
 import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "./html";
-import { CONNECT_FUNDING_SCRIPT } from "./funding-channel";
+import { CONNECT_FUNDING_SCRIPT, fundingChoice } from "./funding-channel";
 import { formatUsd, ONE_NANO_USD } from "../money";
 import type { App } from "../store/apps";
 import type { FundingSource } from "../store/connections";
@@ -56,7 +56,15 @@ export function renderConnectPage(offer: ConnectOffer, nonce: string): string {
   const requested = offer.requestedUsd === null ? "the amount you choose" : `up to ${formatUsd(offer.requestedUsd)} a month`;
   const sources = offer.app.fundingSources;
   const funding = offer.funding ?? sources[0] ?? "app";
-  const config = { appId: offer.app.id, origin: offer.origin, requestedUsd: offer.requestedUsd, maxUsd: offer.maxUsd, minUsd: ONE_NANO_USD, funding };
+  const config = {
+    appId: offer.app.id,
+    origin: offer.origin,
+    requestedUsd: offer.requestedUsd,
+    maxUsd: offer.maxUsd,
+    minUsd: ONE_NANO_USD,
+    funding,
+    fundingAsked: offer.funding !== null,
+  };
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -94,26 +102,6 @@ ${pageScript(config)}
 </html>`;
 }
 
-/**
- * Who pays, when the app lets its users pay with their own upstream account: a choice when it
- * allows both, a plain sentence when the user's account is the only way. The upstream's own
- * page, in a second window, asks the user to approve a key limited to the same monthly cap.
- */
-function fundingChoice(app: string, sources: FundingSource[], funding: FundingSource): string {
-  const own = "Pay with my own upstream account";
-  if (!sources.includes("user")) return "";
-  if (!sources.includes("app")) {
-    return `<p id="funding-user">You pay with your own upstream account: its page opens to link it, with the same monthly cap.</p>`;
-  }
-  const option = (value: FundingSource, text: string) =>
-    `<label><input type="radio" name="funding" value="${value}"${value === funding ? " checked" : ""}>${text}</label>`;
-  return `<fieldset id="funding">
-    <legend>Who pays</legend>
-    ${option("app", `${app} pays`)}
-    ${option("user", `${own} (its page opens to link it, with the same monthly cap)`)}
-  </fieldset>`;
-}
-
 /** The page's one script: the handshake with the opener, then the three actions. */
 function pageScript(config: Record<string, unknown>): string {
   return `(() => {
@@ -143,7 +131,8 @@ ${CONNECT_FUNDING_SCRIPT}
   const show = (view) => {
     $("user").textContent = view.appUserId;
     const paidBy = view.fundingSource === "user" ? ", paid by your own upstream account" : "";
-    $("current").textContent = view.connected ? "Connected, " + usd(view.limits.monthlyUsd) + " a month" + paidBy : "Not connected";
+    const refused = view.fundingStatus === "invalid" ? " (refused upstream: approve again to reconnect)" : "";
+    $("current").textContent = view.connected ? "Connected, " + usd(view.limits.monthlyUsd) + " a month" + paidBy + refused : "Not connected";
     $("used").textContent = usd(view.usage.monthlyUsd) + " (resets " + new Date(view.resetsAt).toLocaleDateString() + ")";
     revoke.disabled = !view.connected;
   };
@@ -166,6 +155,9 @@ ${CONNECT_FUNDING_SCRIPT}
       const view = await call("GET");
       show(view);
       const asked = config.requestedUsd ?? requestLimit ?? (view.connected ? view.limits.monthlyUsd : null);
+      // Unless the app asked for one, who pays now is the choice shown.
+      const current = !config.fundingAsked && view.connected && document.querySelector('input[name="funding"][value="' + view.fundingSource + '"]');
+      if (current) current.checked = true;
       if (asked !== null) cap.value = String(asked);
       cap.disabled = approve.disabled = false;
       status.textContent = "";

@@ -1,7 +1,9 @@
 import { scriptJson } from "./html";
+import type { FundingSource } from "../store/connections";
 
 /**
- * How the connect page learns the end of "pay with my own upstream account" (issue 34).
+ * The connect page's "pay with my own upstream account" (issue 34): the choice it shows, and
+ * how it learns the end of the flow.
  *
  * The connect page does not navigate itself to the upstream's PKCE page: it opens that page in
  * a second window and stays where it is. Its own window.opener (the app's page, which holds the
@@ -88,3 +90,24 @@ export const CONNECT_FUNDING_SCRIPT = `
     status.textContent = "Approved: " + usd(result.monthlyUsd) + " a month, paid by your own upstream account. You can close this window.";
     tell({ type: "connected", monthlyUsd: result.monthlyUsd, resetsAt: result.resetsAt, fundingSource: "user" });
   };`;
+
+/**
+ * The connect page's "who pays" (`app` is the escaped app name), when the app lets its users
+ * pay with their own upstream account: a choice when it allows both, a plain sentence when
+ * the user's account is the only way. The upstream's own page, in a second window, asks the
+ * user to approve a key limited to the same monthly cap.
+ */
+export function fundingChoice(app: string, sources: FundingSource[], funding: FundingSource): string {
+  const own = "Pay with my own upstream account";
+  if (!sources.includes("user")) return "";
+  if (!sources.includes("app")) {
+    return `<p id="funding-user">You pay with your own upstream account: its page opens to link it, with the same monthly cap.</p>`;
+  }
+  const option = (value: FundingSource, text: string) =>
+    `<label><input type="radio" name="funding" value="${value}"${value === funding ? " checked" : ""}>${text}</label>`;
+  return `<fieldset id="funding">
+    <legend>Who pays</legend>
+    ${option("app", `${app} pays`)}
+    ${option("user", `${own} (its page opens to link it, with the same monthly cap)`)}
+  </fieldset>`;
+}
