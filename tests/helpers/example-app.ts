@@ -66,7 +66,8 @@ const dataOf = (page: Page, id: string, key: string) =>
  * The example's "Pay with my own account": the connect page (the user's account preselected),
  * Approve there, then the upstream's PKCE page in the window it opens, where the key's limit
  * is the approved cap ($5, the example's) unless `limit` changes it, and Approve. Resolves once
- * `connect()` has resolved in the example's page with fundingSource "user".
+ * `connect()` has resolved in the example's page with fundingSource "user" and both windows
+ * have closed.
  */
 export async function payWithOwnAccount(context: BrowserContext, page: Page, limit?: string): Promise<void> {
   await page.evaluate(() => delete document.getElementById("connect-own")!.dataset.outcome);
@@ -78,9 +79,13 @@ export async function payWithOwnAccount(context: BrowserContext, page: Page, lim
   // The key's limit is the approved cap, reset monthly: the upstream holds the cap a second time.
   expect(await upstreamPage.inputValue('input[name="limit"]')).toBe("5");
   if (limit !== undefined) await upstreamPage.fill('input[name="limit"]', limit);
+  // Both windows close by themselves once their answer was heard: the callback's, told by the
+  // connect page; the connect page, told by the library.
+  const closed = Promise.all([upstreamPage.waitForEvent("close", WAIT), popup.waitForEvent("close", WAIT)]);
   await upstreamPage.click('button[value="approve"]');
   await page.waitForFunction(() => document.getElementById("connect-own")?.dataset.outcome === "connected", undefined, WAIT);
   expect(await dataOf(page, "connect-own", "fundingSource")).toBe("user");
+  await closed;
 }
 
 /** The example's "Ask"; resolves with the answer's arrival, or the error class the page shows. */
