@@ -22,8 +22,8 @@ import type { FundingSource } from "../store/connections";
 export const FUNDING_CHANNEL = "metered-proxy-funding";
 
 /**
- * The callback page's script (the `script` of renderFundingResult in ./funding-result.ts, run
- * under that page's nonce): it reads the outcome the page carries (its JSON block
+ * The callback page's script (renderFundingResult in ./funding-result.ts, run under that
+ * page's nonce): it reads the outcome the page carries (its JSON block
  * `#funding-result`) and the flow's state from its own address, says them once on the
  * channel, and closes the window when the connect page acknowledges. Opened any other way
  * (no connect page listening), the window stays open on its result.

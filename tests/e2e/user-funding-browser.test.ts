@@ -123,12 +123,7 @@ async function fundingSourceOf(user: string): Promise<string> {
 }
 
 describe("a user pays with their own upstream account, in Chromium", () => {
-  // Skipped on branch i34-pages alone, which lacks what it drives: POST /connections/funding,
-  // GET /connect/funding/callback and the demo's /demo-upstream/auth (branch i34-flow), with the
-  // callback page given this branch's script (renderFundingResult(..., FUNDING_RESULT_SCRIPT)),
-  // startServer's PUBLIC_URL (i34-flow), and calls paid with the user's key (i34-paying).
-  // Passed with those merged; un-skip when merging them.
-  test.skip("billed to their key, funding_invalid and its webhook when it runs dry, a reconnect restores; an operator out of credit marks no one", async () => {
+  test("billed to their key, funding_invalid and its webhook when it runs dry, a reconnect restores; an operator out of credit marks no one", async () => {
     const context = await browser.newContext();
     const problems = await watchPageProblems(context);
     const page = await context.newPage();

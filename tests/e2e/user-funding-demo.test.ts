@@ -52,12 +52,7 @@ afterAll(async () => {
 });
 
 describe("pay with my own account, in demo mode", () => {
-  // Skipped on branch i34-pages alone, which lacks what it drives: POST /connections/funding,
-  // GET /connect/funding/callback and the demo's /demo-upstream/auth (branch i34-flow), with the
-  // callback page given this branch's script (renderFundingResult(..., FUNDING_RESULT_SCRIPT)),
-  // startServer's PUBLIC_URL (i34-flow), and calls paid with the user's key (i34-paying).
-  // Passed with those merged; un-skip when merging them.
-  test.skip("linked on the demo upstream's page; a key that cannot pay is funding_invalid with its webhook; linking again restores", async () => {
+  test("linked on the demo upstream's page; a key that cannot pay is funding_invalid with its webhook; linking again restores", async () => {
     const context = await browser.newContext();
     const problems = await watchPageProblems(context);
     const page = await context.newPage();
