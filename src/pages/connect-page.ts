@@ -1,6 +1,8 @@
 import { escapeHtml, POPUP_CLOSING_SCRIPT, popupErrorPage, scriptJson } from "./html";
+import { CONNECT_FUNDING_SCRIPT, fundingChoice } from "./funding-channel";
 import { formatUsd, ONE_NANO_USD } from "../money";
 import type { App } from "../store/apps";
+import type { FundingSource } from "../store/connections";
 
 /** What the connect page is opened with, checked by the route before it is shown. */
 export interface ConnectOffer {
@@ -11,6 +13,8 @@ export interface ConnectOffer {
   requestedUsd: number | null;
   /** The service's largest monthly cap (MAX_MONTHLY_USD). */
   maxUsd: number;
+  /** The source the app preselects (`connect({ funding })`), one the app allows; null: the first it allows. */
+  funding: FundingSource | null;
 }
 
 const STYLE = `
@@ -28,6 +32,10 @@ const STYLE = `
   button:disabled { opacity: 0.5; cursor: default; }
   #approve { background: #0b57d0; border-color: #0b57d0; color: #fff; }
   #revoke { border-color: #a50e0e; color: #a50e0e; }
+  fieldset { border: 0; padding: 0; margin: 16px 0 0; }
+  legend { font-weight: 600; padding: 0; }
+  fieldset label { font-weight: 400; margin: 6px 0; }
+  fieldset input { width: auto; margin-right: 8px; }
   [role="alert"] { color: #a50e0e; min-height: 1.5em; }
 `;
 
@@ -46,7 +54,17 @@ const STYLE = `
 export function renderConnectPage(offer: ConnectOffer, nonce: string): string {
   const app = escapeHtml(offer.app.name);
   const requested = offer.requestedUsd === null ? "the amount you choose" : `up to ${formatUsd(offer.requestedUsd)} a month`;
-  const config = { appId: offer.app.id, origin: offer.origin, requestedUsd: offer.requestedUsd, maxUsd: offer.maxUsd, minUsd: ONE_NANO_USD };
+  const sources = offer.app.fundingSources;
+  const funding = offer.funding ?? sources[0] ?? "app";
+  const config = {
+    appId: offer.app.id,
+    origin: offer.origin,
+    requestedUsd: offer.requestedUsd,
+    maxUsd: offer.maxUsd,
+    minUsd: ONE_NANO_USD,
+    funding,
+    fundingAsked: offer.funding !== null,
+  };
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -60,6 +78,7 @@ export function renderConnectPage(offer: ConnectOffer, nonce: string): string {
   <h1 id="title" tabindex="-1">Let <span id="app-name">${app}</span> use AI models for you?</h1>
   <p id="who-pays">${app} asks to spend ${escapeHtml(requested)} on AI model requests made for you. The monthly
     cap is yours to set: no request goes past it, and you can lower it or revoke it here at any time.</p>
+  ${fundingChoice(app, sources, funding)}
   <dl aria-labelledby="title">
     <dt>App</dt><dd>${app}</dd>
     <dt>Requested by</dt><dd id="origin">${escapeHtml(offer.origin)}</dd>
@@ -95,9 +114,10 @@ function pageScript(config: Record<string, unknown>): string {
   let requestLimit = null;
   document.getElementById("title").focus();
   const tell = (message) => window.opener && window.opener.postMessage(message, config.origin);
-  const call = async (method, body) => {
-    const response = await fetch("connections", {
-      method, credentials: "omit",
+  // No cookies but for the start of a funding flow (funding-channel.ts), whose cookie binds it to this browser.
+  const call = async (method, body, path = "connections", credentials = "omit") => {
+    const response = await fetch(path, {
+      method, credentials,
       headers: { authorization: "Bearer " + token, ...(body ? { "content-type": "application/json" } : {}) },
       body: body ? JSON.stringify(body) : undefined,
     });
@@ -106,9 +126,13 @@ function pageScript(config: Record<string, unknown>): string {
     if (!response.ok) throw new Error(json && json.error ? json.error.message : "The request failed (" + response.status + ").");
     return json;
   };
+  const picked = () => (document.querySelector('input[name="funding"]:checked') || { value: config.funding }).value;
+${CONNECT_FUNDING_SCRIPT}
   const show = (view) => {
     $("user").textContent = view.appUserId;
-    $("current").textContent = view.connected ? "Connected, " + usd(view.limits.monthlyUsd) + " a month" : "Not connected";
+    const paidBy = view.fundingSource === "user" ? ", paid by your own upstream account" : "";
+    const refused = view.fundingStatus === "invalid" ? " (refused upstream: approve again to reconnect)" : "";
+    $("current").textContent = view.connected ? "Connected, " + usd(view.limits.monthlyUsd) + " a month" + paidBy + refused : "Not connected";
     $("used").textContent = usd(view.usage.monthlyUsd) + " (resets " + new Date(view.resetsAt).toLocaleDateString() + ")";
     revoke.disabled = !view.connected;
   };
@@ -131,6 +155,9 @@ function pageScript(config: Record<string, unknown>): string {
       const view = await call("GET");
       show(view);
       const asked = config.requestedUsd ?? requestLimit ?? (view.connected ? view.limits.monthlyUsd : null);
+      // Unless the app asked for one, who pays now is the choice shown.
+      const current = !config.fundingAsked && view.connected && document.querySelector('input[name="funding"][value="' + view.fundingSource + '"]');
+      if (current) current.checked = true;
       if (asked !== null) cap.value = String(asked);
       cap.disabled = approve.disabled = false;
       status.textContent = "";
@@ -147,13 +174,14 @@ function pageScript(config: Record<string, unknown>): string {
       const byApp = requestLimit !== null && requestLimit < config.maxUsd;
       throw new Error(byApp ? "The monthly cap may not exceed the limit the app requested ($" + requestLimit + ")." : "The monthly cap may be at most $" + config.maxUsd + ".");
     }
+    if (picked() === "user") return linkOwnAccount(monthlyUsd);
     const view = await call("POST", { monthlyUsd }).catch((error) => {
       throw new Error("Not approved: " + error.message);
     });
     show(view);
     status.textContent = "Approved: " + usd(view.limits.monthlyUsd) + " a month. You can close this window.";
     approve.disabled = false;
-    tell({ type: "connected", monthlyUsd: view.limits.monthlyUsd, resetsAt: view.resetsAt });
+    tell({ type: "connected", monthlyUsd: view.limits.monthlyUsd, resetsAt: view.resetsAt, fundingSource: view.fundingSource });
   }));
   revoke.addEventListener("click", () => act(async () => {
     await call("DELETE");

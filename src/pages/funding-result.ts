@@ -1,4 +1,5 @@
 import { escapeHtml, scriptJson } from "./html";
+import { FUNDING_RESULT_SCRIPT } from "./funding-channel";
 import { formatUsd } from "../money";
 import type { FundingLinkResult } from "../services/funding-link";
 
@@ -44,10 +45,11 @@ function wording(data: FundingResultData): { title: string; text: string } {
 
 /**
  * The page the upstream's PKCE redirect lands on (GET /connect/funding/callback), in the
- * connect popup. It shows the outcome; `script` (the connect page's, with this page's CSP
- * nonce) reads the JSON block to tell the app. Served with consentHeaders, like the connect page.
+ * window the connect page opened for the upstream's page. It shows the outcome; its script
+ * (FUNDING_RESULT_SCRIPT, under this page's CSP nonce) reads the JSON block and tells the
+ * connect page, which tells the app. Served with consentHeaders, like the connect page.
  */
-export function renderFundingResult(data: FundingResultData, nonce: string, script = ""): string {
+export function renderFundingResult(data: FundingResultData, nonce: string): string {
   const { title, text } = wording(data);
   return `<!doctype html>
 <html lang="en">
@@ -63,7 +65,9 @@ export function renderFundingResult(data: FundingResultData, nonce: string, scri
   <p id="status" role="${data.outcome === "failed" ? "alert" : "status"}">${escapeHtml(text)}</p>
 </main>
 <script type="application/json" id="funding-result">${scriptJson(data)}</script>
-${script ? `<script nonce="${nonce}">\n${script}\n</script>` : ""}
+<script nonce="${nonce}">
+${FUNDING_RESULT_SCRIPT}
+</script>
 </body>
 </html>`;
 }

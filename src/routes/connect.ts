@@ -1,5 +1,6 @@
 import { Elysia, t } from "elysia";
-import type { AppRepository } from "../store/apps";
+import type { App, AppRepository } from "../store/apps";
+import type { FundingSource } from "../store/connections";
 import { consentHeaders } from "../pages/consent-page";
 import { renderConnectError, renderConnectPage, type ConnectOffer } from "../pages/connect-page";
 import { randomString } from "../random";
@@ -10,6 +11,7 @@ const ConnectQuery = t.Object(
     appId: t.Optional(t.String({ maxLength: 64 })),
     origin: t.Optional(t.String({ maxLength: 512 })),
     monthlyUsd: t.Optional(t.String({ maxLength: 32 })),
+    funding: t.Optional(t.String({ maxLength: 16 })),
   },
   { additionalProperties: true },
 );
@@ -20,7 +22,11 @@ const htmlPage = (description: string) => ({ description, content: { "text/html"
 class ConnectRefusal extends Error {}
 
 /** Checks what the page is opened with: a live app, one of its registered origins, a sane cap. */
-async function offerFor(apps: AppRepository, maxUsd: number, query: { appId?: string; origin?: string; monthlyUsd?: string }): Promise<ConnectOffer> {
+async function offerFor(
+  apps: AppRepository,
+  maxUsd: number,
+  query: { appId?: string; origin?: string; monthlyUsd?: string; funding?: string },
+): Promise<ConnectOffer> {
   const app = query.appId ? await apps.find(query.appId) : null;
   if (!app || app.disabledAt !== null) throw new ConnectRefusal("This app is unknown or no longer active.");
   if (!query.origin || !app.origins.includes(query.origin)) {
@@ -36,7 +42,18 @@ async function offerFor(apps: AppRepository, maxUsd: number, query: { appId?: st
       () => new ConnectRefusal(`The monthly amount must be a number of dollars greater than 0 (at least $${ONE_NANO_USD}).`),
     );
   }
-  return { app, origin: query.origin, requestedUsd, maxUsd };
+  return { app, origin: query.origin, requestedUsd, maxUsd, funding: fundingAsked(app, query.funding) };
+}
+
+/** The funding source the app preselects: one it allows, or none named. */
+function fundingAsked(app: App, funding: string | undefined): FundingSource | null {
+  if (funding === undefined || funding === "") return null;
+  if (!app.fundingSources.includes(funding as FundingSource)) {
+    throw new ConnectRefusal(
+      funding === "user" ? "This app does not let its users pay with their own upstream account." : `Unknown funding source: ${funding}.`,
+    );
+  }
+  return funding as FundingSource;
 }
 
 /**
@@ -67,8 +84,8 @@ export function connectRoutes(apps: AppRepository, maxMonthlyUsd: number) {
         security: [],
         description:
           "Opened by the app's browser code with `appId`, `origin` (the opener's, registered for the app) and optionally " +
-          "`monthlyUsd` (the cap asked for). The opener hands it the user's session token by postMessage once the page " +
-          'posts `{type: "connect_ready"}`; the page answers `{type: "connected", monthlyUsd, resetsAt}`, `{type: "revoked"}` ' +
+          "`monthlyUsd` (the cap asked for) and `funding` (`app` or `user`: who pays, preselected; one the app allows). The opener hands it the user's session token by postMessage once the page " +
+          'posts `{type: "connect_ready"}`; the page answers `{type: "connected", monthlyUsd, resetsAt, fundingSource}`, `{type: "revoked"}` ' +
           'or `{type: "connect_cancelled"}`. Bad parameters render an error page.',
         responses: { 200: htmlPage("The connect page."), 400: htmlPage("An error page.") },
       },

@@ -10,7 +10,7 @@ import { MonthlyUsd } from "./schemas";
 
 export const FundingStartRequest = t.Object({ monthlyUsd: t.Optional(MonthlyUsd) });
 const FundingStartAnswer = t.Object({
-  authorizeUrl: t.String({ description: "The upstream's PKCE page to send the user to (in the connect popup)." }),
+  authorizeUrl: t.String({ description: "The upstream's PKCE page to send the user to (the connect page opens it in a window of its own)." }),
 });
 
 const CallbackQuery = t.Object(
@@ -63,7 +63,7 @@ export function fundingRoutes(funding: FundingLinkService, auth: Guards, cookie:
           summary: "Start linking the user's own upstream account (PKCE)",
           description:
             "For apps whose `fundingSources` include `user`; otherwise 400. The cap is chosen as on POST /connections and becomes the " +
-            "new key's monthly credit limit upstream. Answers the upstream's authorization page, to open in the connect popup, and a " +
+            "new key's monthly credit limit upstream. Answers the upstream's authorization page, which the connect page opens in a window of its own, and a " +
             "cookie binding the flow to this browser: call it from the connect page (the service's own origin). The flow lives 10 minutes; " +
             "the upstream sends the browser back to GET /connect/funding/callback.",
           security: [{ sessionToken: [] }],

@@ -174,8 +174,17 @@ describe("@metered-proxy/client/browser in Chromium", () => {
     await popup.locator("#current").filter({ hasText: "Not connected" }).waitFor(WAIT);
     const popupClosed = popup.waitForEvent("close", WAIT);
     await popup.click("#approve");
-    expect(await result).toMatchObject({ value: { type: "connected", monthlyUsd: 3 } });
+    expect(await result).toMatchObject({ value: { type: "connected", monthlyUsd: 3, fundingSource: "app" } });
     await popupClosed;
+  });
+
+  test("connect({ funding: 'user' }) asks the page for the user's own account, which this app does not allow: the page says so", async () => {
+    const page = await appPage();
+    const { popup, result } = await withPopup(page, "connect", { funding: "user" });
+    expect(new URL(popup.url()).searchParams.get("funding")).toBe("user");
+    await popup.getByText("This app does not let its users pay with their own upstream account.").waitFor(WAIT);
+    await popup.close();
+    expect(await result).toMatchObject({ error: "PopupClosedError" });
   });
 
   test("a popup closed before it answers rejects with PopupClosedError", async () => {

@@ -49,6 +49,10 @@ export async function browserChecks(): Promise<void> {
   const funding: "ok" | "invalid" = connection.fundingStatus;
   const outcome: ConnectOutcome = await browserClient.connect({ monthlyUsd: 5 });
   if (outcome.type === "connected") console.log(outcome.monthlyUsd.toFixed(2));
+  const own = await browserClient.connect({ monthlyUsd: 5, funding: "user" });
+  if (own.type === "connected") console.log(own.fundingSource === "user");
+  // @ts-expect-error who pays is app or user
+  await browserClient.connect({ funding: "card" });
   const grant = await browserClient.requestGrant({ usd: 1, maxUses: 3 });
   const token: string = grant.grantToken;
   console.log(funding, token, GrantDeniedError.name, PopupClosedError.name);

@@ -9,8 +9,8 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import type { Subprocess } from "bun";
 import { launchChromium, watchPageProblems } from "../helpers/browser";
+import { buildClientPackage, exampleOrigin as pickExampleOrigin, startExampleApp, type RunningExampleApp } from "../helpers/example-app";
 import { cliCreateApp, freePort, REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 
 interface Element {
@@ -30,42 +30,26 @@ setDefaultTimeout(120_000);
 
 const db = tempDatabase();
 let proxy: RunningServer;
-let example: Subprocess<"ignore", "pipe", "inherit">;
+let example: RunningExampleApp;
 let exampleOrigin: string;
 let browser: Browser;
 let secretKey: string;
 
 beforeAll(async () => {
-  const build = Bun.spawnSync([process.execPath, "x", "tsc", "-p", "packages/client"], { cwd: REPO_ROOT });
-  if (build.exitCode !== 0) throw new Error(`building packages/client failed: ${build.stdout}${build.stderr}`);
+  buildClientPackage();
   // The harness turns demo mode's pacing off; empty is unset: the default pace, as `npm start` has it.
   proxy = await startServer({ databaseUrl: db.databaseUrl, env: { DEMO_STREAM_TOKENS_PER_SECOND: "" } });
-  const port = freePort();
-  exampleOrigin = `http://127.0.0.1:${port}`;
+  const { origin, port } = pickExampleOrigin();
+  exampleOrigin = origin;
   const app = await cliCreateApp(db.databaseUrl, "Example app", [exampleOrigin]);
   secretKey = app.secretKey;
-  example = Bun.spawn([process.execPath, "examples/chat-app/server.ts"], {
-    cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? "", PORT: String(port), PROXY_URL: `http://localhost:${proxy.port}`, APP_ID: app.appId, SECRET_KEY: app.secretKey },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  const reader = example.stdout.getReader();
-  let said = "";
-  while (!said.includes("example app on")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the example app exited: ${said}`);
-    said += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
+  example = await startExampleApp(port, `http://localhost:${proxy.port}`, app);
   browser = await launchChromium();
 });
 
 afterAll(async () => {
   await browser?.close();
-  example?.kill("SIGTERM");
-  await example?.exited;
+  await example?.stop();
   await proxy?.stop();
   db.cleanup();
 });

@@ -59,3 +59,46 @@ describe("GET /api/v1/connect", () => {
     expect(await (await open({ appId: a.appId, origin: ORIGIN })).text()).toContain("unknown or no longer active");
   });
 });
+
+describe("GET /api/v1/connect: who pays", () => {
+  const allow = async (fundingSources: Array<"app" | "user">) => {
+    const set = await setUp();
+    await set.t.deps.store.apps.update(set.a.appId, { fundingSources });
+    return set;
+  };
+
+  test("an app that allows only its own funding: no word of the user's account", async () => {
+    const { a, open } = await setUp();
+    const html = await (await open({ appId: a.appId, origin: ORIGIN })).text();
+    expect(html).not.toContain('id="funding');
+    expect(html).not.toContain('type="radio"');
+  });
+
+  test("both allowed: a choice, the app's first unless connect() asked for the user's", async () => {
+    const { a, open } = await allow(["app", "user"]);
+    const plain = await (await open({ appId: a.appId, origin: ORIGIN })).text();
+    expect(plain).toContain('<input type="radio" name="funding" value="app" checked>');
+    expect(plain).toContain('<input type="radio" name="funding" value="user">Pay with my own upstream account');
+    const own = await (await open({ appId: a.appId, origin: ORIGIN, funding: "user" })).text();
+    expect(own).toContain('<input type="radio" name="funding" value="user" checked>');
+    expect(own).toContain('"funding":"user"');
+  });
+
+  test("only the user's account allowed: that path alone, no choice", async () => {
+    const { a, open } = await allow(["user"]);
+    const html = await (await open({ appId: a.appId, origin: ORIGIN })).text();
+    expect(html).toContain("You pay with your own upstream account");
+    expect(html).not.toContain('type="radio"');
+    expect(html).toContain('"funding":"user"');
+  });
+
+  test("funding=user for an app that does not allow it, or an unknown source: an error page, 400", async () => {
+    const { a, open } = await setUp();
+    const refused = await open({ appId: a.appId, origin: ORIGIN, funding: "user" });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain("does not let its users pay with their own upstream account");
+    const unknown = await open({ appId: a.appId, origin: ORIGIN, funding: "card" });
+    expect(unknown.status).toBe(400);
+    expect(await unknown.text()).toContain("Unknown funding source: card.");
+  });
+});

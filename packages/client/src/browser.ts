@@ -20,8 +20,26 @@ export interface BrowserClientOptions {
   fetch?: FetchLike;
 }
 
-/** What the user did on the connect page. */
-export type ConnectOutcome = { type: "connected"; monthlyUsd: number; resetsAt: string } | { type: "revoked" } | { type: "connect_cancelled" };
+/**
+ * What the user did on the connect page. `connected` says who pays: `app`, your operator's
+ * upstream account; `user`, the user's own, linked through the upstream's page.
+ */
+export type ConnectOutcome =
+  { type: "connected"; monthlyUsd: number; resetsAt: string; fundingSource: FundingSource } | { type: "revoked" } | { type: "connect_cancelled" };
+
+/** Who pays a user's calls (README "Client library"); the app's settings say which its users may choose. */
+export type FundingSource = "app" | "user";
+
+export interface ConnectOptions {
+  /** The monthly cap to ask for, USD; the user may approve less. */
+  monthlyUsd?: number;
+  /**
+   * Who pays, preselected on the page: `user` offers "pay with my own upstream account" first
+   * (the page then opens the upstream's page to link the account). The app must allow it
+   * (`app create|update --funding-sources app,user`), or the page shows an error.
+   */
+  funding?: FundingSource;
+}
 
 /** A one-time grant, for the app's backend to send as `x-service-grant` (its id and status: GET /grants/current). */
 export interface Grant {
@@ -52,7 +70,7 @@ export class GrantDeniedError extends Error {
 
 export interface BrowserClient {
   /** Opens the hosted connect page (call it from a click); resolves with what the user did there. */
-  connect(options?: { monthlyUsd?: number }): Promise<ConnectOutcome>;
+  connect(options?: ConnectOptions): Promise<ConnectOutcome>;
   /** GET /connections: the user's connection, cap and spend. */
   getConnection(): Promise<ConnectionStatus>;
   /** DELETE /connections: revoke; the app's calls for this user are refused at once. */
@@ -76,9 +94,10 @@ export function createBrowserClient(options: BrowserClientOptions): BrowserClien
   };
 
   return {
-    connect({ monthlyUsd } = {}) {
+    connect({ monthlyUsd, funding } = {}) {
       const query = new URLSearchParams({ appId: options.appId, origin: window.location.origin });
       if (monthlyUsd !== undefined) query.set("monthlyUsd", String(monthlyUsd));
+      if (funding !== undefined) query.set("funding", funding);
       return popupFlow<ConnectOutcome>(`${apiBase}/connect?${query}`, serviceOrigin, async (data, popup) => {
         if (data.type === "connect_ready") {
           // The token goes to the service's origin only, never to whatever else the popup shows.

@@ -27,7 +27,7 @@ export interface CreateSessionInput {
   requestLimit?: { monthlyUsd: number };
   /**
    * @deprecated Since 0.2.0: use `requestLimit: { monthlyUsd }`, the API's own name. Still
-   * sent as that for 0.2.x; removed in 0.3.0.
+   * sent as that for 0.2.x and 0.3.x; removed in 0.4.0.
    */
   requestLimitUsd?: number;
 }
