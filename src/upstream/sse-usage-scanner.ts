@@ -283,7 +283,7 @@ class KeySearch {
  * The JSON object that follows the last `key` in `text`, parsed; null if there is none or
  * it is cut off. Braces inside strings are skipped, so only the object's own end counts.
  */
-export function jsonObjectAfter(text: string, key: string): unknown {
+function jsonObjectAfter(text: string, key: string): unknown {
   const at = text.lastIndexOf(key);
   if (at === -1) return null;
   const open = text.indexOf("{", at + key.length);
