@@ -81,7 +81,9 @@ async function openCachedEngine(config: Config, logger: Logger): Promise<StoreEn
   const secrets = resolveSecretBox(config, (message) => logger.warn(message));
   const engine = await openStoreEngine(config.database, { poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseTimeoutMs, secrets });
   try {
-    return { ...engine, store: withReadCache(engine.store, await engine.openChangeFeed(logger)) };
+    const cached = { ...engine, store: withReadCache(engine.store, await engine.openChangeFeed(logger)) };
+    engine.startMaintenance(logger);
+    return cached;
   } catch (err) {
     await engine.store.close();
     throw err;

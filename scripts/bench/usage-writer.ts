@@ -3,7 +3,7 @@
  * service's own migrations and pragmas): how many ledger rows per second it writes.
  *
  *   bun scripts/bench/usage-writer.ts [--rows 200000] [--accounts 1] [--seconds 60]
- *     [--prefill 0] [--ids v7|random] [--batch 1000]
+ *     [--prefill 0] [--ids v7|random] [--batch 1000] [--no-maintenance]
  *
  * --ids: request ids as the service makes them (time-ordered UUIDv7,
  * src/http/request-context.ts) or random UUIDv4, as it made them before. --prefill: rows already in the ledger before the timed part (a
@@ -11,8 +11,14 @@
  *
  * Rows are built before the clock starts; the timed part is enqueue() for every row (the
  * writer flushes a batch (--batch rows) in one transaction whenever its queue fills, and the loop
- * waits for that flush) plus the final close(), which drains the rest. The file is then
- * counted: every row must be there. Prints one JSON line.
+ * waits for that flush) plus the final close(), which drains the rest. The service's
+ * maintenance thread runs meanwhile, as in the service (checkpoints, the per-user index:
+ * src/store/sqlite/maintenance-worker.ts), in this process (pinned with it, it shares its
+ * core). The clock stops when the writer has written every row; the line then says how far
+ * the thread's index was behind (`tailAtEnd`, indexed after the clock: `catchUpMs`) and its
+ * pace (`threadIndexedPerSecond`). --no-maintenance: SQLite's own checkpoints on this
+ * connection and the index written after the clock, as a comparison. The file is then counted: every row must
+ * be there, and in the index. Prints one JSON line.
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { flagReader } from "./lib/flags";
@@ -22,6 +28,7 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
+import { indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
 import type { UsageRow } from "../../src/budget/usage-row";
 
 const flag = flagReader();
@@ -33,6 +40,7 @@ const ids = flag("ids", "v7");
 const newId = ids === "v7" ? () => Bun.randomUUIDv7() : () => crypto.randomUUID();
 /** Rows per transaction: by default the service's own SQLite batch. */
 const BATCH = Number(flag("batch", "1000"));
+const maintenance = !process.argv.includes("--no-maintenance");
 
 const dir = mkdtempSync(join(tmpdir(), "bench-usage-writer-"));
 const path = join(dir, "proxy.sqlite");
@@ -68,6 +76,10 @@ try {
   };
   for (let done = 0; done < prefill; done += 10_000) await store.usageLedger.insertBatch(makeRows(Math.min(10_000, prefill - done)));
   rows.push(...makeRows(total));
+  // The prefill's entries are indexed before the clock starts, as a running service's would be.
+  indexTail(store.db, 512);
+  store.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get();
+  if (maintenance) store.maintenance!.start(memoryLogger());
 
   // The service's flush interval; with a full queue the writer starts a flush at once anyway.
   const writer = new UsageWriter(store.usageLedger, memoryLogger(), 100, BATCH);
@@ -83,9 +95,17 @@ try {
   }
   await writer.close();
   const seconds = (performance.now() - t0) / 1000;
+  // How far the thread was behind when the writer finished, and its own pace meanwhile.
+  const tailAtEnd = tailLength(store.db);
+  const threadStats = store.maintenance!.stats;
+  const c0 = performance.now();
+  const indexedAtEnd = indexTail(store.db, 512);
+  const catchUpMs = Math.round(performance.now() - c0);
 
   const counted = (store.db.query("SELECT count(*) AS n FROM usage_ledger").get() as { n: number }).n;
   const totals = (store.db.query("SELECT sum(request_count) AS n FROM usage_totals").get() as { n: number }).n;
+  const indexed = (store.db.query("SELECT count(*) AS n FROM usage_ledger_by_user").get() as { n: number }).n;
+  const tailLeft = tailLength(store.db);
   const stats = writer.stats;
   await store.close();
   console.log(
@@ -101,6 +121,18 @@ try {
       rowsInFile: counted - prefill,
       totalsRequestCount: totals,
       lost: enqueued - (counted - prefill),
+      maintenance,
+      indexedByThread: threadStats.indexedEntries,
+      threadRounds: threadStats.rounds,
+      threadFailures: threadStats.failures,
+      threadLastError: threadStats.lastError,
+      threadIndexedPerSecond: Math.round(threadStats.indexedEntries / seconds),
+      tailAtEnd,
+      indexedAtEnd,
+      catchUpMs,
+      checkpointedPagesByThread: threadStats.checkpointedPages,
+      notIndexed: counted - indexed,
+      tailLeft,
       fileMb: Math.round((statSync(path).size / 1024 / 1024) * 10) / 10,
     }),
   );

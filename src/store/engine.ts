@@ -29,6 +29,12 @@ export interface StoreEngine {
 export interface OpenedStoreEngine extends StoreEngine {
   /** The feed by which this process hears of rows changed elsewhere (src/store/cached-store.ts). */
   openChangeFeed(logger: Logger): Promise<ChangeFeed>;
+  /**
+   * Starts the engine's own upkeep, for a process that serves (SQLite: checkpoints and the
+   * ledger's per-user index in a thread of their own; src/store/sqlite/maintenance.ts).
+   * Closing the store stops it.
+   */
+  startMaintenance(logger: Logger): void;
   /** The highest migration the database holds, read back from it. */
   schemaVersion(): Promise<number>;
 }

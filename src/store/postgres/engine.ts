@@ -19,6 +19,8 @@ export function postgresEngine(store: PostgresStore): OpenedStoreEngine {
     writerConcurrency: 2,
     counters: (context) => postgresCounters(database, context),
     openChangeFeed: (logger) => postgresChangeFeed(database.sql, logger),
+    // PostgreSQL keeps its own house (checkpoints, vacuum): nothing runs here.
+    startMaintenance: () => {},
     schemaVersion: async () => {
       const rows: Array<{ version: number }> = await database.sql`SELECT max(version) AS version FROM schema_migrations`;
       return Number(rows[0]!.version);

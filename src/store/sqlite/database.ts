@@ -31,7 +31,7 @@ export function openDatabase(path: string): Database {
   return db;
 }
 
-const BUSY_TIMEOUT_MS = 5000;
+export const BUSY_TIMEOUT_MS = 5000;
 
 /**
  * SQLite answers SQLITE_BUSY at once, without waiting in its busy handler, where waiting

@@ -13,6 +13,7 @@ export function sqliteEngine(store: SqliteStore): OpenedStoreEngine {
     writerConcurrency: 1,
     counters: inProcessCounters,
     openChangeFeed: async () => sqliteChangeFeed(store.db),
+    startMaintenance: (logger) => store.maintenance?.start(logger),
     schemaVersion: async () => store.db.query<{ version: number }, []>("SELECT max(version) AS version FROM schema_migrations").get()!.version,
   };
 }

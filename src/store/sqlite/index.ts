@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Store } from "..";
-import { openDatabase } from "./database";
+import { BUSY_TIMEOUT_MS, openDatabase } from "./database";
 import { SqliteAppRepository } from "./apps";
 import { SqliteConnectionRepository } from "./connections";
 import { SqliteSettingsRepository } from "./settings";
@@ -12,11 +12,14 @@ import { SqliteWebhookRepository } from "./webhooks";
 import { SqliteCallJournalRepository, SqliteInstanceLeaseRepository } from "./call-journal";
 import { SqliteFundingFlowRepository } from "./funding-flows";
 import { processSecretBox, type SecretBox } from "../../secrets/secret-box";
+import { SqliteMaintenance } from "./maintenance";
 
 /** The SQLite store also hands out its database handle, for tests and benchmarks that read it directly. */
 export interface SqliteStore extends Store {
   readonly engine: "sqlite";
   readonly db: Database;
+  /** Checkpoints and the ledger's per-user index, off the event loop; null for `:memory:` (./maintenance.ts). */
+  readonly maintenance: SqliteMaintenance | null;
 }
 
 /**
@@ -26,14 +29,18 @@ export interface SqliteStore extends Store {
  */
 export function openSqliteStore(path: string, secrets: SecretBox = processSecretBox()): SqliteStore {
   const db = openDatabase(path);
+  // Started by the service only (src/store/engine.ts startMaintenance): a CLI command's
+  // connection checkpoints as SQLite does by default.
+  const maintenance = path === ":memory:" ? null : new SqliteMaintenance(db, { path, busyTimeoutMs: BUSY_TIMEOUT_MS });
   return {
     engine: "sqlite",
     db,
+    maintenance,
     apps: new SqliteAppRepository(db),
     connections: new SqliteConnectionRepository(db, secrets),
     settings: new SqliteSettingsRepository(db),
     usageTotals: new SqliteUsageTotalsRepository(db),
-    usageLedger: new SqliteUsageLedgerRepository(db),
+    usageLedger: new SqliteUsageLedgerRepository(db, maintenance?.turns),
     grants: new SqliteGrantRepository(db),
     idempotencyKeys: new SqliteIdempotencyKeyRepository(db),
     webhooks: new SqliteWebhookRepository(db, secrets),
@@ -44,6 +51,9 @@ export function openSqliteStore(path: string, secrets: SecretBox = processSecret
     ping: async () => {
       db.query("SELECT 1").get();
     },
-    close: async () => db.close(),
+    close: async () => {
+      await maintenance?.stop();
+      db.close();
+    },
   };
 }

@@ -2,6 +2,7 @@ import type { Database } from "bun:sqlite";
 import type { UsageCursor, UsageLedgerRepository } from "../usage-ledger";
 import type { UsageRow, UsageSource } from "../../budget/usage-row";
 import { grantDayAccount } from "../../budget/accounts";
+import type { WriteTurns } from "./write-turns";
 
 interface LedgerRow {
   request_id: string;
@@ -89,21 +90,57 @@ interface TotalsDelta {
   frozenCapNano: number | null;
 }
 
+/**
+ * Adds a batch's deltas to `rows` accounts' totals: (account, spent, requests, frozen cap)
+ * per account. The frozen cap only ever rises, so a batch's largest stands for all of its
+ * rows. One statement for many accounts: with many users, one per account was a
+ * microsecond of a row's five.
+ */
+const addToTotalsSql = (rows: number) =>
+  `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano)
+   VALUES ${Array.from({ length: rows }, () => "(?, ?, ?, ?)").join(", ")}
+   ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + excluded.spent_nano, request_count = request_count + excluded.request_count,
+     frozen_cap_nano = CASE WHEN excluded.frozen_cap_nano IS NULL THEN frozen_cap_nano ELSE MAX(COALESCE(frozen_cap_nano, 0), excluded.frozen_cap_nano) END`;
+
+/** A call whose row is written is no longer in flight (src/store/call-journal.ts): `rows` entries at once. */
+const closeJournalSql = (rows: number) => `DELETE FROM call_journal WHERE request_id IN (${Array.from({ length: rows }, () => "?").join(", ")})`;
+
+/**
+ * A user's rows, newest first: ?1 app, ?2 user, ?3 period, ?4 limit; `cursor` adds the
+ * condition on ?5 (started_at) and ?6 (request id) that pages back.
+ */
+const listForUserSql = (cursor: string) => `
+  SELECT * FROM (
+    SELECT * FROM (
+      SELECT l.* FROM usage_ledger_by_user u JOIN usage_ledger l ON l.request_id = u.request_id
+      WHERE u.app_id = ?1 AND u.app_user_id = ?2 AND u.period = ?3 ${cursor.replaceAll("started_at", "u.started_at").replaceAll("request_id", "u.request_id")}
+      ORDER BY u.started_at DESC, u.request_id DESC LIMIT ?4
+    )
+    UNION
+    SELECT * FROM usage_ledger
+    WHERE rowid > (SELECT upto FROM usage_ledger_by_user_mark) AND app_id = ?1 AND app_user_id = ?2 AND period = ?3 ${cursor}
+  )
+  ORDER BY started_at DESC, request_id DESC LIMIT ?4`;
+
 export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
   /** INSERT statements by their number of rows (1 to ROWS_PER_INSERT), prepared once each. */
   private readonly inserts = new Map<number, ReturnType<Database["query"]>>();
-  private readonly addToTotals;
-  private readonly closeJournal;
+  /** The totals' upsert and the journal's delete by their number of rows, prepared once each, as the INSERTs. */
+  private readonly addToTotals = new Map<number, ReturnType<Database["query"]>>();
+  private readonly closeJournal = new Map<number, ReturnType<Database["query"]>>();
   private readonly writeBatch;
+  private readonly listForUserFirst;
+  private readonly listForUserBefore;
 
-  constructor(private readonly db: Database) {
-    // ?4 requests at once; the frozen cap only ever rises, so a batch's largest stands for all of its rows.
-    this.addToTotals = db.query(
-      `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano) VALUES (?1, ?2, ?4, ?3)
-       ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + ?2, request_count = request_count + ?4,
-         frozen_cap_nano = CASE WHEN ?3 IS NULL THEN frozen_cap_nano ELSE MAX(COALESCE(frozen_cap_nano, 0), ?3) END`,
+  constructor(
+    private readonly db: Database,
+    /** Turns at the write lock with the maintenance thread (./write-turns.ts); none without it. */
+    private readonly turns?: WriteTurns,
+  ) {
+    this.listForUserFirst = db.query<LedgerRow, [string, string, string, number]>(listForUserSql(""));
+    this.listForUserBefore = db.query<LedgerRow, [string, string, string, number, number, string]>(
+      listForUserSql("AND (started_at < ?5 OR (started_at = ?5 AND request_id < ?6))"),
     );
-    this.closeJournal = db.query("DELETE FROM call_journal WHERE request_id = ?");
     // One transaction per batch. A row already present (a replay) is ignored, and RETURNING
     // names only the rows really inserted, so only those are added to the totals.
     this.writeBatch = db.transaction((rows: UsageRow[]) => {
@@ -131,9 +168,18 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
         // A grant's spend also counts toward its app's daily ceiling on grants.
         if (r.grantId !== null) add(grantDayAccount(r.appId, r.startedAt), r, null);
       }
-      for (const [account, delta] of deltas) this.addToTotals.run(account, delta.spentNano, delta.frozenCapNano, delta.requests);
+      const totals = [...deltas];
+      for (let at = 0; at < totals.length; at += ROWS_PER_INSERT) {
+        const slice = totals.slice(at, at + ROWS_PER_INSERT);
+        values.length = 0;
+        for (const [account, delta] of slice) values.push(account, delta.spentNano, delta.requests, delta.frozenCapNano);
+        this.statement(this.addToTotals, slice.length, addToTotalsSql).run(...values);
+      }
       // A call whose row is written is no longer in flight (src/store/call-journal.ts).
-      for (const r of rows) this.closeJournal.run(r.requestId);
+      for (let at = 0; at < rows.length; at += ROWS_PER_INSERT) {
+        const slice = rows.slice(at, at + ROWS_PER_INSERT);
+        this.statement(this.closeJournal, slice.length, closeJournalSql).run(...slice.map((r) => r.requestId));
+      }
       return count;
     });
   }
@@ -152,25 +198,31 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
     return statement;
   }
 
-  async insertBatch(rows: UsageRow[]): Promise<number> {
-    return this.writeBatch.immediate(rows) as number;
+  private statement(cache: Map<number, ReturnType<Database["query"]>>, rows: number, sql: (rows: number) => string) {
+    let statement = cache.get(rows);
+    if (!statement) cache.set(rows, (statement = this.db.query(sql(rows))));
+    return statement;
   }
 
+  async insertBatch(rows: UsageRow[]): Promise<number> {
+    const release = await this.turns?.take();
+    try {
+      return this.writeBatch.immediate(rows) as number;
+    } finally {
+      release?.();
+    }
+  }
+
+  /**
+   * A user's rows: those the per-user index has (migration 12), and those of the tail it has
+   * not reached yet (./maintenance-worker.ts), found by scanning the tail. UNION, not UNION
+   * ALL: the thread writes a tail's entries over several transactions and moves the mark
+   * with the last, so a row can be in the index and in the tail at once; it is listed once.
+   */
   async listForUser(appId: string, appUserId: string, period: string, limit: number, before?: UsageCursor): Promise<UsageRow[]> {
     const rows = before
-      ? this.db
-          .query<LedgerRow, [string, string, string, number, number, string, number]>(
-            `SELECT * FROM usage_ledger WHERE app_id = ? AND app_user_id = ? AND period = ?
-               AND (started_at < ? OR (started_at = ? AND request_id < ?))
-             ORDER BY started_at DESC, request_id DESC LIMIT ?`,
-          )
-          .all(appId, appUserId, period, before.startedAt, before.startedAt, before.requestId, limit)
-      : this.db
-          .query<LedgerRow, [string, string, string, number]>(
-            `SELECT * FROM usage_ledger WHERE app_id = ? AND app_user_id = ? AND period = ?
-             ORDER BY started_at DESC, request_id DESC LIMIT ?`,
-          )
-          .all(appId, appUserId, period, limit);
+      ? this.listForUserBefore.all(appId, appUserId, period, limit, before.startedAt, before.requestId)
+      : this.listForUserFirst.all(appId, appUserId, period, limit);
     return rows.map(toUsageRow);
   }
 
