@@ -233,7 +233,9 @@ try {
       sequential = {
         ...(sequential as object),
         pgStatementsPerCall: Number((seqStatements.total / calls).toFixed(3)),
-        pgStatements: seqStatements.byQuery.filter((q) => q.calls / calls >= 0.01).map((q) => ({ perCall: Number((q.calls / calls).toFixed(3)), query: q.query })),
+        pgStatements: seqStatements.byQuery
+          .filter((q) => q.calls / calls >= 0.01)
+          .map((q) => ({ perCall: Number((q.calls / calls).toFixed(3)), query: q.query })),
       };
     }
   }
@@ -255,7 +257,9 @@ try {
       ...(statements
         ? {
             pgStatementsPerCall: Number((statements.total / r.ok).toFixed(3)),
-            pgStatements: statements.byQuery.filter((q) => q.calls / r.ok >= 0.001).map((q) => ({ perCall: Number((q.calls / r.ok).toFixed(3)), query: q.query })),
+            pgStatements: statements.byQuery
+              .filter((q) => q.calls / r.ok >= 0.001)
+              .map((q) => ({ perCall: Number((q.calls / r.ok).toFixed(3)), query: q.query })),
           }
         : {}),
     }),

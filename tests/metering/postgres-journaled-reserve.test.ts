@@ -99,7 +99,9 @@ test("a refused reservation leaves no entry; a batch of granted and refused call
   const outcomes = await Promise.all(ids.map((id) => ledger.reserve(account, id, 1000, 300, 300, undefined, call())));
   const granted = ids.filter((_, i) => outcomes[i]!.ok);
   expect(granted).toHaveLength(3);
-  const journaled = (await sql`SELECT request_id FROM call_journal WHERE account = ${account} ORDER BY request_id`).map((r: { request_id: string }) => r.request_id);
+  const journaled = (await sql`SELECT request_id FROM call_journal WHERE account = ${account} ORDER BY request_id`).map(
+    (r: { request_id: string }) => r.request_id,
+  );
   expect(journaled).toEqual([...granted].sort());
 });
 

@@ -57,7 +57,8 @@ test("ledger batches over many accounts, in any order, add each row and count it
   const users = Array.from({ length: 50 }, (_, i) => i);
   // Reversed and interleaved: the store puts each batch in index order itself.
   await Promise.all([store.usageLedger.insertBatch(batch([...users].reverse())), store.usageLedger.insertBatch(batch(users.filter((u) => u % 2 === 0)))]);
-  const totals: Array<{ account: string; spent: string; n: string }> = await sql`SELECT account, spent_nano AS spent, request_count AS n FROM usage_totals ORDER BY account`;
+  const totals: Array<{ account: string; spent: string; n: string }> =
+    await sql`SELECT account, spent_nano AS spent, request_count AS n FROM usage_totals ORDER BY account`;
   expect(totals).toHaveLength(50);
   for (const t of totals) {
     const u = Number(t.account.split("user-")[1]);
