@@ -1,10 +1,10 @@
 /**
  * Where the time goes: one arm (or a variant of it) under wrk load, measured and profiled.
  *
- *   bun scripts/bench/profile.ts [--arm c|b|d|f] [--shape json|sse] [--seconds 10]
+ *   bun scripts/bench/profile.ts [--arm c|b|d|f|g] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
  *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000 [--samples-out F]]
- *     [--env NAME=VALUE]... [--users N]
+ *     [--env NAME=VALUE]... [--users N] [--pg-statements]
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
@@ -21,8 +21,11 @@
  *   --env      set in the service arm's environment (repeatable), e.g. a runtime setting
  *   --users N  a service arm's load spread round-robin over N connected users (one by
  *              default): each user's budget account and ledger rows are their own
- * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, both on
- * core 0 beside wrk, as in `npm run bench`; "postgres" in the CPU figures is its whole tree.
+ *   --pg-statements  arms f, g: the statements PostgreSQL ran over the load window
+ *              (pg_stat_statements), per completed call: the round trips a call costs
+ * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, arm g
+ * both, all on core 0 beside wrk, as in `npm run bench`; "postgres" in the CPU figures is
+ * its whole tree.
  * Everything lands in tmp/bench/profiles/.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -101,7 +104,7 @@ const opt = (name: string, fallback: string) => {
   const i = args.indexOf(`--${name}`);
   return i === -1 ? fallback : args[i + 1]!;
 };
-const armId = opt("arm", "c") as "b" | "c" | "d" | "f";
+const armId = opt("arm", "c") as "b" | "c" | "d" | "f" | "g";
 const shape = opt("shape", "json") as "json" | "sse";
 const seconds = Number(opt("seconds", "10"));
 const connections = Number(opt("connections", "64"));
@@ -130,8 +133,9 @@ try {
   const { url } = await upChild.firstJson<{ url: string }>();
   const upstream: Upstream = { url, pid: upChild.pid, requestsServed: async () => 0 };
   // Arm d, and the bare forwarder's `redis` piece (variants/bare-plus.ts), get a redis-server.
-  const redis = armId === "d" || (armId === "b" && variant.split(",").includes("redis")) ? await startRedis(0) : null;
-  const postgres = armId === "f" ? await startBenchPostgres(0) : null;
+  const redis = armId === "d" || armId === "g" || (armId === "b" && variant.split(",").includes("redis")) ? await startRedis(0) : null;
+  const countStatements = args.includes("--pg-statements");
+  const postgres = armId === "f" || armId === "g" ? await startBenchPostgres(0, { statements: countStatements }) : null;
   let arm: RunningArm;
   if (armId === "b")
     arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant, ...(redis ? { REDIS_URL: redis.url } : {}) } : {});
@@ -149,11 +153,16 @@ try {
   const users = userCount > 0 && armId !== "b" ? { count: userCount, prefix: "bench-user-" } : undefined;
   if (users) {
     const base = new URL(arm.url).origin;
-    for (let i = 0; i < users.count; i++) await connectUser(base, { authorization: arm.headers.authorization! }, `${users.prefix}${i}`);
+    // 32 at a time: 10,000 users one after another take minutes (each is two writes).
+    for (let first = 0; first < users.count; first += 32) {
+      const batch = Array.from({ length: Math.min(32, users.count - first) }, (_, i) => `${users.prefix}${first + i}`);
+      await Promise.all(batch.map((user) => connectUser(base, { authorization: arm.headers.authorization! }, user)));
+    }
   }
   await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0, users });
   const meter = new CpuMeter({ sut: arm.pid, upstream: upstream.pid });
   const postgresCpuBefore = postgres?.cpuSeconds() ?? 0;
+  if (postgres && countStatements) await postgres.statementsSinceLast();
   const loadStartedAt = performance.now();
   const threadsBefore = threadCpu(arm.pid);
   const switchesBefore = threadSwitches(arm.pid);
@@ -193,6 +202,8 @@ try {
     writeFileSync(target, report.stdout.toString());
     console.log(`perf: ${target}`);
   }
+  // Read at once: a settle still under way when wrk stops belongs to a call it counted.
+  const statements = postgres && countStatements ? await postgres.statementsSinceLast() : null;
   const cpu: Record<string, number> = meter.read();
   if (postgres) cpu.postgres = (postgres.cpuSeconds() - postgresCpuBefore) / ((performance.now() - loadStartedAt) / 1000);
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
@@ -200,6 +211,7 @@ try {
   const sequentialCount = Number(opt("sequential", "0"));
   let sequential: unknown;
   if (sequentialCount > 0) {
+    if (postgres && countStatements) await postgres.statementsSinceLast();
     const client = spawnPinned(
       "sequential",
       0,
@@ -214,6 +226,18 @@ try {
     );
     children.push(client);
     sequential = await client.firstJson(120_000);
+    if (postgres && countStatements) {
+      // The warm-up's calls count too: sequential.ts makes count + warm-up calls.
+      const calls = sequentialCount + Math.ceil(sequentialCount / 10);
+      const seqStatements = await postgres.statementsSinceLast();
+      sequential = {
+        ...(sequential as object),
+        pgStatementsPerCall: Number((seqStatements.total / calls).toFixed(3)),
+        pgStatements: seqStatements.byQuery
+          .filter((q) => q.calls / calls >= 0.01)
+          .map((q) => ({ perCall: Number((q.calls / calls).toFixed(3)), query: q.query })),
+      };
+    }
   }
   console.log(
     JSON.stringify({
@@ -230,6 +254,14 @@ try {
       usPerRequestByThread: threads,
       switchesPerRequestByThread: switches,
       ...(sequential ? { sequential } : {}),
+      ...(statements
+        ? {
+            pgStatementsPerCall: Number((statements.total / r.ok).toFixed(3)),
+            pgStatements: statements.byQuery
+              .filter((q) => q.calls / r.ok >= 0.001)
+              .map((q) => ({ perCall: Number((q.calls / r.ok).toFixed(3)), query: q.query })),
+          }
+        : {}),
     }),
   );
   await arm.stop();

@@ -1,6 +1,7 @@
 import type { BudgetAccount } from "./accounts";
 import type { UsageRow } from "./usage-row";
 import type { RateLimitDecision, RateLimitRule } from "../ratelimit/rate-limiter";
+import type { UpstreamPayer } from "./target";
 
 /** What the live counters say about one account, in nano-dollars. */
 export interface BudgetSnapshot {
@@ -23,6 +24,25 @@ export type ReserveOutcome = (
 export interface FoldedRateLimit {
   rule: RateLimitRule;
   key: string;
+}
+
+/**
+ * The call a reservation is for, as the call journal records it (src/store/call-journal.ts),
+ * less what the reservation itself knows (request id, account, cap, what was granted, and
+ * this process as the owner): for a ledger that journals the call in the reservation's own
+ * step (`journalsCalls`).
+ */
+export interface JournaledCall {
+  /** A grant call's first reservation, on its app's day; null otherwise. */
+  ceilingReservationId: string | null;
+  appId: string;
+  appUserId: string | null;
+  grantId: string | null;
+  payer: UpstreamPayer;
+  period: string;
+  model: string;
+  streamed: boolean;
+  startedAt: number;
 }
 
 /** The settled spend of an account, from the durable store. */
@@ -49,7 +69,15 @@ export interface BudgetLedger {
     minNano: number,
     desiredNano: number,
     rateLimit?: FoldedRateLimit,
+    journal?: JournaledCall,
   ): Promise<ReserveOutcome>;
+  /**
+   * True when `reserve` records the call in the call journal in the same atomic step, given
+   * `journal` (the PostgreSQL ledger, whose counters sit in the journal's database): a
+   * granted reservation is then journaled, a refused one is not, and the call needs no
+   * journal entry of its own. Settling the reservation ends the entry too.
+   */
+  readonly journalsCalls?: boolean;
   /**
    * Replaces the reservation with the actual cost. Idempotent: settling an unknown or
    * already settled request id changes nothing. Called on the same ledger (process) that

@@ -35,6 +35,8 @@ export interface MeteringTicket {
   ceilingReservationId?: string;
   streamed: boolean;
   startedAt: number;
+  /** Recorded in the call journal by its reservation (BudgetLedger.journalsCalls): nothing left to record before the upstream. */
+  journaled?: boolean;
 }
 
 export interface RequestOutcome {

@@ -1,6 +1,6 @@
 import type { Clock } from "../clock";
 import type { Config } from "../config";
-import type { BudgetLedger } from "../budget/ledger";
+import type { BudgetLedger, JournaledCall } from "../budget/ledger";
 import type { ChargeLog, MeteringTicket } from "../metering/meter";
 import { clientPin } from "../pricing/price-pin";
 import type { PricingCatalogue } from "../pricing/catalogue";
@@ -65,8 +65,32 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
   // until the call settles (never less).
   const ceiling = target.dailyGrantCeilingNano === undefined ? null : await reserveDailyCeiling(reserving, request, plan, startedAt);
   const rateLimit = ceiling ? undefined : request.rateLimit;
+  const model = shape.modelIds[0]!;
+  const streamed = body.stream === true;
+  // A ledger that can journals the call in the same step (one round trip before the upstream).
+  const journal: JournaledCall | undefined = reserving.budget.journalsCalls
+    ? {
+        ceilingReservationId: ceiling?.reservationId ?? null,
+        appId: target.appId,
+        appUserId: target.appUserId,
+        grantId: target.grantId,
+        payer: target.payer,
+        period: target.period.id,
+        model,
+        streamed,
+        startedAt,
+      }
+    : undefined;
   // A deferred rate-limit check exists only beside a ledger that runs it (src/http/guards.ts).
-  const outcome = await reserving.budget.reserve(target.account, requestId, target.capNano, plan.minNano, ceiling?.grantedNano ?? plan.desiredNano, rateLimit);
+  const outcome = await reserving.budget.reserve(
+    target.account,
+    requestId,
+    target.capNano,
+    plan.minNano,
+    ceiling?.grantedNano ?? plan.desiredNano,
+    rateLimit,
+    journal,
+  );
   // Its limit first: a call over its rate limit is a 429 whatever its budget (nothing was reserved).
   if (outcome.rateLimit) request.rateLimit!.decide(outcome.rateLimit);
   const release = async () => {
@@ -90,14 +114,15 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
     requestId,
     log: request.log,
     target,
-    model: shape.modelIds[0]!,
+    model,
     bounds,
     plan,
     limits: grantedLimits(plan, bounds, outcome.grantedNano),
     grantedNano: outcome.grantedNano,
     ceilingReservationId: ceiling?.reservationId,
-    streamed: body.stream === true,
+    streamed,
     startedAt,
+    journaled: journal !== undefined,
   };
 }
 

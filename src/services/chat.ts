@@ -94,7 +94,8 @@ export class ChatService implements CallFinisher {
     const userKey = request.target.payer === "user" ? await payingUserKey(request.target) : undefined;
     const ticket = await reserveChat(this.reserving, request);
     try {
-      await this.calls.begin(ticket);
+      // Journaled already when the ledger did it in the reservation's step (one round trip).
+      if (!ticket.journaled) await this.calls.begin(ticket);
     } catch (err) {
       // Not recorded, so it must not go upstream: nothing was sent, nothing is charged, and
       // (as for a call refused before its reservation) no row is written.

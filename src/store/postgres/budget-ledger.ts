@@ -4,7 +4,7 @@ import { ledgerRecord } from "./usage-ledger";
 import type { UsageRow } from "../../budget/usage-row";
 import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../budget/accounts";
-import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "../../budget/ledger";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, JournaledCall, ReserveOutcome } from "../../budget/ledger";
 import type { CheckItem, PostgresRateLimiter } from "./rate-limiter";
 
 /** How long an instance's reservations survive it without a renewal (Redis uses the same bound). */
@@ -22,6 +22,29 @@ interface ReserveItem {
   desired: number;
   /** The call's rate-limit check, decided in the same statement (migration 9). */
   check?: CheckItem;
+  /** The call's journal entry, opened in the same statement when granted. */
+  journal?: JournalColumns;
+}
+
+/** call_journal's columns that the reservation does not fill in (the statement adds the rest). */
+type JournalColumns = ReturnType<typeof journalColumns>;
+
+function journalColumns(call: JournaledCall) {
+  return {
+    ceiling_reservation: call.ceilingReservationId,
+    app_id: call.appId,
+    app_user_id: call.appUserId,
+    grant_id: call.grantId,
+    payer: call.payer,
+    period: call.period,
+    model: call.model,
+    streamed: call.streamed,
+    started_at: call.startedAt,
+    generation_id: null,
+    reconcile_reason: null,
+    attempts: 0,
+    next_attempt_at: null,
+  };
 }
 
 interface SettleItem {
@@ -45,7 +68,8 @@ interface SettleItem {
  * Given the PostgreSQL rate limiter of the same database, a chat call's rate-limit check
  * goes in its reservation's statement (migration 9's budget_reserve_limited_many,
  * ../store/postgres/reserve-limited-batch-sql.ts): one round trip before the upstream
- * instead of two, as with Redis.
+ * instead of two, as with Redis. The call's journal entry goes in that statement too
+ * (`journalsCalls`): one round trip in all before the upstream.
  *
  * Each instance renews a lease; every instance sweeps now and then and releases the
  * reservations of instances whose lease ran out (died without settling) whose calls never
@@ -56,6 +80,7 @@ interface SettleItem {
 export class PostgresBudgetLedger implements BudgetLedger {
   readonly kind = "postgres";
   readonly recordsRows = true;
+  readonly journalsCalls = true;
   private readonly retrying = new Map<string, { actualNano: number; row: UsageRow | null }>();
   private readonly timers: Array<ReturnType<typeof setInterval>> = [];
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
@@ -90,8 +115,10 @@ export class PostgresBudgetLedger implements BudgetLedger {
     minNano: number,
     desiredNano: number,
     rateLimit?: FoldedRateLimit,
+    journal?: JournaledCall,
   ): Promise<ReserveOutcome> {
     const item: ReserveItem = { account, request: requestId, cap: capNano, min: minNano, desired: desiredNano };
+    if (journal) item.journal = journalColumns(journal);
     const limiter = this.rateLimiter;
     if (rateLimit) {
       if (!limiter) throw new Error("this ledger was built without a rate limiter to fold checks into");
@@ -169,13 +196,36 @@ export class PostgresBudgetLedger implements BudgetLedger {
   }
 
   /**
-   * One statement for the batch, checks included; a request id already reserved fails
-   * alone (an Error in its place).
+   * One statement for the batch, checks and journal entries included; a request id already
+   * reserved fails alone (an Error in its place).
+   *
+   * The journal entries are opened by the same statement, from what budget_reserve_limited_many
+   * decided (the INSERT reads its rows, so it runs after it): a granted call is journaled with
+   * what it was granted, a refused one is not, and the two commit together, as each did alone
+   * (budget_reserve_many turns synchronous_commit off for the transaction, as call_journal_open
+   * does: both guard against an instance dying, which a commit in the server's memory
+   * survives). The entries are new rows on their own primary key, locked by no reserve or
+   * settle before an account row, so this adds no deadlock.
    */
   private async reserveMany(items: ReserveItem[]): Promise<Array<ReserveOutcome | Error>> {
-    const rows = await this.db.run(
-      (sql) =>
-        sql`SELECT item, status, a, b, allowed, remaining, reset_ms FROM budget_reserve_limited_many(${JSON.stringify(items)}::text::jsonb, ${this.instanceId})`,
+    const json = JSON.stringify(items);
+    const journaling = items.some((i) => i.journal !== undefined);
+    const rows = await this.db.run((sql) =>
+      journaling
+        ? sql`WITH input AS (SELECT ${json}::text::jsonb AS items, ${this.instanceId}::text AS instance),
+          decided AS (SELECT d.* FROM input, budget_reserve_limited_many(input.items, input.instance) AS d),
+          opened AS (
+            -- Granted items with a journal entry: the row as call_journal_open would write it,
+            -- with what was granted. Refused ones leave none.
+            INSERT INTO call_journal
+            SELECT r.* FROM input, decided AS d,
+              LATERAL jsonb_populate_record(NULL::call_journal, (input.items -> d.item -> 'journal') || jsonb_build_object(
+                'request_id', input.items -> d.item -> 'request', 'owner', input.instance, 'account', input.items -> d.item -> 'account',
+                'reserved_nano', d.a, 'cap_nano', input.items -> d.item -> 'cap')) AS r
+            WHERE d.status = 1 AND input.items -> d.item ? 'journal'
+            ON CONFLICT (request_id) DO NOTHING)
+          SELECT item, status, a, b, allowed, remaining, reset_ms FROM decided`
+        : sql`SELECT item, status, a, b, allowed, remaining, reset_ms FROM budget_reserve_limited_many(${json}::text::jsonb, ${this.instanceId})`,
     );
     if (rows.length !== items.length) throw new Error(`budget_reserve_limited_many answered ${rows.length} of ${items.length} reserves`);
     const outcomes = new Array<ReserveOutcome | Error>(items.length);
