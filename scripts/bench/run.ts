@@ -44,7 +44,7 @@ import {
 } from "./lib/arms";
 import { startBenchPostgres, type BenchPostgres } from "./lib/postgres";
 import { describeMachine, loadAverage, waitForQuiet } from "./lib/machine";
-import { BUN, childEnv, CpuMeter, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
+import { BUN, childEnv, CpuMeter, cpuSeconds, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
 import { renderReport, type ArmResult, type BenchResults, type LongRun, type SequentialResult, type ThroughputRun } from "./lib/report";
 import { runWrk, type WrkOptions } from "./lib/wrk";
 import { runFixedCalls, type FixedCallsRun } from "./lib/fixed-calls";
@@ -66,9 +66,13 @@ const quick = has("quick");
 const cfg = {
   seconds: Number(opt("seconds", quick ? "2" : "10")),
   warmup: Number(opt("warmup", quick ? "1" : "3")),
-  connections: opt("connections", "16,64,256").split(",").map(Number),
+  // --quick: the c=64 cells alone (the summary's), and one count of long streams, so that
+  // it stays near five minutes with the many-users, cost-per-call and (g2) runs.
+  connections: opt("connections", quick ? "64" : "16,64,256")
+    .split(",")
+    .map(Number),
   sequential: Number(opt("sequential", quick ? "200" : "2000")),
-  streams: opt("streams", quick ? "100,200" : "1000,2000")
+  streams: opt("streams", quick ? "200" : "1000,2000")
     .split(",")
     .map(Number),
   arms: opt("arms", "a,b,c,d,e,f,g,g2").split(",") as ArmId[],
@@ -77,7 +81,7 @@ const cfg = {
   /** Connected users the many-users runs spread their load over (0: no such runs). */
   users: Number(opt("users", "10000")),
   userRounds: Number(opt("user-rounds", quick ? "1" : "2")),
-  /** Calls in each cost-per-call run. */
+  /** Calls in each cost-per-call run, at most; fewer for a slow arm (costPerCall says how many). */
   fixedCalls: Number(opt("fixed-calls", quick ? "10000" : "50000")),
   out: resolve(REPO_ROOT, opt("out", "tmp/bench/results.json")),
 };
@@ -162,19 +166,30 @@ async function throughput(
   return { shape, ...wrk, cpu, rowsWritten, upstreamServed };
 }
 
-/** CPU per call of every metered process over cfg.fixedCalls calls at c=64. */
+/**
+ * How many calls an arm's cost-per-call runs make: cfg.fixedCalls, or about --seconds of
+ * the arm's own rate at c=64 when that is fewer (Portkey's 900 calls/s would otherwise take
+ * a minute); never under 1,000, so a 10 ms CPU tick stays within 10 µs per call.
+ */
+function fixedCallsFor(result: ArmResult, shape: "json" | "sse"): number {
+  const rps = result.throughput.find((t) => t.shape === shape && t.connections === 64)?.rps;
+  return rps === undefined ? cfg.fixedCalls : Math.max(1000, Math.min(cfg.fixedCalls, Math.round(rps * cfg.seconds)));
+}
+
+/** CPU per call of every metered process over `calls` calls at c=64. */
 async function costPerCall(
   arm: RunningArm,
   upstream: Upstream,
   cpuPids: Record<string, number>,
   cpuTrees: Record<string, () => number>,
   shape: "json" | "sse",
+  calls: number,
   users?: WrkOptions["users"],
 ): Promise<FixedCallsRun> {
   const run = await runFixedCalls({
     wrk: { url: arm.url, bodyFile: bodyFile(shape), headers: arm.headers, connections: 64, core: CLIENT_CORE, users },
     shape,
-    calls: cfg.fixedCalls,
+    calls,
     maxSeconds: 300,
     served: upstream.requestsServed,
     pids: cpuPids,
@@ -218,7 +233,7 @@ async function manyUsers(
     log(
       `${arm.id} ${shape} ${cfg.users} users against 1: calls/s ${run.rpsRatio.toFixed(2)}×, p99 ${run.p99Ratio.toFixed(2)}× (${run.rounds.map((r) => `${Math.round(r.many.rps)}/${Math.round(r.one.rps)}`).join(", ")})`,
     );
-    const cost = await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, users);
+    const cost = await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(result, shape), users);
     result.fixedCalls!.push(cost);
     result.clientCompleted += cost.completedAtLoader;
   }
@@ -297,7 +312,10 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
         );
       }
     }
-    if (id !== "a") for (const shape of ["json", "sse"] as const) result.fixedCalls!.push(await costPerCall(arm, upstream, cpuPids, cpuTrees, shape));
+    if (id !== "a") {
+      for (const shape of ["json", "sse"] as const)
+        result.fixedCalls!.push(await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(result, shape)));
+    }
     result.clientCompleted += result.fixedCalls!.reduce((sum, r) => sum + r.completedAtLoader, 0);
     if (state && cfg.users > 0) await manyUsers(arm, upstream, state, cpuPids, cpuTrees, result);
     for (const shape of ["json", "sse"] as const) {
@@ -395,6 +413,14 @@ async function benchTwoProcesses(upstream: Upstream, redis: RunningRedis, dbDir:
         rounds: cfg.userRounds,
         seconds: cfg.seconds,
         warmupSeconds: cfg.warmup,
+        meters: {
+          cpu: () => ({
+            sut: cpuSeconds(first.pid) + cpuSeconds(second.pid),
+            redis: cpuSeconds(redis.pid),
+            postgres: postgres!.cpuSeconds(),
+          }),
+          served: upstream.requestsServed,
+        },
       });
       result.twoProcesses!.push(run);
       result.clientCompleted += run.completed;

@@ -74,14 +74,20 @@ export function renderSummary(r: BenchResults): string[] {
   return out;
 }
 
+/** Everything but the process under test shares core 0: its sum near 1.00 means core 0, not the arm, set the pace. */
+const coreZeroBusy = (f: FixedCallsRun) =>
+  Object.entries(f.busy)
+    .filter(([name]) => name !== "sut")
+    .reduce((sum, [, v]) => sum + v, 0);
+
 export function renderCostPerCall(r: BenchResults): string[] {
   const calls = r.config.fixedCalls as number | undefined;
   const out = [
-    `### Cost per call (CPU µs per call, over ${calls === undefined ? "a fixed number of" : int(calls)} calls at c=64)`,
+    `### Cost per call (CPU µs per call, over a fixed number of calls at c=64: ${calls === undefined ? "" : `${int(calls)}, or about ${r.config.seconds as number} s of a slower arm's own rate`})`,
     "",
-    'wrk sends the calls and stops (`wrk-post.lua`, BENCH_STOP_AFTER); the calls are counted at the upstream (those wrk cut in flight included), and each process\'s CPU is utime + stime from `/proc/<pid>/stat` (PostgreSQL: its whole process tree) from before the load to after the last call was served plus 0.6 s for the flushes it left. "busy" is the cores each process kept busy during the load: the process under test near 1.00 means the loader (wrk, on core 0 with the upstream and the stores) kept it saturated.',
+    'wrk sends the calls and stops (`wrk-post.lua`, BENCH_STOP_AFTER); the calls are counted at the upstream (those wrk cut in flight included), and each process\'s CPU is utime + stime from `/proc/<pid>/stat` (PostgreSQL: its whole process tree) from before the load to after the last call was served plus 0.6 s for the flushes it left. "busy" is the cores each process kept busy during the load: the process under test near 1.00 means the loader (wrk, on core 0 with the upstream and the stores) kept it saturated; below that with core 0 near 1.00, core 0 set the pace (the CPU per call stands either way).',
     "",
-    "| arm | shape | users | calls | calls/s | under test | above (b) | upstream | redis-server | PostgreSQL | busy: under test / loader | rows |",
+    "| arm | shape | users | calls | calls/s | under test | above (b) | upstream | redis-server | PostgreSQL | busy: under test / loader / all of core 0 | rows |",
     "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
   ];
   for (const x of r.arms) {
@@ -89,7 +95,7 @@ export function renderCostPerCall(r: BenchResults): string[] {
       const above = x.id === "b" ? "–" : us(aboveBare(r, x.id, f.shape, f.users > 1 ? "many" : "one"));
       const c = f.cpuUsPerCall;
       out.push(
-        `| ${x.label} | ${f.shape.toUpperCase()} | ${int(f.users)} | ${int(f.calls)} | ${int(f.callsPerSecond)} | ${us(c.sut)} | ${above} | ${us(c.upstream)} | ${us(c.redis)} | ${us(c.postgres)} | ${(f.busy.sut ?? NaN).toFixed(2)} / ${(f.busy.loader ?? NaN).toFixed(2)} | ${f.rows === null ? "–" : int(f.rows)} |`,
+        `| ${x.label} | ${f.shape.toUpperCase()} | ${int(f.users)} | ${int(f.calls)} | ${int(f.callsPerSecond)} | ${us(c.sut)} | ${above} | ${us(c.upstream)} | ${us(c.redis)} | ${us(c.postgres)} | ${(f.busy.sut ?? NaN).toFixed(2)} / ${(f.busy.loader ?? NaN).toFixed(2)} / ${coreZeroBusy(f).toFixed(2)} | ${f.rows === null ? "–" : int(f.rows)} |`,
       );
     }
   }
@@ -158,14 +164,16 @@ export function renderTwoProcesses(r: BenchResults): string[] {
     "",
     "Both processes on the core one process has (core 1): at equal CPU for the service, what sharing the stores costs (core 0 already carries wrk, the upstream, Redis and PostgreSQL; scaling across cores is the sizing table's). The loader is two wrk processes of c/2 connections in both layouts: both at one process, or one at each. Alternating rounds on the same two processes and database. Target: two ≥ one.",
     "",
-    "| shape | users | rounds: two / one calls/s | per process, two | ratio | p99 under load, two / one (ms) |",
-    "| --- | ---: | --- | --- | ---: | --- |",
+    "| shape | users | rounds: two / one calls/s | per process, two | ratio | p99 under load, two / one (ms) | CPU µs per call, two / one: service, redis-server, PostgreSQL |",
+    "| --- | ---: | --- | --- | ---: | --- | --- |",
   ];
   for (const t of g2.twoProcesses) {
     const rounds = t.rounds.map((u) => `${int(u.two.rps)} / ${int(u.one.rps)}`).join(", ");
     const split = t.rounds.map((u) => `${int(u.two.perProcessRps[0])} + ${int(u.two.perProcessRps[1])}`).join(", ");
     const p99 = t.rounds.map((u) => `${(u.two.p99Us / 1000).toFixed(1)} / ${(u.one.p99Us / 1000).toFixed(1)}`).join(", ");
-    out.push(`| ${t.shape.toUpperCase()} | ${int(t.users)} | ${rounds} | ${split} | ${times(t.rpsRatio)} | ${p99} |`);
+    const last = t.rounds.at(-1);
+    const cpu = last ? (["sut", "redis", "postgres"] as const).map((k) => `${us(last.two.cpuUsPerCall[k])} / ${us(last.one.cpuUsPerCall[k])}`).join(", ") : "–";
+    out.push(`| ${t.shape.toUpperCase()} | ${int(t.users)} | ${rounds} | ${split} | ${times(t.rpsRatio)} | ${p99} | ${cpu} (last round) |`);
   }
   if (g2.rows) out.push("", `Ledger: ${int(g2.rows.ledgerRows)} rows for ${int(g2.rows.upstreamServed)} calls served (${int(g2.rows.lost)} lost).`);
   out.push("");

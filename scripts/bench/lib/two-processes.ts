@@ -26,6 +26,11 @@ export interface TwoProcessesSide {
   p99Us: number;
   /** Calls/s each service process served (one layout: the second is idle, 0). */
   perProcessRps: [number, number];
+  /**
+   * CPU µs per call of each component over the round (the calls the upstream served in
+   * it): where a difference between the layouts comes from ("sut" is both processes).
+   */
+  cpuUsPerCall: Record<string, number>;
 }
 
 export interface TwoProcessesRun {
@@ -41,9 +46,19 @@ export interface TwoProcessesRun {
 
 type Load = Omit<WrkOptions, "seconds" | "connections" | "url">;
 
-async function both(urls: [string, string], load: Load, connections: number, seconds: number): Promise<TwoProcessesSide> {
+/** CPU seconds so far of each component, and the calls the upstream has served so far. */
+export interface Meters {
+  cpu(): Record<string, number>;
+  served(): Promise<number>;
+}
+
+async function both(urls: [string, string], load: Load, connections: number, seconds: number, meters: Meters): Promise<TwoProcessesSide> {
   const half = Math.max(1, Math.round(connections / 2));
+  const servedBefore = await meters.served();
+  const cpuBefore = meters.cpu();
   const runs: WrkResult[] = await Promise.all(urls.map((url) => runWrk({ ...load, url, connections: half, seconds })));
+  const cpuAfter = meters.cpu();
+  const calls = (await meters.served()) - servedBefore;
   const [first, second] = runs as [WrkResult, WrkResult];
   const sameProcess = urls[0] === urls[1];
   return {
@@ -52,6 +67,7 @@ async function both(urls: [string, string], load: Load, connections: number, sec
     errors: first.errors + second.errors,
     p99Us: Math.max(first.latencyUs.p99, second.latencyUs.p99),
     perProcessRps: sameProcess ? [first.rps + second.rps, 0] : [first.rps, second.rps],
+    cpuUsPerCall: Object.fromEntries(Object.keys(cpuAfter).map((name) => [name, ((cpuAfter[name]! - cpuBefore[name]!) * 1e6) / calls])),
   };
 }
 
@@ -64,12 +80,13 @@ export async function twoProcessRounds(o: {
   rounds: number;
   seconds: number;
   warmupSeconds: number;
+  meters: Meters;
 }): Promise<TwoProcessesRun> {
-  const warm = await both(o.urls, o.load, o.connections, o.warmupSeconds);
+  const warm = await both(o.urls, o.load, o.connections, o.warmupSeconds, o.meters);
   const rounds: TwoProcessesRun["rounds"] = [];
   for (let i = 0; i < o.rounds; i++) {
-    const one = await both([o.urls[0], o.urls[0]], o.load, o.connections, o.seconds);
-    const two = await both(o.urls, o.load, o.connections, o.seconds);
+    const one = await both([o.urls[0], o.urls[0]], o.load, o.connections, o.seconds, o.meters);
+    const two = await both(o.urls, o.load, o.connections, o.seconds, o.meters);
     rounds.push({ one, two });
   }
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
