@@ -5,7 +5,7 @@
  *
  *   bun scripts/bench/run.ts [--seconds 10] [--warmup 3] [--connections 16,64,256]
  *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e,f,g,g2] [--upstream lean|mock]
- *     [--users 10000] [--user-rounds 2] [--fixed-calls 50000]
+ *     [--users 10000] [--user-rounds 2] [--fixed-calls 50000] [--g2-cores 1,1]
  *     [--wait-quiet 120] [--quick] [--out tmp/bench/results.json]
  *
  * Beside the throughput cells, at c=64 (issue 35):
@@ -81,6 +81,8 @@ const cfg = {
   /** Connected users the many-users runs spread their load over (0: no such runs). */
   users: Number(opt("users", "10000")),
   userRounds: Number(opt("user-rounds", quick ? "1" : "2")),
+  /** (g2): the core of each of its two service processes (lib/two-processes.ts: why 1,1). */
+  g2Cores: opt("g2-cores", `${SUT_CORE},${SUT_CORE}`).split(",").map(Number) as [number, number],
   /** Calls in each cost-per-call run, at most; fewer for a slow arm (costPerCall says how many). */
   fixedCalls: Number(opt("fixed-calls", quick ? "10000" : "50000")),
   out: resolve(REPO_ROOT, opt("out", "tmp/bench/results.json")),
@@ -167,12 +169,11 @@ async function throughput(
 }
 
 /**
- * How many calls an arm's cost-per-call runs make: cfg.fixedCalls, or about --seconds of
- * the arm's own rate at c=64 when that is fewer (Portkey's 900 calls/s would otherwise take
+ * How many calls an arm's cost-per-call run makes: cfg.fixedCalls, or about --seconds of
+ * the arm's own rate at c=64 (`rps`, same shape and users) when that is fewer (Portkey's 900 calls/s would otherwise take
  * a minute); never under 1,000, so a 10 ms CPU tick stays within 10 µs per call.
  */
-function fixedCallsFor(result: ArmResult, shape: "json" | "sse"): number {
-  const rps = result.throughput.find((t) => t.shape === shape && t.connections === 64)?.rps;
+function fixedCallsFor(rps: number | undefined): number {
   return rps === undefined ? cfg.fixedCalls : Math.max(1000, Math.min(cfg.fixedCalls, Math.round(rps * cfg.seconds)));
 }
 
@@ -233,7 +234,8 @@ async function manyUsers(
     log(
       `${arm.id} ${shape} ${cfg.users} users against 1: calls/s ${run.rpsRatio.toFixed(2)}×, p99 ${run.p99Ratio.toFixed(2)}× (${run.rounds.map((r) => `${Math.round(r.many.rps)}/${Math.round(r.one.rps)}`).join(", ")})`,
     );
-    const cost = await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(result, shape), users);
+    const manyRps = run.rounds.reduce((sum, r) => sum + r.many.rps, 0) / run.rounds.length;
+    const cost = await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(manyRps), users);
     result.fixedCalls!.push(cost);
     result.clientCompleted += cost.completedAtLoader;
   }
@@ -313,8 +315,10 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
       }
     }
     if (id !== "a") {
-      for (const shape of ["json", "sse"] as const)
-        result.fixedCalls!.push(await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(result, shape)));
+      for (const shape of ["json", "sse"] as const) {
+        const rps = result.throughput.find((t) => t.shape === shape && t.connections === 64)?.rps;
+        result.fixedCalls!.push(await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(rps)));
+      }
     }
     result.clientCompleted += result.fixedCalls!.reduce((sum, r) => sum + r.completedAtLoader, 0);
     if (state && cfg.users > 0) await manyUsers(arm, upstream, state, cpuPids, cpuTrees, result);
@@ -397,7 +401,7 @@ async function benchTwoProcesses(upstream: Upstream, redis: RunningRedis, dbDir:
   const processes: RunningArm[] = [];
   try {
     // One after the other: the first creates the app and migrates; the second finds them.
-    for (let i = 0; i < 2; i++) processes.push(await startService("g", state, upstream, SUT_CORE, redis.url));
+    for (const core of cfg.g2Cores) processes.push(await startService("g", state, upstream, core, redis.url));
     const [first, second] = processes as [RunningArm, RunningArm];
     const users = cfg.users > 0 ? { count: cfg.users, prefix: MANY_USERS_PREFIX } : undefined;
     if (users) {

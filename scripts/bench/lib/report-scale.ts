@@ -162,7 +162,7 @@ export function renderTwoProcesses(r: BenchResults): string[] {
   const out = [
     "### Two service processes sharing Redis and PostgreSQL (g2), against one",
     "",
-    "Both processes on the core one process has (core 1): at equal CPU for the service, what sharing the stores costs (core 0 already carries wrk, the upstream, Redis and PostgreSQL; scaling across cores is the sizing table's). The loader is two wrk processes of c/2 connections in both layouts: both at one process, or one at each. Alternating rounds on the same two processes and database. Target: two ≥ one.",
+    `Cores of the two processes: ${((r.config.g2Cores as number[] | undefined) ?? [1, 1]).join(" and ")}. By default both on the core one process has (core 1): at equal CPU for the service, what sharing the stores costs (core 0 already carries wrk, the upstream, Redis and PostgreSQL; scaling across cores is the sizing table's). The loader is two wrk processes of c/2 connections in both layouts: both at one process, or one at each. Alternating rounds on the same two processes and database. Target: two ≥ one.`,
     "",
     "| shape | users | rounds: two / one calls/s | per process, two | ratio | p99 under load, two / one (ms) | CPU µs per call, two / one: service, redis-server, PostgreSQL |",
     "| --- | ---: | --- | --- | ---: | --- | --- |",
