@@ -227,7 +227,6 @@ async function manyUsers(
       users,
       rounds: cfg.userRounds,
       seconds: cfg.seconds,
-      warmupSeconds: cfg.warmup,
     });
     result.manyUsers!.push(run);
     result.clientCompleted += run.completed;

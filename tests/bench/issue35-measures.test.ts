@@ -130,16 +130,17 @@ describe("results.md's issue-35 figures", () => {
     expect(table).toContain("| PostgreSQL (all its processes) | 250.0 | 4,000 | 125.0 | 8,000 |");
   });
 
-  test("many users against one: the ratio targets judge the means of the rounds", () => {
+  test("many users against one: calls/s ≥ 0.95× and p99 ≤ 1.2× are met at their bounds and missed past them", () => {
     const round = (oneRps: number, manyRps: number, oneP99: number, manyP99: number) => ({
       one: { rps: oneRps, ok: oneRps, errors: 0, latencyUs: { p50: 0, p90: 0, p99: oneP99, max: 0, mean: 0 } },
       many: { rps: manyRps, ok: manyRps, errors: 0, latencyUs: { p50: 0, p90: 0, p99: manyP99, max: 0, mean: 0 } },
     });
+    const firstCalls = { ...round(0, 50, 0, 20).many, calls: 10_000 };
     const many = results([
       arm("c", {
         manyUsers: [
-          { shape: "json", connections: 64, users: 10_000, rounds: [round(100, 96, 10, 12)], completed: 0, rpsRatio: 0.96, p99Ratio: 1.2 },
-          { shape: "sse", connections: 64, users: 10_000, rounds: [round(100, 90, 10, 13)], completed: 0, rpsRatio: 0.9, p99Ratio: 1.3 },
+          { shape: "json", connections: 64, users: 10_000, firstCalls, rounds: [round(100, 95, 10, 12)], completed: 0, rpsRatio: 0.95, p99Ratio: 1.2 },
+          { shape: "sse", connections: 64, users: 10_000, firstCalls, rounds: [round(100, 90, 10, 13)], completed: 0, rpsRatio: 0.9, p99Ratio: 1.3 },
         ],
       }),
     ]);
