@@ -170,8 +170,9 @@ async function throughput(
 
 /**
  * How many calls an arm's cost-per-call run makes: cfg.fixedCalls, or about --seconds of
- * the arm's own rate at c=64 (`rps`, same shape and users) when that is fewer (Portkey's 900 calls/s would otherwise take
- * a minute); never under 1,000, so a 10 ms CPU tick stays within 10 µs per call.
+ * the arm's own rate at c=64 (`rps`, same shape and users) when that is fewer (Portkey's
+ * 900 calls/s would otherwise take a minute); never under 1,000, so that one 10 ms CPU
+ * tick stays within 10 µs per call.
  */
 function fixedCallsFor(rps: number | undefined): number {
   return rps === undefined ? cfg.fixedCalls : Math.max(1000, Math.min(cfg.fixedCalls, Math.round(rps * cfg.seconds)));
