@@ -4,8 +4,17 @@
  * summary is copied: that file stays one page, so a run does not write into it.
  *
  *   bun scripts/bench/run.ts [--seconds 10] [--warmup 3] [--connections 16,64,256]
- *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e,f,g] [--upstream lean|mock]
+ *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e,f,g,g2] [--upstream lean|mock]
+ *     [--users 10000] [--user-rounds 2] [--fixed-calls 50000] [--g2-cores 1,1]
  *     [--wait-quiet 120] [--quick] [--out tmp/bench/results.json]
+ *
+ * Beside the throughput cells, at c=64 (issue 35):
+ *   - cost per call: CPU µs per call of every process over --fixed-calls calls (lib/fixed-calls.ts),
+ *     in every arm but (a); a service arm's figure above (b)'s is the cost of the service;
+ *   - many users: each service arm with the load spread over --users connected users, against
+ *     one user, in --user-rounds alternating rounds (lib/many-users.ts), and its cost per call;
+ *     (g)'s per-component costs over many users are the sizing table;
+ *   - (g2): two service processes sharing Redis and PostgreSQL against one (lib/two-processes.ts).
  *
  * Cores (2 here): the process under test runs alone on core 1; wrk, the other clients,
  * the upstream, redis-server and PostgreSQL (arms f, g: durable, fsync on; the postmaster
@@ -35,9 +44,13 @@ import {
 } from "./lib/arms";
 import { startBenchPostgres, type BenchPostgres } from "./lib/postgres";
 import { describeMachine, loadAverage, waitForQuiet } from "./lib/machine";
-import { BUN, childEnv, CpuMeter, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
+import { BUN, childEnv, CpuMeter, cpuSeconds, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
 import { renderReport, type ArmResult, type BenchResults, type LongRun, type SequentialResult, type ThroughputRun } from "./lib/report";
-import { runWrk } from "./lib/wrk";
+import { runWrk, type WrkOptions } from "./lib/wrk";
+import { runFixedCalls, type FixedCallsRun } from "./lib/fixed-calls";
+import { manyUsersRounds } from "./lib/many-users";
+import { twoProcessRounds } from "./lib/two-processes";
+import { connectUsers, MANY_USERS_PREFIX } from "./lib/users";
 import { BODIES, type Shape } from "./workload";
 
 const CLIENT_CORE = 0;
@@ -53,14 +66,25 @@ const quick = has("quick");
 const cfg = {
   seconds: Number(opt("seconds", quick ? "2" : "10")),
   warmup: Number(opt("warmup", quick ? "1" : "3")),
-  connections: opt("connections", "16,64,256").split(",").map(Number),
-  sequential: Number(opt("sequential", quick ? "200" : "2000")),
-  streams: opt("streams", quick ? "100,200" : "1000,2000")
+  // --quick: the c=64 cells alone (the summary's), and one count of long streams, so that
+  // it stays near five minutes with the many-users, cost-per-call and (g2) runs.
+  connections: opt("connections", quick ? "64" : "16,64,256")
     .split(",")
     .map(Number),
-  arms: opt("arms", "a,b,c,d,e,f,g").split(",") as ArmId[],
+  sequential: Number(opt("sequential", quick ? "200" : "2000")),
+  streams: opt("streams", quick ? "200" : "1000,2000")
+    .split(",")
+    .map(Number),
+  arms: opt("arms", "a,b,c,d,e,f,g,g2").split(",") as ArmId[],
   upstream: opt("upstream", "lean") as "lean" | "mock",
   waitQuiet: Number(opt("wait-quiet", "120")),
+  /** Connected users the many-users runs spread their load over (0: no such runs). */
+  users: Number(opt("users", "10000")),
+  userRounds: Number(opt("user-rounds", quick ? "1" : "2")),
+  /** (g2): the core of each of its two service processes (lib/two-processes.ts: why 1,1). */
+  g2Cores: opt("g2-cores", `${SUT_CORE},${SUT_CORE}`).split(",").map(Number) as [number, number],
+  /** Calls in each cost-per-call run, at most; fewer for a slow arm (costPerCall says how many). */
+  fixedCalls: Number(opt("fixed-calls", quick ? "10000" : "50000")),
   out: resolve(REPO_ROOT, opt("out", "tmp/bench/results.json")),
 };
 
@@ -73,9 +97,9 @@ for (const shape of ["json", "sse", "long"] as const) writeFileSync(bodyFile(sha
 
 // A hard bound on the whole run, whatever hangs.
 const watchdog = setTimeout(() => {
-  log("watchdog: the run took over 40 minutes; stopping");
+  log("watchdog: the run took over 60 minutes; stopping");
   void cleanup().then(() => process.exit(1));
-}, 40 * 60_000);
+}, 60 * 60_000);
 
 async function cleanup(): Promise<void> {
   await Promise.all(children.map((c) => c.stop(5000).catch(() => null)));
@@ -144,6 +168,79 @@ async function throughput(
   return { shape, ...wrk, cpu, rowsWritten, upstreamServed };
 }
 
+/**
+ * How many calls an arm's cost-per-call run makes: cfg.fixedCalls, or about --seconds of
+ * the arm's own rate at c=64 (`rps`, same shape and users) when that is fewer (Portkey's
+ * 900 calls/s would otherwise take a minute); never under 1,000, so that one 10 ms CPU
+ * tick stays within 10 µs per call.
+ */
+function fixedCallsFor(rps: number | undefined): number {
+  return rps === undefined ? cfg.fixedCalls : Math.max(1000, Math.min(cfg.fixedCalls, Math.round(rps * cfg.seconds)));
+}
+
+/** CPU per call of every metered process over `calls` calls at c=64. */
+async function costPerCall(
+  arm: RunningArm,
+  upstream: Upstream,
+  cpuPids: Record<string, number>,
+  cpuTrees: Record<string, () => number>,
+  shape: "json" | "sse",
+  calls: number,
+  users?: WrkOptions["users"],
+): Promise<FixedCallsRun> {
+  const run = await runFixedCalls({
+    wrk: { url: arm.url, bodyFile: bodyFile(shape), headers: arm.headers, connections: 64, core: CLIENT_CORE, users },
+    shape,
+    calls,
+    maxSeconds: 300,
+    served: upstream.requestsServed,
+    pids: cpuPids,
+    trees: cpuTrees,
+    rows: arm.rowsWritten,
+  });
+  const figures = Object.entries(run.cpuUsPerCall).map(([k, v]) => `${k} ${v.toFixed(1)}`);
+  log(
+    `${arm.id} cost per call, ${shape}, ${run.users} user(s): ${run.calls} calls in ${run.seconds.toFixed(1)} s; CPU µs per call: ${figures.join(", ")}; busy ${JSON.stringify(Object.fromEntries(Object.entries(run.busy).map(([k, v]) => [k, Math.round(v * 100) / 100])))}`,
+  );
+  return run;
+}
+
+/** The service arm with its load over cfg.users users against one user, and its cost per call so. */
+async function manyUsers(
+  arm: RunningArm,
+  upstream: Upstream,
+  state: ServiceState,
+  cpuPids: Record<string, number>,
+  cpuTrees: Record<string, () => number>,
+  result: ArmResult,
+) {
+  const users = { count: cfg.users, prefix: MANY_USERS_PREFIX };
+  if ((state.usersConnected ?? 0) < cfg.users) {
+    const connected = await connectUsers(new URL(arm.url).origin, { authorization: arm.headers.authorization! }, cfg.users, users.prefix);
+    state.usersConnected = cfg.users;
+    result.usersConnected = connected;
+    log(`${arm.id}: ${connected.users} users connected in ${connected.seconds.toFixed(1)} s`);
+  }
+  for (const shape of ["json", "sse"] as const) {
+    const run = await manyUsersRounds({
+      wrk: { url: arm.url, bodyFile: bodyFile(shape), headers: arm.headers, connections: 64, core: CLIENT_CORE },
+      shape,
+      users,
+      rounds: cfg.userRounds,
+      seconds: cfg.seconds,
+    });
+    result.manyUsers!.push(run);
+    result.clientCompleted += run.completed;
+    log(
+      `${arm.id} ${shape} ${cfg.users} users against 1: calls/s ${run.rpsRatio.toFixed(2)}×, p99 ${run.p99Ratio.toFixed(2)}× (${run.rounds.map((r) => `${Math.round(r.many.rps)}/${Math.round(r.one.rps)}`).join(", ")})`,
+    );
+    const manyRps = run.rounds.reduce((sum, r) => sum + r.many.rps, 0) / run.rounds.length;
+    const cost = await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(manyRps), users);
+    result.fixedCalls!.push(cost);
+    result.clientCompleted += cost.completedAtLoader;
+  }
+}
+
 async function longStreams(arm: RunningArm, n: number): Promise<LongRun> {
   const before = memoryMb(arm.pid);
   const reset = resetPeakRss(arm.pid);
@@ -184,7 +281,17 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
     if (!isServiceArm(id)) throw new Error(`unknown arm ${id}`);
     return startService(id, state!, upstream, SUT_CORE, usesRedis ? redis!.url : null);
   };
-  const result: ArmResult = { id, label: ARM_LABELS[id], throughput: [], sequential: {}, longStreams: [], rows: null, clientCompleted: 0 };
+  const result: ArmResult = {
+    id,
+    label: ARM_LABELS[id],
+    throughput: [],
+    sequential: {},
+    longStreams: [],
+    rows: null,
+    clientCompleted: 0,
+    fixedCalls: [],
+    manyUsers: [],
+  };
   const ledgerBefore = state ? (await ledger(state)).total : 0;
   const servedBefore = await upstream.requestsServed();
 
@@ -207,6 +314,14 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
         );
       }
     }
+    if (id !== "a") {
+      for (const shape of ["json", "sse"] as const) {
+        const rps = result.throughput.find((t) => t.shape === shape && t.connections === 64)?.rps;
+        result.fixedCalls!.push(await costPerCall(arm, upstream, cpuPids, cpuTrees, shape, fixedCallsFor(rps)));
+      }
+    }
+    result.clientCompleted += result.fixedCalls!.reduce((sum, r) => sum + r.completedAtLoader, 0);
+    if (state && cfg.users > 0) await manyUsers(arm, upstream, state, cpuPids, cpuTrees, result);
     for (const shape of ["json", "sse"] as const) {
       const seq = await runClient<SequentialResult>(
         "sequential.ts",
@@ -261,6 +376,75 @@ async function benchArm(id: ArmId, upstream: Upstream, redis: RunningRedis | nul
     const totals = after.totalsRequestCount === undefined ? "" : `, usage_totals.request_count ${after.totalsRequestCount}`;
     log(`${id} rows: ${rows} in the ledger${totals}, ${served} served upstream, ${result.clientCompleted} completed at the clients`);
   }
+  return result;
+}
+
+/**
+ * (g2): two service processes on one PostgreSQL database and one Redis, against one of them
+ * (lib/two-processes.ts says why both run on the SUT core), and their ledger against the
+ * calls served.
+ */
+async function benchTwoProcesses(upstream: Upstream, redis: RunningRedis, dbDir: string): Promise<ArmResult> {
+  const state: ServiceState = { dir: dbDir, databasePath: "", postgresUrl: await postgres!.createDatabase("bench_g2") };
+  const result: ArmResult = {
+    id: "g2",
+    label: ARM_LABELS.g2,
+    throughput: [],
+    sequential: {},
+    longStreams: [],
+    rows: null,
+    clientCompleted: 0,
+    twoProcesses: [],
+  };
+  const servedBefore = await upstream.requestsServed();
+  log(`${ARM_LABELS.g2}: starting`);
+  const processes: RunningArm[] = [];
+  try {
+    // One after the other: the first creates the app and migrates; the second finds them.
+    for (const core of cfg.g2Cores) processes.push(await startService("g", state, upstream, core, redis.url));
+    const [first, second] = processes as [RunningArm, RunningArm];
+    const users = cfg.users > 0 ? { count: cfg.users, prefix: MANY_USERS_PREFIX } : undefined;
+    if (users) {
+      result.usersConnected = await connectUsers(new URL(first.url).origin, { authorization: first.headers.authorization! }, users.count, users.prefix);
+      log(`g2: ${users.count} users connected in ${result.usersConnected.seconds.toFixed(1)} s`);
+    }
+    for (const shape of ["json", "sse"] as const) {
+      const run = await twoProcessRounds({
+        urls: [first.url, second.url],
+        load: { bodyFile: bodyFile(shape), headers: first.headers, core: CLIENT_CORE, users },
+        shape,
+        connections: 64,
+        rounds: cfg.userRounds,
+        seconds: cfg.seconds,
+        warmupSeconds: cfg.warmup,
+        meters: {
+          cpu: () => ({
+            sut: cpuSeconds(first.pid) + cpuSeconds(second.pid),
+            redis: cpuSeconds(redis.pid),
+            postgres: postgres!.cpuSeconds(),
+          }),
+          served: upstream.requestsServed,
+        },
+      });
+      result.twoProcesses!.push(run);
+      result.clientCompleted += run.completed;
+      log(
+        `g2 ${shape}: two processes against one, calls/s ${run.rpsRatio.toFixed(2)}× (${run.rounds.map((r) => `${Math.round(r.two.rps)}/${Math.round(r.one.rps)}`).join(", ")})`,
+      );
+    }
+  } finally {
+    for (const p of processes) await p.stop();
+  }
+  const served = (await upstream.requestsServed()) - servedBefore;
+  const after = await ledger(state);
+  result.rows = {
+    upstreamServed: served,
+    ledgerRows: after.total,
+    lost: served - after.total,
+    byStatus: after.byStatus,
+    totalsRequestCount: after.totalsRequestCount,
+  };
+  log(`g2 rows: ${after.total} in the ledger, ${served} served upstream, ${result.clientCompleted} completed at the clients`);
   return result;
 }
 
@@ -325,7 +509,7 @@ async function main(): Promise<void> {
           ? { dir: dbDir, databasePath: "", postgresUrl: await postgres!.createDatabase(`bench_${id}`) }
           : { dir: dbDir, databasePath: join(dbDir, `${id}.sqlite`) };
       try {
-        arms.push(await benchArm(id, upstream, redis, state));
+        arms.push(id === "g2" ? await benchTwoProcesses(upstream, redis!, dbDir) : await benchArm(id, upstream, redis, state));
       } catch (err) {
         log(`${id} failed: ${err instanceof Error ? err.stack : String(err)}`);
         arms.push({ id, label: ARM_LABELS[id], throughput: [], sequential: {}, longStreams: [], rows: null, clientCompleted: 0, error: String(err) });

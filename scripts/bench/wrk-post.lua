@@ -4,6 +4,10 @@
 --   BENCH_HEADERS    "name: value" lines, separated by "\n"
 --   BENCH_USERS      optional N: requests go round-robin to the users BENCH_USER_PREFIX0 ..
 --                    BENCH_USER_PREFIX(N-1) (x-service-user), each request built once in init
+--   BENCH_STOP_AFTER optional N: after sending N requests the thread stops and prints
+--                    BENCH_STOPPED; wrk's main thread sleeps out -d regardless, so the caller
+--                    sends SIGINT on that line (wrk then prints its summary as usual). The
+--                    requests still in flight are cut: count calls where they were served
 local function read_file(path)
   local f = assert(io.open(path, "rb"), "cannot open " .. tostring(path))
   local content = f:read("*a")
@@ -19,14 +23,20 @@ for line in string.gmatch(os.getenv("BENCH_HEADERS") or "", "[^\n]+") do
   if name then wrk.headers[name] = value end
 end
 
--- Only defined with BENCH_USERS: without a `request` function wrk sends one static request,
--- the cheapest way, which every other run keeps.
+-- Only defined with BENCH_USERS or BENCH_STOP_AFTER: without a `request` function wrk sends
+-- one static request, the cheapest way, which every other run keeps.
 local users = tonumber(os.getenv("BENCH_USERS") or "0")
-if users > 0 then
+local stop_after = tonumber(os.getenv("BENCH_STOP_AFTER") or "0")
+if users > 0 or stop_after > 0 then
   local prefix = os.getenv("BENCH_USER_PREFIX") or "bench-user-"
   local prepared = {}
   local turn = 0
+  local sent = 0
   function init(args)
+    if users == 0 then
+      prepared[1] = wrk.format()
+      return
+    end
     for i = 0, users - 1 do
       local headers = {}
       for name, value in pairs(wrk.headers) do headers[name] = value end
@@ -35,7 +45,13 @@ if users > 0 then
     end
   end
   function request()
-    turn = turn % users + 1
+    sent = sent + 1
+    if stop_after > 0 and sent == stop_after then
+      io.write("BENCH_STOPPED\n")
+      io.flush()
+      wrk.thread:stop()
+    end
+    turn = turn % #prepared + 1
     return prepared[turn]
   end
 end

@@ -1,7 +1,8 @@
 /**
  * Three proxy processes on one PostgreSQL (without Redis, then with it): the hard cap, the
- * chat rate limit and the ledger stay exact across instances, and a SIGKILLed instance
- * leaves no reservation held and nothing counted twice. No timing thresholds: waits poll
+ * chat rate limit and the ledger stay exact across instances, for one user and for many
+ * users driven to their caps through two of them, and a SIGKILLed instance leaves no
+ * reservation held and nothing counted twice. No timing thresholds: waits poll
  * for a state, bounded by POLL_BOUND_MS.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -10,6 +11,11 @@ import { startPgCluster, type PgCluster } from "../helpers/pg-cluster";
 
 const CAP_USD = 0.05;
 const CAP_NANO = 50_000_000;
+/** Per user in the near-cap case: five of the costly calls, so every user reaches it in a few rounds. */
+const NEAR_CAP_USD = 0.02;
+const NEAR_CAP_NANO = 20_000_000;
+/** A bound on that case's rounds, only ever reached when the cap stops refusing. */
+const NEAR_CAP_MAX_ROUNDS = 12;
 // gpt-4o: $10 per million completion tokens; 400 of them cost $0.004, so the cap covers
 // about a dozen of a hundred calls and the rest must be refused.
 const costly = (stream: boolean) => ({
@@ -86,6 +92,66 @@ describe.each([
       await expectStatusEqualsRows(cluster, "carol", CAP_NANO);
       return true;
     });
+  });
+
+  test("eight users driven to their caps by calls spread over two of the instances: every spend ≤ its cap and within reach of it, one row per served call", async () => {
+    const users = Array.from({ length: 8 }, (_, i) => `near-cap-${i}`);
+    const two = cluster.servers.slice(0, 2);
+    await Promise.all(users.map((user, i) => cluster.connect(user, NEAR_CAP_USD, two[i % 2])));
+    const billedBefore = cluster.billedUsd();
+    const served = new Map(users.map((user) => [user, 0]));
+    let lastRefusal: Record<string, { remainingUsd: number }> = {};
+    // Rounds of six simultaneous calls per user (JSON and SSE, alternating between the two
+    // instances) until a round in which every call is refused. Each round starts with nothing
+    // held, so that round's refusals mean no user can afford even a clamped call any more.
+    for (let round = 1; ; round++) {
+      expect(round).toBeLessThanOrEqual(NEAR_CAP_MAX_ROUNDS);
+      await pollUntil("nothing held for any user, on every instance", async () => {
+        for (const user of users) await expectStatusEqualsRows(cluster, user, NEAR_CAP_NANO);
+        return true;
+      });
+      const calls = users.flatMap((user) => Array.from({ length: 6 }, (_, k) => ({ user, via: two[(k + round) % 2]!, stream: k % 2 === 0 })));
+      const answers = await Promise.all(
+        calls.map(async ({ user, via, stream }) => {
+          const response = await cluster.chat(via, user, costly(stream));
+          return { user, status: response.status, text: await response.text() };
+        }),
+      );
+      for (const answer of answers) {
+        expect([200, 402]).toContain(answer.status);
+        if (answer.status === 200) served.set(answer.user, served.get(answer.user)! + 1);
+        else {
+          const error = JSON.parse(answer.text).error;
+          expect(error.code).toBe("budget_exceeded");
+          lastRefusal = { ...lastRefusal, [answer.user]: error };
+        }
+      }
+      if (answers.every((a) => a.status === 402)) break;
+    }
+
+    let meteredAll = 0;
+    for (const user of users) {
+      const rows = await pollUntil(`${user}'s rows`, async () => {
+        const found = await cluster.ledger(user);
+        return found.length >= served.get(user)! ? found : undefined;
+      });
+      expect(rows).toHaveLength(served.get(user)!);
+      const metered = rows.reduce((sum, r) => sum + r.cost_nano, 0);
+      meteredAll += metered;
+      expect(metered).toBeLessThanOrEqual(NEAR_CAP_NANO);
+      // Close to the cap: what is left cannot pay for the prompt and a minimal completion,
+      // a small fraction of one call's $0.004; and the refusal said exactly what is left.
+      expect(NEAR_CAP_NANO - metered).toBeLessThan(NEAR_CAP_NANO / 20);
+      expect(Math.round(lastRefusal[user]!.remainingUsd * 1e9)).toBe(NEAR_CAP_NANO - metered);
+    }
+    // The upstream billed what the ledger holds (to a nano-dollar of rounding per call).
+    const billedNano = Math.round((cluster.billedUsd() - billedBefore) * 1e9);
+    const servedAll = [...served.values()].reduce((a, b) => a + b, 0);
+    expect(Math.abs(billedNano - meteredAll)).toBeLessThanOrEqual(servedAll);
+    const mismatched = await cluster.sql`
+      SELECT t.account FROM usage_totals t LEFT JOIN (SELECT account, sum(cost_nano) AS s, count(*) AS n FROM usage_ledger GROUP BY account) l USING (account)
+      WHERE t.spent_nano <> COALESCE(l.s, 0) OR t.request_count <> COALESCE(l.n, 0)`;
+    expect(mismatched).toEqual([]);
   });
 
   test("exactly 30 of 31 simultaneous chat calls for one user are admitted, spread over the three", async () => {

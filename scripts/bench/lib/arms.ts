@@ -5,6 +5,7 @@
  *   e  Portkey's gateway (@portkey-ai/gateway, on Node)
  *   f  this service on PostgreSQL (budgets, limits and ledger in Postgres)
  *   g  this service on PostgreSQL + REDIS_URL (Redis fast path, ledger batched into Postgres)
+ *   g2 two processes of (g) sharing its Redis and PostgreSQL, against one (./two-processes.ts)
  */
 import { Database } from "bun:sqlite";
 import { randomBytes } from "node:crypto";
@@ -15,14 +16,14 @@ import { peerGatewayScript } from "./peer-gateway";
 import { bundleDirFor, bundleService } from "../../bundle";
 import { RUNTIME_ENV } from "../../runtime-env";
 
-export type ArmId = "a" | "b" | "c" | "d" | "e" | "f" | "g";
+export type ArmId = "a" | "b" | "c" | "d" | "e" | "f" | "g" | "g2";
 export type ServiceArmId = "c" | "d" | "f" | "g";
 
 export const SERVICE_ARMS: readonly ServiceArmId[] = ["c", "d", "f", "g"];
 export const isServiceArm = (id: ArmId): id is ServiceArmId => (SERVICE_ARMS as readonly ArmId[]).includes(id);
 /** The arms that need redis-server, and those that need PostgreSQL. */
-export const REDIS_ARMS: readonly ArmId[] = ["d", "g"];
-export const POSTGRES_ARMS: readonly ArmId[] = ["f", "g"];
+export const REDIS_ARMS: readonly ArmId[] = ["d", "g", "g2"];
+export const POSTGRES_ARMS: readonly ArmId[] = ["f", "g", "g2"];
 
 export const ARM_LABELS: Record<ArmId, string> = {
   a: "(a) direct to the upstream",
@@ -32,6 +33,7 @@ export const ARM_LABELS: Record<ArmId, string> = {
   e: "(e) Portkey gateway",
   f: "(f) this service, PostgreSQL",
   g: "(g) this service, PostgreSQL + Redis",
+  g2: "(g2) two processes of (g), sharing its stores",
 };
 
 export interface RunningArm {
@@ -111,6 +113,8 @@ export interface ServiceState {
   secretKey?: string;
   /** PostgreSQL: the SECRETS_KEY its CLI and service share (production takes the key from it alone). */
   secretsKey?: string;
+  /** How many of the many-users users (lib/users.ts) are connected already. */
+  usersConnected?: number;
 }
 
 /** DATABASE_URL for the service and its CLI. */
@@ -154,8 +158,10 @@ export async function startService(
     // Bun's settings as `npm start` sets them; the bare forwarder (b) keeps Bun's defaults
     // but for the fetch cap, so the ratios are against plain Bun.
     ...RUNTIME_ENV,
-    // On, but never binding: every request passes through the limiter.
+    // On, but never binding: every request passes through the limiter; connecting
+    // thousands of users (lib/users.ts) is as many session mints.
     RL_CHAT_LIMIT: "1000000000",
+    RL_SESSIONS_LIMIT: "1000000000",
     MAX_MONTHLY_USD: "1000000",
     LOG_LEVEL: "warn",
     ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
@@ -201,8 +207,7 @@ async function waitForHealthy(base: string, child: Child): Promise<void> {
   throw new Error(`service not healthy in 20 s:\n${child.lines.join("\n")}`);
 }
 
-/** Mints a session (secret key) and approves a large monthly cap with it (session token). */
-/** POST /sessions for the user, who then approves a budget no bench run reaches. */
+/** POST /sessions for the user (secret key), who then approves a budget no bench run reaches (session token). */
 export async function connectUser(base: string, auth: Record<string, string>, appUserId = BENCH_USER): Promise<void> {
   const session = await fetch(`${base}/api/v1/sessions`, {
     method: "POST",

@@ -6,6 +6,10 @@ import { writeFileSync } from "node:fs";
 import type { ArmId } from "./arms";
 import type { Machine, QuietWait } from "./machine";
 import type { WrkResult } from "./wrk";
+import type { FixedCallsRun } from "./fixed-calls";
+import type { ManyUsersRun } from "./many-users";
+import type { TwoProcessesRun } from "./two-processes";
+import { renderCostPerCall, renderManyUsers, renderSizing, renderSummary, renderTwoProcesses, scaleTargets, type Target } from "./report-scale";
 
 export interface ThroughputRun extends WrkResult {
   shape: "json" | "sse";
@@ -56,6 +60,14 @@ export interface ArmResult {
   } | null;
   /** 2xx responses the clients received from this arm, over the whole run. */
   clientCompleted: number;
+  /** CPU per call over a fixed number of calls, one user and (service arms) many users. */
+  fixedCalls?: FixedCallsRun[];
+  /** Service arms: the load spread over many users against one user. */
+  manyUsers?: ManyUsersRun[];
+  /** How long connecting the many users took. */
+  usersConnected?: { users: number; seconds: number };
+  /** (g2): two service processes against one. */
+  twoProcesses?: TwoProcessesRun[];
   error?: string;
 }
 
@@ -110,6 +122,7 @@ export function renderTables(r: BenchResults): string {
   out.push("");
   out.push("Every figure in parentheses is the ratio to (b), the bare Bun forwarder, from this same run.");
   out.push("");
+  out.push(...renderSummary(r));
 
   out.push("### Throughput (completed requests per second)");
   out.push("");
@@ -270,6 +283,8 @@ export function renderTables(r: BenchResults): string {
     out.push("");
   }
 
+  out.push(...renderCostPerCall(r), ...renderManyUsers(r), ...renderSizing(r), ...renderTwoProcesses(r));
+
   out.push("### Targets");
   out.push("");
   out.push("| target | measured | met? |");
@@ -278,33 +293,10 @@ export function renderTables(r: BenchResults): string {
   return out.join("\n");
 }
 
-interface Target {
-  target: string;
-  measured: string;
-  met: boolean | null;
-}
-
 export function targets(r: BenchResults): Target[] {
   const arm = (id: ArmId) => r.arms.find((a) => a.id === id);
-  const pct = (id: ArmId, shape: "json" | "sse") => {
-    const x = run(arm(id), shape, 64)?.rps;
-    const base = run(arm("b"), shape, 64)?.rps;
-    return x === undefined || base === undefined ? undefined : x / base;
-  };
-  const out: Target[] = [];
-  for (const [id, goal] of [
-    ["c", 0.75],
-    ["d", 0.6],
-  ] as const) {
-    for (const shape of ["json", "sse"] as const) {
-      const p = pct(id, shape);
-      out.push({
-        target: `(${id}) ≥ ${goal * 100}% of (b) at c=64, ${shape.toUpperCase()}`,
-        measured: p === undefined ? "–" : `${(p * 100).toFixed(0)}%`,
-        met: p === undefined ? null : p >= goal,
-      });
-    }
-  }
+  // Issue 35's first; the ratios to (b) of earlier issues are context in the tables now.
+  const out: Target[] = scaleTargets(r);
   const a = arm("a");
   // (c), (d) always (a missing arm reads "not measured"); the PostgreSQL arms when they ran.
   const serviceArms: Array<"c" | "d" | "f" | "g"> = ["c", "d", ...(["f", "g"] as const).filter((id) => arm(id))];

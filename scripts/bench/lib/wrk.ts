@@ -3,6 +3,7 @@
  * fixed POST body and headers; returns the summary the Lua `done` hook prints.
  */
 import { join } from "node:path";
+import type { Subprocess } from "bun";
 import { childEnv, REPO_ROOT } from "./proc";
 
 export interface WrkResult {
@@ -33,6 +34,8 @@ export interface WrkOptions {
   timeoutSeconds?: number;
   /** Spread the requests round-robin over this many users (`${prefix}0` …), each connected beforehand. */
   users?: { count: number; prefix: string };
+  /** Stop after sending this many requests (`seconds` is then only a bound); see wrk-post.lua. */
+  stopAfter?: number;
 }
 
 export async function runWrk(o: WrkOptions): Promise<WrkResult> {
@@ -54,13 +57,15 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
         .map(([k, v]) => `${k}: ${v}`)
         .join("\n"),
       ...(o.users ? { BENCH_USERS: String(o.users.count), BENCH_USER_PREFIX: o.users.prefix } : {}),
+      ...(o.stopAfter ? { BENCH_STOP_AFTER: String(o.stopAfter) } : {}),
     }),
+    stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
   });
   // wrk stops by itself after -d; this is only a guard against a hung run.
   const guard = setTimeout(() => proc.kill("SIGKILL"), (o.seconds + 30) * 1000);
-  const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr] = await Promise.all([readStdout(proc, o.stopAfter !== undefined), new Response(proc.stderr).text(), proc.exited]);
   clearTimeout(guard);
   const line = stdout.split("\n").find((l) => l.startsWith("BENCH_JSON "));
   if (!line) throw new Error(`wrk printed no summary (exit ${proc.exitCode}):\n${stdout}\n${stderr}`);
@@ -85,4 +90,22 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
     latencyUs: s.latency_us,
     wrkCpu: cpuUs / 1e6 / seconds,
   };
+}
+
+/**
+ * wrk's stdout; with a request count, SIGINT as soon as the Lua script says it has sent
+ * them all (wrk's main thread would otherwise sleep out -d before printing its summary).
+ */
+async function readStdout(proc: Subprocess<"ignore", "pipe", "pipe">, stopOnSignal: boolean): Promise<string> {
+  let text = "";
+  let signalled = false;
+  const decoder = new TextDecoder();
+  for await (const chunk of proc.stdout) {
+    text += decoder.decode(chunk, { stream: true });
+    if (stopOnSignal && !signalled && text.includes("BENCH_STOPPED")) {
+      signalled = true;
+      proc.kill("SIGINT");
+    }
+  }
+  return text + decoder.decode();
 }

@@ -1,0 +1,153 @@
+/**
+ * The benchmark's issue-35 measurements, on their own: wrk stops after a fixed number of
+ * requests (not at its -d bound), and results.md's cost, sizing and target figures are
+ * computed from the run's numbers as their tables say.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runWrk } from "../../scripts/bench/lib/wrk";
+import { aboveBare, renderSizing, scaleTargets } from "../../scripts/bench/lib/report-scale";
+import type { ArmResult, BenchResults } from "../../scripts/bench/lib/report";
+import type { FixedCallsRun } from "../../scripts/bench/lib/fixed-calls";
+
+const hasWrk = Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
+
+describe.skipIf(!hasWrk)("wrk with a request count", () => {
+  let server: ReturnType<typeof Bun.serve>;
+  let received = 0;
+  let dir: string;
+  beforeAll(() => {
+    server = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: () => {
+        received++;
+        return Response.json({ ok: true });
+      },
+    });
+    dir = mkdtempSync(join(tmpdir(), "wrk-count-"));
+    writeFileSync(join(dir, "body.json"), "{}");
+  });
+  afterAll(() => {
+    server.stop(true);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("stops after sending that many, long before its duration bound, and says how many it completed", async () => {
+    const connections = 8;
+    const result = await runWrk({
+      url: `http://127.0.0.1:${server.port}/`,
+      bodyFile: join(dir, "body.json"),
+      headers: {},
+      connections,
+      // Only a bound: the test's own timeout (far shorter) fails it if wrk sleeps this out.
+      seconds: 600,
+      core: null,
+      stopAfter: 2000,
+    });
+    // The requests it sent (the last few cut in flight) and no more.
+    expect(received).toBeGreaterThanOrEqual(2000 - connections);
+    expect(received).toBeLessThanOrEqual(2000 + connections);
+    expect(result.ok).toBeLessThanOrEqual(2000);
+    expect(result.ok).toBeGreaterThan(2000 - 2 * connections);
+  }, 30_000);
+});
+
+const fixed = (shape: "json" | "sse", users: number, cpuUsPerCall: Record<string, number>): FixedCallsRun => ({
+  shape,
+  connections: 64,
+  users,
+  requested: 10_000,
+  calls: 10_000,
+  completedAtLoader: 9_990,
+  errors: 0,
+  rows: 10_000,
+  seconds: 1,
+  callsPerSecond: 10_000,
+  cpuUsPerCall,
+  busy: { sut: 1, loader: 0.2 },
+});
+
+const arm = (id: ArmResult["id"], extra: Partial<ArmResult>): ArmResult => ({
+  id,
+  label: `(${id})`,
+  throughput: [],
+  sequential: {},
+  longStreams: [],
+  rows: null,
+  clientCompleted: 0,
+  ...extra,
+});
+
+function results(arms: ArmResult[]): BenchResults {
+  return {
+    startedAt: "",
+    finishedAt: "",
+    machine: { cpus: 2, cpuModel: "", memoryGb: 1, kernel: "", bun: "", node: "", wrk: "", redis: "", portkey: "" },
+    quiet: { waitedSeconds: 0, quiet: true, loadAtStart: 0, otherTestRunsAtStart: 0 },
+    loadAtStart: 0,
+    loadAtEnd: 0,
+    config: { seconds: 10, fixedCalls: 10_000 },
+    cores: { client: 0, sut: 1 },
+    writer: [],
+    upstreamCheck: [],
+    arms,
+  };
+}
+
+describe("results.md's issue-35 figures", () => {
+  const run = results([
+    arm("b", { fixedCalls: [fixed("json", 1, { sut: 35, upstream: 17 }), fixed("sse", 1, { sut: 36, upstream: 24 })] }),
+    arm("c", { fixedCalls: [fixed("json", 1, { sut: 80, upstream: 20 }), fixed("sse", 1, { sut: 120, upstream: 30 })] }),
+    arm("g", {
+      fixedCalls: [
+        fixed("json", 1, { sut: 180, redis: 45, postgres: 210 }),
+        fixed("json", 10_000, { sut: 200, redis: 50, postgres: 250, upstream: 30 }),
+        fixed("sse", 10_000, { sut: 220, redis: 40, postgres: 125, upstream: 40 }),
+      ],
+    }),
+  ]);
+
+  test("the cost above (b) is the arm's CPU per call minus (b)'s, same shape", () => {
+    expect(aboveBare(run, "c", "json")).toBe(45);
+    expect(aboveBare(run, "c", "sse")).toBe(84);
+    expect(aboveBare(run, "d", "json")).toBeUndefined();
+  });
+
+  test("embedded's targets: ≤ 50 µs JSON is met at 45, ≤ 70 µs SSE missed at 84", () => {
+    const targets = scaleTargets(run);
+    expect(targets.find((t) => t.target.startsWith("(c) CPU per call above (b) ≤ 50 µs"))?.met).toBe(true);
+    expect(targets.find((t) => t.target.startsWith("(c) CPU per call above (b) ≤ 70 µs"))?.met).toBe(false);
+  });
+
+  test("the sizing table takes (g)'s many-users runs and turns µs per call into calls/s per core", () => {
+    const table = renderSizing(run).join("\n");
+    expect(table).toContain("spread over 10,000 users");
+    expect(table).toContain("| the service (one Bun process) | 200.0 | 5,000 | 220.0 | 4,545 |");
+    expect(table).toContain("| redis-server | 50.0 | 20,000 | 40.0 | 25,000 |");
+    expect(table).toContain("| PostgreSQL (all its processes) | 250.0 | 4,000 | 125.0 | 8,000 |");
+  });
+
+  test("many users against one: calls/s ≥ 0.95× and p99 ≤ 1.2× are met at their bounds and missed past them", () => {
+    const round = (oneRps: number, manyRps: number, oneP99: number, manyP99: number) => ({
+      one: { rps: oneRps, ok: oneRps, errors: 0, latencyUs: { p50: 0, p90: 0, p99: oneP99, max: 0, mean: 0 } },
+      many: { rps: manyRps, ok: manyRps, errors: 0, latencyUs: { p50: 0, p90: 0, p99: manyP99, max: 0, mean: 0 } },
+    });
+    const firstCalls = { ...round(0, 50, 0, 20).many, calls: 10_000 };
+    const many = results([
+      arm("c", {
+        manyUsers: [
+          { shape: "json", connections: 64, users: 10_000, firstCalls, rounds: [round(100, 95, 10, 12)], completed: 0, rpsRatio: 0.95, p99Ratio: 1.2 },
+          { shape: "sse", connections: 64, users: 10_000, firstCalls, rounds: [round(100, 90, 10, 13)], completed: 0, rpsRatio: 0.9, p99Ratio: 1.3 },
+        ],
+      }),
+    ]);
+    const judged = Object.fromEntries(scaleTargets(many).map((t) => [t.target, t.met]));
+    expect(judged["(c) JSON, load over 10,000 users against one: calls/s ≥ 0.95×"]).toBe(true);
+    expect(judged["(c) JSON, load over 10,000 users against one: p99 under load ≤ 1.2×"]).toBe(true);
+    expect(judged["(c) SSE, load over 10,000 users against one: calls/s ≥ 0.95×"]).toBe(false);
+    expect(judged["(c) SSE, load over 10,000 users against one: p99 under load ≤ 1.2×"]).toBe(false);
+  });
+});
