@@ -3,10 +3,9 @@ import { ApiError } from "../../errors";
 import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../budget/accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../budget/ledger";
-import { rateLimitKeyOf } from "./rate-limiter";
+import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "./rate-limiter";
 import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./process-lease";
 import { SettleBatches } from "./settle-batch";
-import { ReserveBatches, type ReserveRequest } from "./reserve-batch";
 
 /**
  * The budget ledger shared by every process through Redis. Each account is a hash
@@ -24,6 +23,47 @@ import { ReserveBatches, type ReserveRequest } from "./reserve-batch";
  * it settled in is marked `stale` then, and counts as not loaded until its spend is
  * reloaded from the store.
  */
+// KEYS: account, reservation, this process's held hash, the process registry.
+// ARGV: cap, min, desired, reservation TTL, account TTL, process id.
+// Returns {status, granted | spent, reserved, epoch}; status -1: not loaded, 0: refused,
+// 1: granted, 2: frozen (see BudgetLedger.settle), 3: rate limited (the folded variant).
+const reserveLua = (rateLimitStep: string, rateLimitResult: string) => `
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'stale') == 1 then return {-1, 0, 0, ''} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('ERR duplicate reservation') end
+local epoch = redis.call('HGET', KEYS[1], 'epoch') or ''
+${rateLimitStep}
+local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
+local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
+local frozen = redis.call('HGET', KEYS[1], 'frozen')
+if frozen and tonumber(ARGV[1]) <= tonumber(frozen) then return {2, spent, reserved, epoch${rateLimitResult}} end
+local available = tonumber(ARGV[1]) - spent - reserved
+if available < tonumber(ARGV[2]) then return {0, spent, reserved, epoch${rateLimitResult}} end
+local granted = math.min(tonumber(ARGV[3]), available)
+local grantedText = string.format('%d', granted)
+redis.call('HINCRBY', KEYS[1], 'reserved', grantedText)
+redis.call('HSET', KEYS[2], 'account', KEYS[1], 'amount', grantedText, 'cap', ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('HSET', KEYS[3], KEYS[2], grantedText .. ' ' .. epoch .. ' ' .. KEYS[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+redis.call('SADD', KEYS[4], ARGV[6])
+return {1, granted, 0, epoch${rateLimitResult}}
+`;
+
+const RESERVE_LUA = reserveLua("", "");
+
+// The same with the chat rate limit folded in, checked once the account is known to be
+// loaded (a "not loaded" answer is retried, and must not count the call twice) and before
+// the budget (a call over its rate limit is refused as such, whatever its budget).
+// KEYS[5]: the limit's window; ARGV 7-9: limit, window (ms), member (the request id).
+// Returns also rlRemaining and rlReset; status 3 is a refusal by the rate limit.
+const RESERVE_WITH_RATE_LIMIT_LUA = reserveLua(
+  `local rlKey, rlLimit, rlWindow, rlMember = KEYS[5], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+${SLIDING_WINDOW_STEP}
+if rlAllowed == 0 then return {3, 0, 0, epoch, rlRemaining, rlReset} end`,
+  ", rlRemaining, rlReset",
+);
+
 // A stale account (see process-lease.ts) takes the store's spend but keeps its
 // epoch and `reserved`: the holds of live processes in it are still counted and settle as usual.
 // ARGV[4]: the cap an overrun froze the account at, per the store ('' when none).
@@ -69,7 +109,38 @@ const RESERVATION_TTL_MS = 6 * 60 * 60 * 1000;
 /** Account counters outlive their period; the store keeps the history. */
 const ACCOUNT_TTL_MS = 40 * 24 * 60 * 60 * 1000;
 
+/** status, granted | spent, reserved, epoch; with a folded rate limit also remaining and reset (ms). */
+type ReserveReply = [number, number, number, string, number?, number?];
+
 interface LedgerCommands {
+  budgetReserve(
+    account: string,
+    reservation: string,
+    held: string,
+    registry: string,
+    cap: number,
+    min: number,
+    desired: number,
+    resvTtl: number,
+    accountTtl: number,
+    processId: string,
+  ): Promise<ReserveReply>;
+  budgetReserveWithRateLimit(
+    account: string,
+    reservation: string,
+    held: string,
+    registry: string,
+    rateLimitWindow: string,
+    cap: number,
+    min: number,
+    desired: number,
+    resvTtl: number,
+    accountTtl: number,
+    processId: string,
+    limit: number,
+    windowMs: number,
+    member: string,
+  ): Promise<ReserveReply>;
   budgetInit(account: string, spent: number, accountTtl: number, epoch: string, frozenCap: string): Promise<number>;
   budgetSettleOrphan(reservation: string, orphans: string): Promise<number>;
 }
@@ -84,8 +155,6 @@ export class RedisBudgetLedger implements BudgetLedger {
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   /** This process's lease: while it is renewed, nobody reclaims this process's holds. */
   readonly lease: ProcessLease;
-  /** This process's reserves, sent to Redis in batches (./reserve-batch.ts). */
-  readonly reserves: ReserveBatches;
   /** This process's settles, sent to Redis in batches (./settle-batch.ts). */
   readonly settles: SettleBatches;
 
@@ -97,15 +166,12 @@ export class RedisBudgetLedger implements BudgetLedger {
     /** This process's instance id (its journal entries' owner). */
     instanceId: string = crypto.randomUUID(),
   ) {
+    redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
+    redis.defineCommand("budgetReserveWithRateLimit", { numberOfKeys: 5, lua: RESERVE_WITH_RATE_LIMIT_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
     redis.defineCommand("budgetSettleOrphan", { numberOfKeys: 2, lua: SETTLE_ORPHAN_LUA });
     this.commands = redis as unknown as LedgerCommands;
     this.lease = new ProcessLease(redis, logger, instanceId);
-    this.reserves = new ReserveBatches(
-      redis,
-      { held: heldKeyOf(this.lease.id), registry: processesKey },
-      { reservationTtlMs: RESERVATION_TTL_MS, accountTtlMs: ACCOUNT_TTL_MS, processId: this.lease.id },
-    );
     this.settles = new SettleBatches(redis, { held: heldKeyOf(this.lease.id), settled: settledKeyOf(this.lease.id), orphans: orphansKey }, ACCOUNT_TTL_MS);
     this.lease.start();
   }
@@ -119,22 +185,44 @@ export class RedisBudgetLedger implements BudgetLedger {
     rateLimit?: FoldedRateLimit,
   ): Promise<ReserveOutcome> {
     const accountKey = accountKeyOf(account);
-    const request: ReserveRequest = {
-      accountKey,
-      reservationKey: reservationKeyOf(requestId),
-      capNano,
-      minNano,
-      desiredNano,
-      rateLimit: rateLimit && { windowKey: rateLimitKeyOf(rateLimit.rule, rateLimit.key), limit: rateLimit.rule.limit, windowMs: rateLimit.rule.windowMs, member: requestId },
-    };
-    const send = () => this.reserves.reserve(request);
+    const reservationKey = reservationKeyOf(requestId);
+    const heldKey = heldKeyOf(this.lease.id);
+    const send = (): Promise<ReserveReply> =>
+      rateLimit
+        ? this.commands.budgetReserveWithRateLimit(
+            accountKey,
+            reservationKey,
+            heldKey,
+            processesKey,
+            rateLimitKeyOf(rateLimit.rule, rateLimit.key),
+            capNano,
+            minNano,
+            desiredNano,
+            RESERVATION_TTL_MS,
+            ACCOUNT_TTL_MS,
+            this.lease.id,
+            rateLimit.rule.limit,
+            rateLimit.rule.windowMs,
+            requestId,
+          )
+        : this.commands.budgetReserve(
+            accountKey,
+            reservationKey,
+            heldKey,
+            processesKey,
+            capNano,
+            minNano,
+            desiredNano,
+            RESERVATION_TTL_MS,
+            ACCOUNT_TTL_MS,
+            this.lease.id,
+          );
     for (let attempt = 0; attempt < 3; attempt++) {
       const [status, a, b, epoch, remaining, resetMs] = await this.guard(send);
       if (status === -1) {
         await this.load(account);
         continue;
       }
-      if (status === -2) throw new Error(`request ${requestId} already holds a reservation`);
       const decision = rateLimit && { allowed: status !== 3, limit: rateLimit.rule.limit, remaining: remaining!, resetMs: resetMs! };
       if (status === 1) {
         this.held.set(requestId, { accountKey, epoch });

@@ -24,7 +24,7 @@ export function redisCounters(options: RedisOptions, context: CountersContext): 
     ledger,
     limiter: new RedisRateLimiter(redis),
     limiterIsShared: true,
-    // The reserve script runs the limiter's sliding-window step (./reserve-batch.ts RESERVE_MANY_LUA).
+    // The reserve script runs the limiter's sliding-window step (./budget-ledger.ts RESERVE_WITH_RATE_LIMIT_LUA).
     foldsLimiterChecks: true,
     keepsInstanceLease: false,
     server: { name: "Redis", ready: () => redis.status === "ready" },

@@ -9,7 +9,7 @@ import type { RateLimitDecision, RateLimiter, RateLimitRule } from "../../rateli
  * one window after their last admission.
  *
  * The step itself is a fragment: the budget ledger's reserve script runs it too, so that a
- * chat call's limit and reservation take one round trip (./reserve-batch.ts).
+ * chat call's limit and reservation take one round trip (./budget-ledger.ts).
  * It reads the locals rlKey, rlLimit, rlWindow and rlMember and sets rlAllowed (1 or 0),
  * rlRemaining and rlReset (ms until the window has room again).
  */

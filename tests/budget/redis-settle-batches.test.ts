@@ -1,14 +1,13 @@
 /**
- * The Redis ledger's reserves and settles go to Redis in batches (src/store/redis/
- * reserve-batch.ts, settle-batch.ts): many at once take far fewer script calls than calls,
- * each answered as it would be alone; a settle batch that failed is sent again, and one
- * whose answer was lost after Redis ran it counts once. On a real redis-server.
+ * The Redis ledger's settles go to Redis in batches (src/store/redis/settle-batch.ts): many
+ * settles at once take far fewer script calls than settles, each still exact; a batch that
+ * failed is sent again, and one whose answer was lost after Redis ran it counts once.
+ * On a real redis-server.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Redis from "ioredis";
 import { RedisBudgetLedger } from "../../src/store/redis/budget-ledger";
 import { memoryLogger } from "../../src/logger";
-import type { FoldedRateLimit } from "../../src/budget/ledger";
 import { startRedis, type TestRedis } from "../helpers/redis";
 
 let redis: TestRedis;
@@ -121,43 +120,5 @@ describe("RedisBudgetLedger settles in batches", () => {
     expect(await ledger.snapshot(account)).toEqual({ spentNano: 500, reservedNano: 0 });
     // Nothing left held by this process either: its lease's `held` hash is empty.
     expect(await redis.client().hlen(`bp:held:${ledger.lease.id}`)).toBe(0);
-  });
-});
-
-describe("RedisBudgetLedger reserves in batches", () => {
-  test("300 reserves at once take a few script calls, fill the cap exactly, and a duplicate is refused alone", async () => {
-    const ledger = await ledgerOn(await client());
-    const account = fresh("acct");
-    await ledger.snapshot(account); // loaded, so that no batch answers "not loaded"
-    const ids = Array.from({ length: 300 }, (_, i) => `${fresh("req")}-${i}`);
-    const before = ledger.reserves.batchesSent;
-    const outcomes = await Promise.all([
-      ...ids.map((id) => ledger.reserve(account, id, 20_000, 100, 100)),
-      ledger.reserve(account, ids[0]!, 20_000, 100, 100).then(
-        () => "granted twice",
-        (err: unknown) => (err instanceof Error ? "refused" : "?"),
-      ),
-    ]);
-    const batches = ledger.reserves.batchesSent - before;
-    expect(batches).toBeGreaterThanOrEqual(1);
-    expect(batches).toBeLessThanOrEqual(5);
-    expect(outcomes.at(-1)).toBe("refused");
-    const granted = outcomes.filter((o) => typeof o === "object" && o.ok).length;
-    expect(granted).toBe(200); // 20,000 / 100: the cap, exactly, whatever the batches
-    expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 20_000 });
-  });
-
-  test("in one batch, reserves with and without a folded rate limit are each answered as alone", async () => {
-    const ledger = await ledgerOn(await client());
-    const account = fresh("acct");
-    await ledger.snapshot(account);
-    const limit: FoldedRateLimit = { rule: { name: "chat", limit: 3, windowMs: 60_000 }, key: fresh("caller") };
-    const ids = Array.from({ length: 8 }, (_, i) => `${fresh("req")}-${i}`);
-    const outcomes = await Promise.all(ids.map((id, i) => ledger.reserve(account, id, 1000, 10, 10, i % 2 === 0 ? limit : undefined)));
-    const limited = outcomes.filter((_, i) => i % 2 === 0);
-    expect(limited.map((o) => o.rateLimit?.allowed)).toEqual([true, true, true, false]);
-    expect(limited.map((o) => o.ok)).toEqual([true, true, true, false]);
-    expect(outcomes.filter((_, i) => i % 2 === 1).every((o) => o.ok && o.rateLimit === undefined)).toBe(true);
-    expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 70 });
   });
 });
