@@ -5,11 +5,14 @@ import type { BudgetAccount } from "../../budget/accounts";
 import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../budget/ledger";
 import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "./rate-limiter";
 import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./process-lease";
+import { SettleBatches } from "./settle-batch";
 
 /**
  * The budget ledger shared by every process through Redis. Each account is a hash
- * {spent, reserved}; each reservation a hash {account, amount} with a TTL. Reserve and
- * settle are single Lua scripts, so they are atomic across processes.
+ * {spent, reserved}; each reservation a hash {account, amount} with a TTL. A reserve is
+ * one Lua script (with the chat rate limit folded in), and so is each batch of settles
+ * (./settle-batch.ts), so they are atomic across processes: a call takes one round trip
+ * and a share of a settle batch.
  *
  * An account that is not in Redis (first use, or Redis restarted and lost it) is never
  * admitted against: the reserve script answers "not loaded", the ledger loads the spend
@@ -81,41 +84,6 @@ end
 return 1
 `;
 
-// KEYS: reservation, account, this process's held hash and settled set, the orphans hash.
-// ARGV: actual cost, account TTL, the account's epoch when the reservation was made. A cost
-// above the amount reserved freezes the account at the reservation's cap (see
-// BudgetLedger.settle). A missing reservation under the same epoch was settled already
-// (idempotence). Under another epoch, Redis lost the account and it was rebuilt from the
-// store without this in-flight request: its cost is added now, or it would never count
-// against the cap. A hold made an orphan (this process's lease ran out while it was only
-// slow) is settled here all the same, and leaves the orphans so that nobody settles it twice.
-const SETTLE_LUA = `
-redis.call('HDEL', KEYS[3], KEYS[1])
-redis.call('HDEL', KEYS[5], KEYS[1])
-redis.call('SADD', KEYS[4], KEYS[2])
-redis.call('PEXPIRE', KEYS[4], ARGV[2])
-local amount = redis.call('HGET', KEYS[1], 'amount')
-if amount then
-  local cap = redis.call('HGET', KEYS[1], 'cap')
-  redis.call('DEL', KEYS[1])
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    redis.call('HINCRBY', KEYS[2], 'reserved', '-' .. amount)
-    redis.call('HINCRBY', KEYS[2], 'spent', ARGV[1])
-    if cap and tonumber(ARGV[1]) > tonumber(amount) then
-      local frozen = tonumber(redis.call('HGET', KEYS[2], 'frozen') or '0')
-      redis.call('HSET', KEYS[2], 'frozen', string.format('%d', math.max(frozen, tonumber(cap))))
-    end
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  end
-  return 1
-end
-if redis.call('EXISTS', KEYS[2]) == 1 and redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[3] then
-  redis.call('HINCRBY', KEYS[2], 'spent', ARGV[1])
-  return 2
-end
-return 0
-`;
-
 // KEYS: reservation, the orphans hash. The hold of a process that died, settled by the
 // reconciler once the call's row is in the store: the hold is released (under the epoch it
 // was made in) and the account marked stale, so its spend is reloaded from the store, row
@@ -174,16 +142,6 @@ interface LedgerCommands {
     member: string,
   ): Promise<ReserveReply>;
   budgetInit(account: string, spent: number, accountTtl: number, epoch: string, frozenCap: string): Promise<number>;
-  budgetSettle(
-    reservation: string,
-    account: string,
-    held: string,
-    settled: string,
-    orphans: string,
-    actual: number,
-    accountTtl: number,
-    epoch: string,
-  ): Promise<number>;
   budgetSettleOrphan(reservation: string, orphans: string): Promise<number>;
 }
 
@@ -197,6 +155,8 @@ export class RedisBudgetLedger implements BudgetLedger {
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   /** This process's lease: while it is renewed, nobody reclaims this process's holds. */
   readonly lease: ProcessLease;
+  /** This process's settles, sent to Redis in batches (./settle-batch.ts). */
+  readonly settles: SettleBatches;
 
   constructor(
     private readonly redis: Redis,
@@ -209,10 +169,10 @@ export class RedisBudgetLedger implements BudgetLedger {
     redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
     redis.defineCommand("budgetReserveWithRateLimit", { numberOfKeys: 5, lua: RESERVE_WITH_RATE_LIMIT_LUA });
     redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
-    redis.defineCommand("budgetSettle", { numberOfKeys: 5, lua: SETTLE_LUA });
     redis.defineCommand("budgetSettleOrphan", { numberOfKeys: 2, lua: SETTLE_ORPHAN_LUA });
     this.commands = redis as unknown as LedgerCommands;
     this.lease = new ProcessLease(redis, logger, instanceId);
+    this.settles = new SettleBatches(redis, { held: heldKeyOf(this.lease.id), settled: settledKeyOf(this.lease.id), orphans: orphansKey }, ACCOUNT_TTL_MS);
     this.lease.start();
   }
 
@@ -290,17 +250,7 @@ export class RedisBudgetLedger implements BudgetLedger {
       return;
     }
     try {
-      const id = this.lease.id;
-      await this.commands.budgetSettle(
-        reservationKeyOf(requestId),
-        held.accountKey,
-        heldKeyOf(id),
-        settledKeyOf(id),
-        orphansKey,
-        actualNano,
-        ACCOUNT_TTL_MS,
-        held.epoch,
-      );
+      await this.settles.settle({ reservationKey: reservationKeyOf(requestId), accountKey: held.accountKey, actualNano, epoch: held.epoch });
       this.held.delete(requestId);
       this.retrying.delete(requestId);
     } catch (err) {
@@ -350,7 +300,8 @@ export class RedisBudgetLedger implements BudgetLedger {
     if (this.retryTimer) return;
     this.retryTimer = setTimeout(async () => {
       this.retryTimer = null;
-      for (const [requestId, actual] of [...this.retrying]) await this.settle(requestId, actual);
+      // All at once: they go to Redis together, in as few batches as they fit.
+      await Promise.all([...this.retrying].map(([requestId, actual]) => this.settle(requestId, actual)));
     }, 1000);
     this.retryTimer.unref?.();
   }
