@@ -1,6 +1,7 @@
 /**
  * The store's files are readable by the service's user only (ARCHITECTURE.md §3
- * "Secrets at rest"): the database and its `-wal`/`-shm`, the process lock, the secrets key file
+ * "Secrets at rest"): the database and its `-wal`/`-shm`, its ledger's per-user index (`-user-index`,
+ * src/store/sqlite/user-index.ts) and that one's, the process lock, the secrets key file
  * are created 0600, the folder the service creates for them 0700.
  *
  * Created private from the first byte (open with O_CREAT|O_EXCL and the mode), never
@@ -22,7 +23,7 @@ const GROUP_OR_OTHERS = 0o077;
 
 /** Files the service keeps beside a database, whatever it is called. */
 const SHARED_NAMES = ["secrets.key", "default-app-key.json"];
-const SIDECARS = ["", "-wal", "-shm", "-journal", ".lock"];
+const SIDECARS = ["", "-wal", "-shm", "-journal", ".lock", "-user-index", "-user-index-wal", "-user-index-shm", "-user-index-journal"];
 /** A key file being written (src/secrets/secrets-key.ts), linked into place once complete. */
 const KEY_FILE_IN_PROGRESS = /^secrets\.key\.[A-Za-z0-9_-]+\.tmp$/;
 

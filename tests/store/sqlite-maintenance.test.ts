@@ -5,10 +5,11 @@
  */
 import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import { Database } from "bun:sqlite";
+import { rmSync } from "node:fs";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { SqliteMaintenance } from "../../src/store/sqlite/maintenance";
 import { indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
-import { HOLDER, MAINTENANCE, WAITING, WriteTurns } from "../../src/store/sqlite/write-turns";
+import { userIndexPath } from "../../src/store/sqlite/user-index";
 import { memoryLogger } from "../../src/logger";
 import { userAccount } from "../../src/budget/accounts";
 import type { UsageRow } from "../../src/budget/usage-row";
@@ -21,11 +22,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-function fileStore(): SqliteStore {
+/** A store on a file, and a connection to its per-user index's file, as the thread has. */
+function fileStore(): SqliteStore & { index: Database } {
   const temp = tempDatabase();
   const store = openSqliteStore(temp.path);
-  cleanups.push(temp.cleanup, () => store.close());
-  return store;
+  const index = new Database(userIndexPath(temp.path), { strict: true });
+  cleanups.push(temp.cleanup, () => store.close(), () => index.close());
+  return Object.assign(store, { index });
 }
 
 let clock = 1_700_000_000_000;
@@ -72,12 +75,12 @@ test("a user's rows are listed the same before the index has them, after, and ha
   const alice = [row("alice"), row("alice"), row("alice")];
   await store.usageLedger.insertBatch([...alice, row("bob"), row(null)]);
   // Nothing indexed yet: all of it is the tail, scanned.
-  expect(tailLength(store.db)).toBe(5);
+  expect(tailLength(store.db, store.index)).toBe(5);
   expect(ids(await listAll(store, "alice", 2))).toEqual(ids(newestFirst(alice)));
 
   // Indexed (grant rows have no user, so no entry): the tail is empty.
-  expect(indexTail(store.db, 2)).toBe(4);
-  expect(tailLength(store.db)).toBe(0);
+  expect(indexTail(store.db, store.index, 2)).toBe(4);
+  expect(tailLength(store.db, store.index)).toBe(0);
   expect(ids(await listAll(store, "alice", 2))).toEqual(ids(newestFirst(alice)));
 
   // More rows: some indexed, some in the tail; a cursor pages across the boundary.
@@ -92,12 +95,14 @@ test("a row both indexed and still in the tail (the mark moves with a tail's las
   const rows = [row("carol"), row("carol"), row("carol")];
   await store.usageLedger.insertBatch(rows);
   // As the thread leaves it between two transactions of one tail: entries written, mark not moved.
-  store.db.exec("INSERT INTO usage_ledger_by_user SELECT app_id, app_user_id, period, started_at, request_id FROM usage_ledger");
-  expect(tailLength(store.db)).toBe(3);
+  store.db.exec(`ATTACH DATABASE '${userIndexPath(store.db.filename)}' AS user_index`);
+  store.db.exec("INSERT INTO user_index.usage_ledger_by_user SELECT app_id, app_user_id, period, started_at, request_id FROM usage_ledger");
+  store.db.exec("DETACH DATABASE user_index");
+  expect(tailLength(store.db, store.index)).toBe(3);
   expect(ids(await listAll(store, "carol", 2))).toEqual(ids(newestFirst(rows)));
   // Indexing that tail again writes nothing twice.
-  indexTail(store.db, 1);
-  expect(store.db.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger_by_user").get()!.n).toBe(3);
+  indexTail(store.db, store.index, 1);
+  expect(store.index.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger_by_user").get()!.n).toBe(3);
 });
 
 test("the thread indexes the tail and checkpoints; the serving connection stops checkpointing while it runs, and again when it stops", async () => {
@@ -109,9 +114,9 @@ test("the thread indexes the tail and checkpoints; the serving connection stops 
   const rows = Array.from({ length: 300 }, (_, i) => row(`user-${i % 7}`));
   await store.usageLedger.insertBatch(rows);
   // The thread indexes a short tail within its `indexEveryMs` (one second by default).
-  for (let waited = 0; tailLength(store.db) > 0 && waited < 20_000; waited += 50) await Bun.sleep(50);
-  expect(tailLength(store.db)).toBe(0);
+  for (let waited = 0; store.maintenance!.stats.indexedEntries < 300 && waited < 20_000; waited += 50) await Bun.sleep(50);
   expect(store.maintenance!.stats.indexedEntries).toBe(300);
+  expect(tailLength(store.db, store.index)).toBe(0);
   for (let waited = 0; store.maintenance!.stats.checkpointedPages === 0 && waited < 20_000; waited += 50) await Bun.sleep(50);
   expect(store.maintenance!.stats.checkpointedPages).toBeGreaterThan(0);
   expect(ids(await listAll(store, "user-3", 50))).toEqual(ids(newestFirst(rows.filter((r) => r.appUserId === "user-3"))));
@@ -125,7 +130,7 @@ test("a thread that fails hands checkpoints back to the serving connection and s
   const store = openSqliteStore(temp.path);
   cleanups.push(temp.cleanup, () => store.close());
   // A path the thread cannot open: it fails as it starts.
-  const maintenance = new SqliteMaintenance(store.db, { path: `${temp.dir}/no/such/folder/x.sqlite`, busyTimeoutMs: 100 });
+  const maintenance = new SqliteMaintenance(store.db, { path: `${temp.dir}/no/such/folder/x.sqlite`, indexPath: `${temp.dir}/no/such/folder/x`, busyTimeoutMs: 100 });
   cleanups.push(() => maintenance.stop());
   const logger = memoryLogger();
   maintenance.start(logger);
@@ -136,56 +141,20 @@ test("a thread that fails hands checkpoints back to the serving connection and s
   expect(logger.lines.map((l) => JSON.parse(l) as { level: string; msg: string }).some((l) => l.level === "error" && l.msg.includes("maintenance thread failed"))).toBe(true);
 });
 
-test("write turns: the serving thread waits while the thread writes, and lets a waiting thread go first", async () => {
-  const turns = new WriteTurns();
-  const release = await turns.take();
-  expect(Atomics.load(turns.cells, HOLDER)).not.toBe(0);
-  release();
-
-  // The thread holds its turn: the serving thread's take resolves only once it is given back.
-  Atomics.store(turns.cells, HOLDER, MAINTENANCE);
-  let taken = false;
-  const waiting = turns.take().then((r) => {
-    taken = true;
-    return r;
-  });
-  await Bun.sleep(20);
-  expect(taken).toBe(false);
-  Atomics.store(turns.cells, HOLDER, 0);
-  Atomics.notify(turns.cells, HOLDER);
-  (await waiting)();
-  expect(taken).toBe(true);
-
-  // A waiting thread: the serving thread holds back until the thread has taken its turn.
-  Atomics.store(turns.cells, WAITING, 1);
-  let second = false;
-  const next = turns.take().then((r) => {
-    second = true;
-    return r;
-  });
-  await Bun.sleep(20);
-  expect(second).toBe(false);
-  Atomics.store(turns.cells, WAITING, 0);
-  Atomics.notify(turns.cells, WAITING);
-  (await next)();
-  expect(second).toBe(true);
-});
-
-test("a file from before the change gets its users' entries when migrated", async () => {
+test("an index deleted (or a file from before it) is rebuilt from the ledger: until then every row is in the tail", async () => {
   const temp = tempDatabase();
   cleanups.push(temp.cleanup);
   const store = openSqliteStore(temp.path);
   const rows = [row("dave"), row("dave"), row(null)];
   await store.usageLedger.insertBatch(rows);
-  // Back to how version 11 left it: the index in the row's table, no entries table.
-  store.db.exec(`
-    DROP TABLE usage_ledger_by_user; DROP TABLE usage_ledger_by_user_mark; DROP INDEX usage_ledger_by_app_time;
-    CREATE INDEX usage_ledger_by_user ON usage_ledger(app_id, app_user_id, period, started_at);
-    DELETE FROM schema_migrations WHERE version = 12;`);
-  store.db.close();
+  await store.close();
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(userIndexPath(temp.path) + suffix, { force: true });
   const reopened = openSqliteStore(temp.path);
-  cleanups.push(() => reopened.close());
-  const db: Database = reopened.db;
-  expect(db.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger_by_user").get()!.n).toBe(2);
-  expect(tailLength(db)).toBe(0);
+  const index = new Database(userIndexPath(temp.path), { strict: true });
+  cleanups.push(() => reopened.close(), () => index.close());
+  expect(tailLength(reopened.db, index)).toBe(3);
+  expect(ids(await listAll(reopened, "dave", 1))).toEqual(ids(newestFirst(rows.slice(0, 2))));
+  expect(indexTail(reopened.db, index, 10, 2)).toBe(2);
+  expect(tailLength(reopened.db, index)).toBe(1);
+  expect(ids(await listAll(reopened, "dave", 1))).toEqual(ids(newestFirst(rows.slice(0, 2))));
 });

@@ -19,7 +19,7 @@ export function openDatabase(path: string): Database {
   // one Redis) wait for each other's lock, don't fail. The switch to WAL below takes the
   // lock too, while another process may be creating or migrating the file.
   db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
-  switchToWal(db);
+  switchToWal(db, "main");
   // New ones take the database's mode; these tighten the ones an older version left loose.
   if (path !== ":memory:") for (const sidecar of ["-wal", "-shm"]) tightenFile(path + sidecar);
   // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the
@@ -39,11 +39,11 @@ export const BUSY_TIMEOUT_MS = 5000;
  * case (seen in the suite: two processes creating one file, one failing with "database is
  * locked" despite the busy timeout). So the switch itself is retried, within the same bound.
  */
-function switchToWal(db: Database): void {
+export function switchToWal(db: Database, schema = "main"): void {
   const deadline = performance.now() + BUSY_TIMEOUT_MS;
   for (;;) {
     try {
-      db.exec("PRAGMA journal_mode = WAL");
+      db.exec(`PRAGMA ${schema}.journal_mode = WAL`);
       return;
     } catch (err) {
       if (!(err instanceof SQLiteError && err.code === "SQLITE_BUSY") || performance.now() > deadline) throw err;

@@ -13,6 +13,7 @@ import { SqliteCallJournalRepository, SqliteInstanceLeaseRepository } from "./ca
 import { SqliteFundingFlowRepository } from "./funding-flows";
 import { processSecretBox, type SecretBox } from "../../secrets/secret-box";
 import { SqliteMaintenance } from "./maintenance";
+import { openUserIndexReader, userIndexPath } from "./user-index";
 
 /** The SQLite store also hands out its database handle, for tests and benchmarks that read it directly. */
 export interface SqliteStore extends Store {
@@ -31,7 +32,8 @@ export function openSqliteStore(path: string, secrets: SecretBox = processSecret
   const db = openDatabase(path);
   // Started by the service only (src/store/engine.ts startMaintenance): a CLI command's
   // connection checkpoints as SQLite does by default.
-  const maintenance = path === ":memory:" ? null : new SqliteMaintenance(db, { path, busyTimeoutMs: BUSY_TIMEOUT_MS });
+  const userIndexReader = openUserIndexReader(db, path);
+  const maintenance = path === ":memory:" ? null : new SqliteMaintenance(db, { path, indexPath: userIndexPath(path), busyTimeoutMs: BUSY_TIMEOUT_MS });
   return {
     engine: "sqlite",
     db,
@@ -40,7 +42,7 @@ export function openSqliteStore(path: string, secrets: SecretBox = processSecret
     connections: new SqliteConnectionRepository(db, secrets),
     settings: new SqliteSettingsRepository(db),
     usageTotals: new SqliteUsageTotalsRepository(db),
-    usageLedger: new SqliteUsageLedgerRepository(db, maintenance?.turns),
+    usageLedger: new SqliteUsageLedgerRepository(db, userIndexReader),
     grants: new SqliteGrantRepository(db),
     idempotencyKeys: new SqliteIdempotencyKeyRepository(db),
     webhooks: new SqliteWebhookRepository(db, secrets),
@@ -53,6 +55,7 @@ export function openSqliteStore(path: string, secrets: SecretBox = processSecret
     },
     close: async () => {
       await maintenance?.stop();
+      if (userIndexReader !== db) userIndexReader.close();
       db.close();
     },
   };

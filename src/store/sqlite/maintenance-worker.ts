@@ -1,20 +1,20 @@
 /**
- * The SQLite file's upkeep, run in a thread of its own with its own connection
- * (./maintenance.ts starts it), so that none of it runs on the event loop:
+ * The SQLite file's upkeep, run in a thread of its own (./maintenance.ts starts it), so that
+ * none of it runs on the event loop:
  *
- * - **Checkpoints.** The serving connection does not checkpoint (`wal_autocheckpoint = 0`):
- *   a checkpoint copies the WAL's pages into the database file and waits for `fsync`, which
- *   took 3.5–10.5 ms of the event loop at a time. Here a PASSIVE checkpoint runs every
- *   interval; it never takes the write lock, so writers go on meanwhile.
- * - **The per-user index of the usage ledger.** A ledger row is found by user through
- *   `usage_ledger_by_user`, a table kept apart from the row (migration 12). With many users
- *   an index entry written with its row touches one page per user per transaction, which
- *   made the ledger's writes seven times slower at 1,000 users than at one. So the entries
- *   are written here, late and sorted: every row past `usage_ledger_by_user_mark.upto` (its
- *   rowid) is the *tail*, read back in index order and written in short transactions, each
- *   filling a user's page with many entries at once. Readers add the tail to what the index
- *   finds (src/store/sqlite/usage-ledger.ts), so a row is listed from its commit on, indexed
- *   or not. Rowids only grow: ledger rows are never deleted.
+ * - **The per-user index of the usage ledger** (./user-index.ts, a file of its own): every
+ *   row past the mark is read back from the ledger in index order and its entry written,
+ *   in short transactions, each filling a user's page with many entries at once; the last
+ *   moves the mark. Readers add the tail to what the index finds, so a row is listed from
+ *   its commit on, indexed or not. Rowids only grow: ledger rows are never deleted.
+ * - **Checkpoints** of both files. The serving connection does not checkpoint
+ *   (`wal_autocheckpoint = 0`): a checkpoint copies the WAL's pages into the database file
+ *   and waits for `fsync`, which took 3.5–10.5 ms of the event loop at a time. A PASSIVE
+ *   checkpoint never takes the write lock, so writers go on meanwhile.
+ *
+ * Two connections: the database's, only read from (and checkpointed), and the index's,
+ * written. So this thread never holds the database's write lock, and its commits do not
+ * look like another writer's to the serving connection's change feed.
  *
  * This file is loaded as the thread's source text (`with { type: "text" }`), so it imports
  * nothing but `bun:sqlite`. Its functions are exported for the tests, which run them on a
@@ -25,10 +25,14 @@ import { Database } from "bun:sqlite";
 export interface MaintenanceSettings {
   /** The database file (never `:memory:`, which no other connection can open). */
   path: string;
+  /** Its per-user index's file (./user-index.ts). */
+  indexPath: string;
   /** How often the thread looks for work. */
   intervalMs: number;
   /** A tail this long is indexed at once; a shorter one waits up to `indexEveryMs`. */
   indexAtRows: number;
+  /** The most rows one pass reads (an upgraded or rebuilt index starts with the whole ledger as its tail). */
+  indexAtMostRows: number;
   indexEveryMs: number;
   /** Entries per write transaction: how long the write lock is held at a time (about 1 ms per 300 entries). */
   entriesPerTransaction: number;
@@ -38,32 +42,6 @@ export interface MaintenanceSettings {
    */
   checkpointEveryMs: number;
   busyTimeoutMs: number;
-}
-
-/** The cells of ./write-turns.ts (its protocol, this thread's side: it imports nothing). */
-const HOLDER = 0;
-const WAITING = 1;
-const FREE = 0;
-const MAINTENANCE = 2;
-
-/** The longest this thread keeps the write lock from the serving thread at a time. */
-const TURN_MS = 4;
-
-/** Blocks this thread (never the event loop) until it is its turn at the write lock. */
-function takeTurn(cells: Int32Array): void {
-  Atomics.store(cells, WAITING, 1);
-  for (;;) {
-    const holder = Atomics.compareExchange(cells, HOLDER, FREE, MAINTENANCE);
-    if (holder === FREE) break;
-    Atomics.wait(cells, HOLDER, holder, 50);
-  }
-  Atomics.store(cells, WAITING, 0);
-  Atomics.notify(cells, WAITING);
-}
-
-function giveTurn(cells: Int32Array): void {
-  Atomics.store(cells, HOLDER, FREE);
-  Atomics.notify(cells, HOLDER);
 }
 
 /** What the thread tells the service: after each round, and of each failure. */
@@ -79,59 +57,42 @@ const ENTRY = "(?, ?, ?, ?, ?)";
 type Entry = [appId: string, appUserId: string, period: string, startedAt: number, requestId: string];
 
 /** Rows written since the index last caught up: how far the readers' scan of the tail reaches. */
-export function tailLength(db: Database): number {
-  const row = db.query<{ tail: number }, []>("SELECT COALESCE(max(rowid), 0) - (SELECT upto FROM usage_ledger_by_user_mark) AS tail FROM usage_ledger").get();
-  return Math.max(0, row?.tail ?? 0);
+export function tailLength(ledger: Database, index: Database): number {
+  const last = ledger.query<{ last: number }, []>("SELECT COALESCE(max(rowid), 0) AS last FROM usage_ledger").get()!.last;
+  return Math.max(0, last - markOf(index));
 }
 
+const markOf = (index: Database) => index.query<{ upto: number }, []>("SELECT upto FROM usage_ledger_by_user_mark").get()!.upto;
+
 /**
- * Writes the index entries of the tail as it is now, sorted, `perTransaction` at a time; the
- * last transaction moves the mark past it. Another process's thread may index the same tail
- * at once (servers sharing one file beside Redis): an entry is written once (OR IGNORE), and
- * the mark only moves forward. Returns the entries written.
+ * Writes the index entries of the tail as it is now (at most `atMostRows` rows of it),
+ * sorted, `perTransaction` at a time; the last transaction moves the mark past it. Another
+ * process's thread may index the same tail at once (servers sharing one file beside Redis):
+ * an entry is written once (OR IGNORE), and the mark only moves forward. Returns the entries
+ * written.
  */
-export function indexTail(db: Database, perTransaction: number, turns?: Int32Array): number {
-  const { upto, last } = db
-    .query<{ upto: number; last: number }, []>("SELECT upto, (SELECT COALESCE(max(rowid), 0) FROM usage_ledger) AS last FROM usage_ledger_by_user_mark")
-    .get()!;
+export function indexTail(ledger: Database, index: Database, perTransaction: number, atMostRows = Number.MAX_SAFE_INTEGER): number {
+  const upto = markOf(index);
+  const newest = ledger.query<{ last: number }, []>("SELECT COALESCE(max(rowid), 0) AS last FROM usage_ledger").get()!.last;
+  const last = Math.min(newest, upto + atMostRows);
   if (last <= upto) return 0;
-  // A reader's snapshot: no lock held while the tail is read and sorted.
-  const entries = db
+  const entries = ledger
     .query<Entry, [number, number]>(
       `SELECT app_id, app_user_id, period, started_at, request_id FROM usage_ledger
        WHERE rowid > ? AND rowid <= ? AND app_user_id IS NOT NULL ORDER BY 1, 2, 3, 4, 5`,
     )
     .values(upto, last) as Entry[];
-  const moveMark = db.query("UPDATE usage_ledger_by_user_mark SET upto = max(upto, ?)");
-  const transaction = db.transaction((part: Entry[], isLast: boolean) => {
+  const moveMark = index.query("UPDATE usage_ledger_by_user_mark SET upto = max(upto, ?)");
+  const write = index.transaction((part: Entry[], isLast: boolean) => {
     for (let at = 0; at < part.length; at += ENTRIES_PER_INSERT) {
       const slice = part.slice(at, at + ENTRIES_PER_INSERT);
-      insertStatement(db, slice.length).run(...slice.flat());
+      insertStatement(index, slice.length).run(...slice.flat());
     }
     if (isLast) moveMark.run(last);
   });
-  // One turn lasts up to TURN_MS of transactions: handing the lock over after each would
-  // have this thread wait out one of the serving thread's batches per transaction.
-  let turnStarted = -1;
-  const write = (part: Entry[], isLast: boolean) => {
-    if (turns && turnStarted < 0) {
-      takeTurn(turns);
-      turnStarted = performance.now();
-    }
-    let failed = true;
-    try {
-      transaction.immediate(part, isLast);
-      failed = false;
-    } finally {
-      if (turns && (failed || isLast || performance.now() - turnStarted >= TURN_MS)) {
-        giveTurn(turns);
-        turnStarted = -1;
-      }
-    }
-  };
-  if (entries.length === 0) write([], true);
+  if (entries.length === 0) write.immediate([], true);
   for (let at = 0; at < entries.length; at += perTransaction) {
-    write(entries.slice(at, at + perTransaction), at + perTransaction >= entries.length);
+    write.immediate(entries.slice(at, at + perTransaction), at + perTransaction >= entries.length);
   }
   return entries.length;
 }
@@ -158,10 +119,16 @@ export function checkpoint(db: Database): { walPages: number; checkpointedPages:
   return { walPages: Math.max(0, result?.log ?? 0), checkpointedPages: Math.max(0, result?.checkpointed ?? 0) };
 }
 
-/** The thread's loop: one round per interval until told to stop. */
-function runThread(settings: MaintenanceSettings, turns: Int32Array, post: (report: MaintenanceReport) => void): () => void {
-  const db = new Database(settings.path, { strict: true });
-  db.exec(`PRAGMA busy_timeout = ${settings.busyTimeoutMs}`);
+/** The thread's loop: one round per interval (at once again while a long tail is left) until told to stop. */
+function runThread(settings: MaintenanceSettings, post: (report: MaintenanceReport) => void): () => void {
+  const open = (path: string) => {
+    const db = new Database(path, { strict: true });
+    db.exec(`PRAGMA busy_timeout = ${settings.busyTimeoutMs}`);
+    return db;
+  };
+  const ledger = open(settings.path);
+  const index = open(settings.indexPath);
+  index.exec("PRAGMA synchronous = NORMAL");
   let stopped = false;
   let lastIndexedAt = 0;
   let lastCheckpointAt = 0;
@@ -169,47 +136,52 @@ function runThread(settings: MaintenanceSettings, turns: Int32Array, post: (repo
   const round = () => {
     timer = null;
     if (stopped) return;
+    let more = false;
     try {
       let indexed = 0;
-      const tail = tailLength(db);
+      const tail = tailLength(ledger, index);
       const now = performance.now();
       if (tail >= settings.indexAtRows || (tail > 0 && now - lastIndexedAt >= settings.indexEveryMs)) {
-        indexed = indexTail(db, settings.entriesPerTransaction, turns);
+        indexed = indexTail(ledger, index, settings.entriesPerTransaction, settings.indexAtMostRows);
         lastIndexedAt = now;
+        more = tail > settings.indexAtMostRows;
       }
       let pages = { walPages: 0, checkpointedPages: 0 };
       if (now - lastCheckpointAt >= settings.checkpointEveryMs) {
-        pages = checkpoint(db);
+        pages = checkpoint(ledger);
+        checkpoint(index);
         lastCheckpointAt = now;
       }
       post({ kind: "round", indexed, ...pages });
     } catch (err) {
       post({ kind: "error", message: err instanceof Error ? err.message : String(err) });
     }
-    timer = setTimeout(round, settings.intervalMs);
+    timer = setTimeout(round, more ? 0 : settings.intervalMs);
   };
   round();
   return () => {
     stopped = true;
     if (timer !== null) clearTimeout(timer);
     try {
-      checkpoint(db);
+      checkpoint(ledger);
+      checkpoint(index);
     } catch {
       // The service's next start checkpoints what is left; nothing is lost.
     }
-    db.close();
+    ledger.close();
+    index.close();
     post({ kind: "stopped" });
   };
 }
 
 /** The thread's own global scope (the project's types describe the service's, which has no `onmessage`). */
-declare const self: { onmessage: ((event: MessageEvent<{ start: MaintenanceSettings; turns: Int32Array } | { stop: true }>) => void) | null };
+declare const self: { onmessage: ((event: MessageEvent<{ start: MaintenanceSettings } | { stop: true }>) => void) | null };
 
 if (!Bun.isMainThread) {
   let stop: (() => void) | null = null;
-  self.onmessage = (event: MessageEvent<{ start: MaintenanceSettings; turns: Int32Array } | { stop: true }>) => {
+  self.onmessage = (event: MessageEvent<{ start: MaintenanceSettings } | { stop: true }>) => {
     const message = event.data;
-    if ("start" in message && stop === null) stop = runThread(message.start, message.turns, (report) => postMessage(report));
+    if ("start" in message && stop === null) stop = runThread(message.start, (report) => postMessage(report));
     else if ("stop" in message && stop !== null) stop();
   };
 }

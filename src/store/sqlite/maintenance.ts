@@ -4,7 +4,6 @@ import type { Logger } from "../../logger";
 // `bun src/index.ts`, in the bundle and in the single binary, where a file path would not.
 import * as workerModule from "./maintenance-worker.ts" with { type: "text" };
 import type { MaintenanceReport, MaintenanceSettings } from "./maintenance-worker";
-import { WriteTurns } from "./write-turns";
 
 const workerSource = (workerModule as unknown as { default: string }).default;
 
@@ -15,11 +14,12 @@ const RESTART_AFTER_MS = 5000;
 /** How long `stop` waits for the thread's last checkpoint. */
 const STOP_TIMEOUT_MS = 2000;
 
-export const DEFAULT_MAINTENANCE: Omit<MaintenanceSettings, "path" | "busyTimeoutMs"> = {
+export const DEFAULT_MAINTENANCE: Omit<MaintenanceSettings, "path" | "indexPath" | "busyTimeoutMs"> = {
   intervalMs: 100,
   // About two seconds of a busy server's rows: long enough that a user's page takes many
   // entries per write (the whole gain), short enough that reading the tail stays cheap.
   indexAtRows: 16_384,
+  indexAtMostRows: 262_144,
   indexEveryMs: 1000,
   entriesPerTransaction: 512,
   checkpointEveryMs: 1000,
@@ -47,13 +47,11 @@ export class SqliteMaintenance {
   private logger: Logger | null = null;
   private stopping = false;
   private stoppedWaiter: (() => void) | null = null;
-  /** Shared with the thread: the serving connection's ledger batches take their turn here. */
-  readonly turns = new WriteTurns();
   private readonly state: MaintenanceStats = { running: false, rounds: 0, indexedEntries: 0, checkpointedPages: 0, failures: 0, lastError: null };
 
   constructor(
     private readonly db: Database,
-    private readonly settings: Omit<MaintenanceSettings, "intervalMs" | "indexAtRows" | "indexEveryMs" | "entriesPerTransaction" | "checkpointEveryMs"> &
+    private readonly settings: Omit<MaintenanceSettings, "intervalMs" | "indexAtRows" | "indexAtMostRows" | "indexEveryMs" | "entriesPerTransaction" | "checkpointEveryMs"> &
       Partial<MaintenanceSettings>,
   ) {}
 
@@ -67,7 +65,7 @@ export class SqliteMaintenance {
     worker.onerror = (event) => this.onFailure(event.message || "the maintenance thread failed");
     // The thread must not keep a process alive that has nothing else to do.
     worker.unref();
-    worker.postMessage({ start: { ...DEFAULT_MAINTENANCE, ...this.settings } satisfies MaintenanceSettings, turns: this.turns.cells });
+    worker.postMessage({ start: { ...DEFAULT_MAINTENANCE, ...this.settings } satisfies MaintenanceSettings });
     // Checkpoints are the thread's from now on.
     this.db.exec("PRAGMA wal_autocheckpoint = 0");
     this.state.running = true;
@@ -120,7 +118,6 @@ export class SqliteMaintenance {
   private halt(): void {
     this.worker?.terminate();
     this.worker = null;
-    this.turns.reset();
     this.state.running = false;
     try {
       this.db.exec(`PRAGMA wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);

@@ -306,29 +306,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   },
   {
     version: 12,
-    name: "the usage ledger's per-user index becomes a table written late and sorted, and listing by app gets its own index",
+    name: "the usage ledger's per-user index moves to a file of its own, written late and sorted; listing by app gets its own index",
     sql: `
-      -- One entry per user's row, written in sorted batches by the maintenance thread
-      -- (src/store/sqlite/maintenance-worker.ts) instead of one page per row at insert time.
-      -- Rows past the mark are the tail, which readers scan (src/store/sqlite/usage-ledger.ts).
-      -- The index it replaces goes first: tables and indexes share one namespace.
+      -- Its entries are kept in the file beside this one (src/store/sqlite/user-index.ts),
+      -- written by the maintenance thread; until it has caught up, readers scan the rows it
+      -- has not reached.
       DROP INDEX usage_ledger_by_user;
-      CREATE TABLE usage_ledger_by_user (
-        app_id       TEXT NOT NULL,
-        app_user_id  TEXT NOT NULL,
-        period       TEXT NOT NULL,
-        started_at   INTEGER NOT NULL,
-        request_id   TEXT NOT NULL,
-        PRIMARY KEY (app_id, app_user_id, period, started_at, request_id)
-      ) WITHOUT ROWID;
-      INSERT INTO usage_ledger_by_user SELECT app_id, app_user_id, period, started_at, request_id FROM usage_ledger WHERE app_user_id IS NOT NULL;
-      CREATE TABLE usage_ledger_by_user_mark (
-        id    INTEGER PRIMARY KEY CHECK (id = 1),
-        upto  INTEGER NOT NULL
-      );
-      INSERT INTO usage_ledger_by_user_mark (id, upto) SELECT 1, COALESCE(max(rowid), 0) FROM usage_ledger;
-      -- Listing an app's rows by time (the usage export) used the per-user index's first column;
-      -- rows arrive in about that order, so this index grows at its end.
+      -- Listing an app's rows by time (the usage export) used that index's first column; rows
+      -- arrive in about that order, so this index grows at its end.
       CREATE INDEX usage_ledger_by_app_time ON usage_ledger(app_id, started_at);
     `,
   },

@@ -2,7 +2,6 @@ import type { Database } from "bun:sqlite";
 import type { UsageCursor, UsageLedgerRepository } from "../usage-ledger";
 import type { UsageRow, UsageSource } from "../../budget/usage-row";
 import { grantDayAccount } from "../../budget/accounts";
-import type { WriteTurns } from "./write-turns";
 
 interface LedgerRow {
   request_id: string;
@@ -112,13 +111,13 @@ const closeJournalSql = (rows: number) => `DELETE FROM call_journal WHERE reques
 const listForUserSql = (cursor: string) => `
   SELECT * FROM (
     SELECT * FROM (
-      SELECT l.* FROM usage_ledger_by_user u JOIN usage_ledger l ON l.request_id = u.request_id
+      SELECT l.* FROM user_index.usage_ledger_by_user u JOIN usage_ledger l ON l.request_id = u.request_id
       WHERE u.app_id = ?1 AND u.app_user_id = ?2 AND u.period = ?3 ${cursor.replaceAll("started_at", "u.started_at").replaceAll("request_id", "u.request_id")}
       ORDER BY u.started_at DESC, u.request_id DESC LIMIT ?4
     )
     UNION
     SELECT * FROM usage_ledger
-    WHERE rowid > (SELECT upto FROM usage_ledger_by_user_mark) AND app_id = ?1 AND app_user_id = ?2 AND period = ?3 ${cursor}
+    WHERE rowid > (SELECT upto FROM user_index.usage_ledger_by_user_mark) AND app_id = ?1 AND app_user_id = ?2 AND period = ?3 ${cursor}
   )
   ORDER BY started_at DESC, request_id DESC LIMIT ?4`;
 
@@ -134,11 +133,11 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
 
   constructor(
     private readonly db: Database,
-    /** Turns at the write lock with the maintenance thread (./write-turns.ts); none without it. */
-    private readonly turns?: WriteTurns,
+    /** The connection with the per-user index attached (./user-index.ts). */
+    userIndexReader: Database,
   ) {
-    this.listForUserFirst = db.query<LedgerRow, [string, string, string, number]>(listForUserSql(""));
-    this.listForUserBefore = db.query<LedgerRow, [string, string, string, number, number, string]>(
+    this.listForUserFirst = userIndexReader.query<LedgerRow, [string, string, string, number]>(listForUserSql(""));
+    this.listForUserBefore = userIndexReader.query<LedgerRow, [string, string, string, number, number, string]>(
       listForUserSql("AND (started_at < ?5 OR (started_at = ?5 AND request_id < ?6))"),
     );
     // One transaction per batch. A row already present (a replay) is ignored, and RETURNING
@@ -205,16 +204,11 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
   }
 
   async insertBatch(rows: UsageRow[]): Promise<number> {
-    const release = await this.turns?.take();
-    try {
-      return this.writeBatch.immediate(rows) as number;
-    } finally {
-      release?.();
-    }
+    return this.writeBatch.immediate(rows) as number;
   }
 
   /**
-   * A user's rows: those the per-user index has (migration 12), and those of the tail it has
+   * A user's rows: those the per-user index has (./user-index.ts), and those of the tail it has
    * not reached yet (./maintenance-worker.ts), found by scanning the tail. UNION, not UNION
    * ALL: the thread writes a tail's entries over several transactions and moves the mark
    * with the last, so a row can be in the index and in the tail at once; it is listed once.
