@@ -1,9 +1,9 @@
 /**
- * CallBatcher (src/store/postgres/call-batcher.ts): calls that arrive while a batch is under
+ * CallBatcher (src/store/call-batcher.ts): calls that arrive while a batch is under
  * way go together in the next one; a call with nothing under way goes at once, alone.
  */
 import { expect, test } from "bun:test";
-import { CallBatcher } from "../../src/store/postgres/call-batcher";
+import { CallBatcher } from "../../src/store/call-batcher";
 
 /** A `send` whose batches finish only when the test says so. */
 function controlledSend() {

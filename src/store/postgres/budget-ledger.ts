@@ -1,5 +1,5 @@
 import { num, type PostgresDatabase } from "./database";
-import { CallBatcher } from "./call-batcher";
+import { CallBatcher } from "../call-batcher";
 import { ledgerRecord } from "./usage-ledger";
 import type { UsageRow } from "../../budget/usage-row";
 import type { Logger } from "../../logger";

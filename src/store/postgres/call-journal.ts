@@ -1,5 +1,5 @@
 import type { CallJournalRepository, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
-import { CallBatcher } from "./call-batcher";
+import { CallBatcher } from "../call-batcher";
 import { num, type PostgresDatabase } from "./database";
 
 type Row = Record<string, unknown>;

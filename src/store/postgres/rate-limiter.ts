@@ -1,6 +1,6 @@
 import type { PostgresDatabase } from "./database";
 import { num } from "./database";
-import { CallBatcher } from "./call-batcher";
+import { CallBatcher } from "../call-batcher";
 import type { RateLimitDecision, RateLimiter, RateLimitRule } from "../../ratelimit/rate-limiter";
 
 /** Most checks in one transaction. */

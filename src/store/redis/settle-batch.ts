@@ -1,5 +1,5 @@
 import type Redis from "ioredis";
-import { CallBatcher } from "../postgres/call-batcher";
+import { CallBatcher } from "../call-batcher";
 
 /**
  * The settles of one process, sent to Redis together: while one batch is under way the

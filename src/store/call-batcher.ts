@@ -5,7 +5,7 @@ interface QueuedCall<In, Out> {
 }
 
 /**
- * Sends calls to the database together: while one batch is under way, the calls that come
+ * Sends calls to a store together (PostgreSQL statements, Redis scripts): while one batch is under way, the calls that come
  * in queue, and go as the next batch the moment it ends. A call that finds nothing under
  * way goes at once, alone, so one at a time nothing waits; under load a batch holds what
  * arrived during one round trip of the last, so the round trips per call fall as the load
