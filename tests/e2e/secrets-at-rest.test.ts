@@ -82,11 +82,20 @@ describe("a new store", () => {
     db.cleanup();
   });
 
-  test("its files are 0600 (the database, -wal, -shm, the lock, the key file) in a 0700 folder", () => {
+  test("its files are 0600 (the database, -wal, -shm, the ledger's per-user index and its own, the lock, the key file) in a 0700 folder", () => {
     const folder = dirname(db.path);
     expect(modeOf(folder)).toBe("700");
     const names = readdirSync(folder).sort();
-    expect(names).toEqual(["proxy.sqlite", "proxy.sqlite-shm", "proxy.sqlite-wal", "proxy.sqlite.lock", "secrets.key"]);
+    expect(names).toEqual([
+      "proxy.sqlite",
+      "proxy.sqlite-shm",
+      "proxy.sqlite-user-index",
+      "proxy.sqlite-user-index-shm",
+      "proxy.sqlite-user-index-wal",
+      "proxy.sqlite-wal",
+      "proxy.sqlite.lock",
+      "secrets.key",
+    ]);
     for (const name of names) expect({ name, mode: modeOf(join(folder, name)) }).toEqual({ name, mode: "600" });
   });
 

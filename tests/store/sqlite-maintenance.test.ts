@@ -27,7 +27,11 @@ function fileStore(): SqliteStore & { index: Database } {
   const temp = tempDatabase();
   const store = openSqliteStore(temp.path);
   const index = new Database(userIndexPath(temp.path), { strict: true });
-  cleanups.push(temp.cleanup, () => store.close(), () => index.close());
+  cleanups.push(
+    temp.cleanup,
+    () => store.close(),
+    () => index.close(),
+  );
   return Object.assign(store, { index });
 }
 
@@ -130,7 +134,11 @@ test("a thread that fails hands checkpoints back to the serving connection and s
   const store = openSqliteStore(temp.path);
   cleanups.push(temp.cleanup, () => store.close());
   // A path the thread cannot open: it fails as it starts.
-  const maintenance = new SqliteMaintenance(store.db, { path: `${temp.dir}/no/such/folder/x.sqlite`, indexPath: `${temp.dir}/no/such/folder/x`, busyTimeoutMs: 100 });
+  const maintenance = new SqliteMaintenance(store.db, {
+    path: `${temp.dir}/no/such/folder/x.sqlite`,
+    indexPath: `${temp.dir}/no/such/folder/x`,
+    busyTimeoutMs: 100,
+  });
   cleanups.push(() => maintenance.stop());
   const logger = memoryLogger();
   maintenance.start(logger);
@@ -138,7 +146,9 @@ test("a thread that fails hands checkpoints back to the serving connection and s
   expect(maintenance.stats.failures).toBeGreaterThan(0);
   expect(maintenance.stats.running).toBe(false);
   expect(store.db.query<{ wal_autocheckpoint: number }, []>("PRAGMA wal_autocheckpoint").get()!.wal_autocheckpoint).toBe(1000);
-  expect(logger.lines.map((l) => JSON.parse(l) as { level: string; msg: string }).some((l) => l.level === "error" && l.msg.includes("maintenance thread failed"))).toBe(true);
+  expect(
+    logger.lines.map((l) => JSON.parse(l) as { level: string; msg: string }).some((l) => l.level === "error" && l.msg.includes("maintenance thread failed")),
+  ).toBe(true);
 });
 
 test("an index deleted (or a file from before it) is rebuilt from the ledger: until then every row is in the tail", async () => {
@@ -151,7 +161,10 @@ test("an index deleted (or a file from before it) is rebuilt from the ledger: un
   for (const suffix of ["", "-wal", "-shm"]) rmSync(userIndexPath(temp.path) + suffix, { force: true });
   const reopened = openSqliteStore(temp.path);
   const index = new Database(userIndexPath(temp.path), { strict: true });
-  cleanups.push(() => reopened.close(), () => index.close());
+  cleanups.push(
+    () => reopened.close(),
+    () => index.close(),
+  );
   expect(tailLength(reopened.db, index)).toBe(3);
   expect(ids(await listAll(reopened, "dave", 1))).toEqual(ids(newestFirst(rows.slice(0, 2))));
   expect(indexTail(reopened.db, index, 10, 2)).toBe(2);

@@ -72,11 +72,7 @@ export class SettleBatches {
   /** Script calls sent so far: how many round trips the settles took. */
   batchesSent = 0;
 
-  constructor(
-    redis: Redis,
-    keys: { held: string; settled: string; orphans: string },
-    accountTtlMs: number,
-  ) {
+  constructor(redis: Redis, keys: { held: string; settled: string; orphans: string }, accountTtlMs: number) {
     if (!("budgetSettleMany" in redis)) redis.defineCommand("budgetSettleMany", { numberOfKeys: 3, lua: SETTLE_MANY_LUA });
     const client = redis as unknown as { budgetSettleMany: SettleManyCommand };
     this.batcher = new CallBatcher((settles) => {

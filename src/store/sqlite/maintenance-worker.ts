@@ -46,9 +46,7 @@ export interface MaintenanceSettings {
 
 /** What the thread tells the service: after each round, and of each failure. */
 export type MaintenanceReport =
-  | { kind: "round"; indexed: number; checkpointedPages: number; walPages: number }
-  | { kind: "error"; message: string }
-  | { kind: "stopped" };
+  { kind: "round"; indexed: number; checkpointedPages: number; walPages: number } | { kind: "error"; message: string } | { kind: "stopped" };
 
 /** Entries per INSERT statement: a statement's own cost is most of an entry's (as for ledger rows). */
 const ENTRIES_PER_INSERT = 100;
@@ -104,7 +102,9 @@ function insertStatement(db: Database, entries: number) {
   if (!byCount) inserts.set(db, (byCount = new Map()));
   let statement = byCount.get(entries);
   if (!statement) {
-    statement = db.query(`INSERT OR IGNORE INTO usage_ledger_by_user (app_id, app_user_id, period, started_at, request_id) VALUES ${Array.from({ length: entries }, () => ENTRY).join(", ")}`);
+    statement = db.query(
+      `INSERT OR IGNORE INTO usage_ledger_by_user (app_id, app_user_id, period, started_at, request_id) VALUES ${Array.from({ length: entries }, () => ENTRY).join(", ")}`,
+    );
     byCount.set(entries, statement);
   }
   return statement;

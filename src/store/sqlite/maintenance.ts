@@ -51,7 +51,10 @@ export class SqliteMaintenance {
 
   constructor(
     private readonly db: Database,
-    private readonly settings: Omit<MaintenanceSettings, "intervalMs" | "indexAtRows" | "indexAtMostRows" | "indexEveryMs" | "entriesPerTransaction" | "checkpointEveryMs"> &
+    private readonly settings: Omit<
+      MaintenanceSettings,
+      "intervalMs" | "indexAtRows" | "indexAtMostRows" | "indexEveryMs" | "entriesPerTransaction" | "checkpointEveryMs"
+    > &
       Partial<MaintenanceSettings>,
   ) {}
 
