@@ -5,7 +5,8 @@ import { CallBatcher } from "../call-batcher";
  * The settles of one process, sent to Redis together: while one batch is under way the
  * settles that come in queue, and go as one script call the moment it ends (CallBatcher).
  * One at a time a settle goes at once, alone; under load a call's settle costs a share of
- * one round trip, so a call costs about one round trip: its reserve.
+ * one round trip, so a call costs about one round trip: its reserve (ARCHITECTURE.md §7
+ * "Redis settles in batches").
  *
  * The script settles each in turn exactly as a lone settle would, so a batch is only a
  * way of carrying them: each is idempotent on its own, and a batch that failed (or timed

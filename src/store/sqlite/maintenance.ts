@@ -39,7 +39,8 @@ export interface MaintenanceStats {
  * per-user index of the usage ledger, off the event loop. While the thread runs, `db` does
  * not checkpoint; when it fails, `db` checkpoints again as SQLite does by default (so the WAL
  * stays bounded) and the thread is started again after a pause. Readers never depend on it:
- * they scan the tail it has not indexed yet (src/store/sqlite/usage-ledger.ts).
+ * they scan the tail it has not indexed yet (src/store/sqlite/usage-ledger.ts). Measured:
+ * ARCHITECTURE.md §7 "Checkpoints in a thread".
  */
 export class SqliteMaintenance {
   private worker: Worker | null = null;

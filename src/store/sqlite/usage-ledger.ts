@@ -93,7 +93,7 @@ interface TotalsDelta {
  * Adds a batch's deltas to `rows` accounts' totals: (account, spent, requests, frozen cap)
  * per account. The frozen cap only ever rises, so a batch's largest stands for all of its
  * rows. One statement for many accounts: with many users, one per account was a
- * microsecond of a row's five.
+ * microsecond of a row's five (ARCHITECTURE.md §7 "Totals and journal deletes per statement").
  */
 const addToTotalsSql = (rows: number) =>
   `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano)

@@ -20,6 +20,8 @@ import { BUSY_TIMEOUT_MS, switchToWal } from "./database";
  *   For the same reason the serving connection does not attach it (BEGIN IMMEDIATE would
  *   lock every attached file): a reading connection of its own does.
  * - It is derived data: deleted, it is rebuilt from the ledger (its mark starts at 0).
+ *
+ * Measured: ARCHITECTURE.md §7 "Per-user index apart".
  */
 export const USER_INDEX_SCHEMA = "user_index";
 
