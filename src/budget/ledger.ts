@@ -33,11 +33,16 @@ export interface FoldedRateLimit {
  * step (`journalsCalls`).
  */
 export interface JournaledCall {
-  /** A grant call's first reservation, on its app's day; null otherwise. */
+  /** A grant call's reservation on its app's day, made before its grant's (src/services/chat-reservation.ts); null otherwise. */
   ceilingReservationId: string | null;
   appId: string;
   appUserId: string | null;
   grantId: string | null;
+  /**
+   * Whose upstream key paid the call: the reconciler looks its generation up with that key
+   * (a user's own, reopened from the connection by `appId` and `appUserId`), since the
+   * upstream shows a generation's record to the account that paid it.
+   */
   payer: UpstreamPayer;
   period: string;
   model: string;

@@ -9,29 +9,18 @@
  * the generation, or at its reservation when there is none, exactly once.
  */
 
-import type { UpstreamPayer } from "../budget/target";
+import type { JournaledCall } from "../budget/ledger";
 
-/** What a ledger row needs that the reservation knew: enough to write the row without the process that ran the call. */
-export interface JournalEntry {
+/**
+ * What a ledger row needs that the reservation knew: enough to write the row without the
+ * process that ran the call. The call's own fields are `JournaledCall`'s (src/budget/ledger.ts,
+ * which a ledger that journals in its reservation's step is given).
+ */
+export interface JournalEntry extends JournaledCall {
   requestId: string;
   /** The process running the call, or reconciling it now (its id in the instance leases). */
   owner: string;
   account: string;
-  /** A grant call's second reservation, on its app's day (src/services/chat-reservation.ts); null otherwise. */
-  ceilingReservationId: string | null;
-  appId: string;
-  appUserId: string | null;
-  grantId: string | null;
-  /**
-   * Whose upstream key paid the call: the reconciler looks its generation up with that key
-   * (a user's own, reopened from the connection by `appId` and `appUserId`), since the
-   * upstream shows a generation's record to the account that paid it.
-   */
-  payer: UpstreamPayer;
-  period: string;
-  model: string;
-  streamed: boolean;
-  startedAt: number;
   /** What the call holds against its budget: what it is charged when the upstream keeps no record of it. */
   reservedNano: number;
   /** The cap it was reserved under (an overrun freezes the account there). */

@@ -23,6 +23,9 @@ export const DEFAULT_MAINTENANCE: Omit<MaintenanceSettings, "path" | "indexPath"
   indexEveryMs: 1000,
   entriesPerTransaction: 512,
   checkpointEveryMs: 1000,
+  // 1,000 pages is where SQLite's own automatic checkpoint runs; twice that leaves the
+  // PASSIVE ones room to finish on their own before a RESTART holds writers up.
+  restartAtPages: 2000,
 };
 
 export interface MaintenanceStats {
@@ -54,7 +57,7 @@ export class SqliteMaintenance {
     private readonly db: Database,
     private readonly settings: Omit<
       MaintenanceSettings,
-      "intervalMs" | "indexAtRows" | "indexAtMostRows" | "indexEveryMs" | "entriesPerTransaction" | "checkpointEveryMs"
+      "intervalMs" | "indexAtRows" | "indexAtMostRows" | "indexEveryMs" | "entriesPerTransaction" | "checkpointEveryMs" | "restartAtPages"
     > &
       Partial<MaintenanceSettings>,
   ) {}
