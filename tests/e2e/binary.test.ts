@@ -20,6 +20,7 @@ import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock
 import { checkChatStream } from "../helpers/openrouter-spec";
 import { startPostgres } from "../helpers/postgres";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations";
+import { userIndexPath } from "../../src/store/sqlite/user-index";
 import { PG_MIGRATIONS } from "../../src/store/postgres/migrations";
 import { version } from "../../package.json";
 
@@ -258,6 +259,24 @@ test("the binary serves the API reference, its renderer's files embedded", async
     const res = await server.fetch(file);
     expect({ file, status: res.status }).toEqual({ file, status: 200 });
     expect((await res.text()) === (await Bun.file(join(REPO_ROOT, source)).text())).toBe(true);
+  }
+});
+
+test("the binary runs the SQLite maintenance thread: the served rows reach the per-user index", async () => {
+  // The thread is started from its bundled source text (src/store/sqlite/maintenance.ts): a
+  // binary that could not start it would still serve, with every row left in the tail.
+  const ledger = new Database(db.path, { readonly: true });
+  const index = new Database(userIndexPath(db.path), { readonly: true });
+  try {
+    const last = ledger.query<{ last: number }, []>("SELECT COALESCE(max(rowid), 0) AS last FROM usage_ledger").get()!.last;
+    expect(last).toBeGreaterThan(0);
+    const mark = () => index.query<{ upto: number }, []>("SELECT upto FROM usage_ledger_by_user_mark").get()!.upto;
+    // It indexes a short tail within a second; the deadline only bounds a failure.
+    for (let waited = 0; mark() < last && waited < 20_000; waited += 100) await Bun.sleep(100);
+    expect(mark()).toBeGreaterThanOrEqual(last);
+  } finally {
+    ledger.close();
+    index.close();
   }
 });
 

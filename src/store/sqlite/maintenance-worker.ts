@@ -165,7 +165,8 @@ function runThread(settings: MaintenanceSettings, post: (report: MaintenanceRepo
         checkpointIncomplete = pages.checkpointedPages < pages.walPages;
         lastCheckpointAt = now;
       }
-      post({ kind: "round", indexed, ...pages });
+      // Idle rounds say nothing: ten messages a second would each be a task on the event loop.
+      if (indexed > 0 || pages.walPages > 0) post({ kind: "round", indexed, ...pages });
     } catch (err) {
       post({ kind: "error", message: err instanceof Error ? err.message : String(err) });
     }

@@ -30,6 +30,7 @@ export const DEFAULT_MAINTENANCE: Omit<MaintenanceSettings, "path" | "indexPath"
 
 export interface MaintenanceStats {
   running: boolean;
+  /** Rounds that indexed entries or checkpointed a WAL (idle ones are not reported). */
   rounds: number;
   indexedEntries: number;
   checkpointedPages: number;

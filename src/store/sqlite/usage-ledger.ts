@@ -90,6 +90,13 @@ interface TotalsDelta {
 }
 
 /**
+ * The INSERT of `rows` rows at once. ON CONFLICT, not OR IGNORE: only a replay (the same
+ * request id) is skipped; OR IGNORE would also drop a row that breaks a CHECK, without a word.
+ */
+const insertSql = (rows: number) =>
+  `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${Array.from({ length: rows }, () => PLACEHOLDERS).join(", ")} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`;
+
+/**
  * Adds a batch's deltas to `rows` accounts' totals: (account, spent, requests, frozen cap)
  * per account. The frozen cap only ever rises, so a batch's largest stands for all of its
  * rows. One statement for many accounts: with many users, one per account was a
@@ -149,7 +156,8 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
         const slice = rows.slice(at, at + ROWS_PER_INSERT);
         values.length = 0;
         for (const r of slice) pushValues(values, r);
-        for (const { request_id } of this.insertStatement(slice.length).all(...values) as Array<{ request_id: string }>) inserted.add(request_id);
+        for (const { request_id } of this.statement(this.inserts, slice.length, insertSql).all(...values) as Array<{ request_id: string }>)
+          inserted.add(request_id);
       }
       const deltas = new Map<string, TotalsDelta>();
       const add = (account: string, r: UsageRow, frozenCapNano: number | null) => {
@@ -181,20 +189,6 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
       }
       return count;
     });
-  }
-
-  /** The INSERT of `rows` rows at once. */
-  private insertStatement(rows: number) {
-    let statement = this.inserts.get(rows);
-    if (!statement) {
-      statement = this.db.query(
-        // ON CONFLICT, not OR IGNORE: only a replay (the same request id) is skipped; OR IGNORE
-        // would also drop a row that breaks a CHECK, without a word.
-        `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${Array.from({ length: rows }, () => PLACEHOLDERS).join(", ")} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
-      );
-      this.inserts.set(rows, statement);
-    }
-    return statement;
   }
 
   private statement(cache: Map<number, ReturnType<Database["query"]>>, rows: number, sql: (rows: number) => string) {
