@@ -64,6 +64,36 @@ describe("SQLite store", () => {
     expect(store.db.query<{ n: number }, []>("SELECT count(*) AS n FROM schema_migrations").get()!.n).toBe(MIGRATIONS.length);
   });
 
+  test("migration 13 keeps every journal entry and its payer, and keys the journal by request id alone", async () => {
+    const path = join(tempDir(), "journal.sqlite");
+    const db = new Database(path, { create: true, strict: true });
+    db.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
+    for (const m of MIGRATIONS.filter((m) => m.version <= 12)) {
+      db.exec(m.sql);
+      db.query("INSERT INTO schema_migrations VALUES (?, ?, 0)").run(m.version, m.name);
+    }
+    db.exec(`INSERT INTO call_journal (request_id, owner, account, app_id, period, model, streamed, started_at, reserved_nano, cap_nano,
+               generation_id, reconcile_reason, attempts, next_attempt_at, payer)
+             VALUES ('req-in-flight', 'instance-a', 'acct', 'app1', '2026-11', 'm/x', 1, 5, 700, 9000, 'gen-1', 'timeout', 2, 77, 'user')`);
+    db.close();
+    const store = open(path);
+    expect(await store.callJournal.find("req-in-flight")).toMatchObject({
+      owner: "instance-a",
+      generationId: "gen-1",
+      reconcileReason: "timeout",
+      attempts: 2,
+      payer: "user",
+      reservedNano: 700,
+    });
+    const table = store.db.query<{ sql: string }, []>("SELECT sql FROM sqlite_schema WHERE name = 'call_journal'").get()!.sql;
+    expect(table).toContain("WITHOUT ROWID");
+    const indexes = store.db
+      .query<{ name: string }, []>("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'call_journal' AND sql IS NOT NULL ORDER BY name")
+      .all()
+      .map((r) => r.name);
+    expect(indexes).toEqual(["call_journal_by_ceiling", "call_journal_due"]);
+  });
+
   test("two stores on one file see each other's writes (the CLI and a running server)", async () => {
     const path = join(tempDir(), "shared.sqlite");
     const server = open(path);

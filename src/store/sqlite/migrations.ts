@@ -317,6 +317,41 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX usage_ledger_by_app_time ON usage_ledger(app_id, started_at);
     `,
   },
+  {
+    version: 13,
+    name: "the call journal is keyed by request id alone (WITHOUT ROWID): each entry written, updated and deleted in one b-tree, not two",
+    sql: `
+      -- Every call inserts an entry, a stream updates it, and its ledger row deletes it: with
+      -- a rowid, each of those also wrote the primary key's own index. Same columns, same
+      -- order, same indexes.
+      CREATE TABLE call_journal_next (
+        request_id           TEXT PRIMARY KEY,
+        owner                TEXT NOT NULL,
+        account              TEXT NOT NULL,
+        ceiling_reservation  TEXT,
+        app_id               TEXT NOT NULL,
+        app_user_id          TEXT,
+        grant_id             TEXT,
+        period               TEXT NOT NULL,
+        model                TEXT NOT NULL,
+        streamed             INTEGER NOT NULL,
+        started_at           INTEGER NOT NULL,
+        reserved_nano        INTEGER NOT NULL,
+        cap_nano             INTEGER NOT NULL,
+        generation_id        TEXT,
+        reconcile_reason     TEXT,
+        attempts             INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at      INTEGER,
+        payer                TEXT NOT NULL DEFAULT 'app' CHECK (payer IN ('app', 'user'))
+      ) WITHOUT ROWID;
+      INSERT INTO call_journal_next SELECT request_id, owner, account, ceiling_reservation, app_id, app_user_id, grant_id, period, model,
+        streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts, next_attempt_at, payer FROM call_journal;
+      DROP TABLE call_journal;
+      ALTER TABLE call_journal_next RENAME TO call_journal;
+      CREATE INDEX call_journal_due ON call_journal(next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+      CREATE INDEX call_journal_by_ceiling ON call_journal(ceiling_reservation) WHERE ceiling_reservation IS NOT NULL;
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {
