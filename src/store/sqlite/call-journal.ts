@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { repeated, ROWS_PER_STATEMENT, StatementsByRows } from "./statements-by-rows";
 import type { CallJournalRepository, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
 
 interface JournalRow {
@@ -44,38 +45,51 @@ const toEntry = (r: JournalRow): JournalEntry => ({
 /** An owner that is not this one and whose lease (wall time, ms) lapsed or never was. */
 const ORPHANED = "owner <> ?1 AND NOT EXISTS (SELECT 1 FROM proxy_instances i WHERE i.id = call_journal.owner AND i.lease_until >= ?2)";
 
+/** The entries a turn opens, `rows` at once; an entry already there (the same request id) is kept as it is. */
+const openSql = (rows: number) =>
+  `INSERT OR IGNORE INTO call_journal (request_id, owner, account, ceiling_reservation, app_id, app_user_id, grant_id, period, model,
+     streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts, payer)
+   VALUES ${repeated(`(${repeated("?", 17)})`, rows)}`;
+
+type JournalValue = string | number | null;
+
+/** One entry's values, in openSql's column order. */
+function pushValues(out: JournalValue[], e: JournalEntry): void {
+  out.push(
+    e.requestId,
+    e.owner,
+    e.account,
+    e.ceilingReservationId,
+    e.appId,
+    e.appUserId,
+    e.grantId,
+    e.period,
+    e.model,
+    e.streamed ? 1 : 0,
+    e.startedAt,
+    e.reservedNano,
+    e.capNano,
+    e.generationId,
+    e.reconcileReason,
+    e.attempts,
+    e.payer,
+  );
+}
+
 export class SqliteCallJournalRepository implements CallJournalRepository {
-  private readonly insert;
+  private readonly opens;
   private readonly recordBatch;
 
   constructor(private readonly db: Database) {
-    this.insert = db.query(
-      `INSERT OR IGNORE INTO call_journal (request_id, owner, account, ceiling_reservation, app_id, app_user_id, grant_id, period, model,
-         streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts, payer)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
+    this.opens = new StatementsByRows(db, openSql);
     const identify = db.query("UPDATE call_journal SET generation_id = ? WHERE request_id = ?");
     this.recordBatch = db.transaction((changes: JournalChanges) => {
-      for (const e of changes.open) {
-        this.insert.run(
-          e.requestId,
-          e.owner,
-          e.account,
-          e.ceilingReservationId,
-          e.appId,
-          e.appUserId,
-          e.grantId,
-          e.period,
-          e.model,
-          e.streamed ? 1 : 0,
-          e.startedAt,
-          e.reservedNano,
-          e.capNano,
-          e.generationId,
-          e.reconcileReason,
-          e.attempts,
-          e.payer,
-        );
+      const values: JournalValue[] = [];
+      for (let at = 0; at < changes.open.length; at += ROWS_PER_STATEMENT) {
+        const slice = changes.open.slice(at, at + ROWS_PER_STATEMENT);
+        values.length = 0;
+        for (const e of slice) pushValues(values, e);
+        this.opens.for(slice.length).run(...values);
       }
       for (const { requestId, generationId } of changes.identify) identify.run(generationId, requestId);
     });

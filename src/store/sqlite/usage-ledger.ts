@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { repeated, ROWS_PER_STATEMENT, StatementsByRows } from "./statements-by-rows";
 import type { UsageCursor, UsageLedgerRepository } from "../usage-ledger";
 import type { UsageRow, UsageSource } from "../../budget/usage-row";
 import { grantDayAccount } from "../../budget/accounts";
@@ -47,14 +48,7 @@ const toUsageRow = (r: LedgerRow): UsageRow => ({
 
 const LEDGER_COLUMNS = `request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
   completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano`;
-const PLACEHOLDERS = `(${Array.from({ length: 18 }, () => "?").join(", ")})`;
-/**
- * Rows per INSERT statement. One statement for many rows instead of one per row: bun:sqlite's
- * cost per statement run (bind, step, reset) was most of a row's cost (ARCHITECTURE.md §7
- * "Rows per INSERT"). 18 columns × 50 rows stays far below SQLite's 32,766 parameters per
- * statement.
- */
-const ROWS_PER_INSERT = 50;
+const PLACEHOLDERS = `(${repeated("?", 18)})`;
 
 type LedgerValue = string | number | null;
 
@@ -94,7 +88,7 @@ interface TotalsDelta {
  * request id) is skipped; OR IGNORE would also drop a row that breaks a CHECK, without a word.
  */
 const insertSql = (rows: number) =>
-  `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${Array.from({ length: rows }, () => PLACEHOLDERS).join(", ")} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`;
+  `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${repeated(PLACEHOLDERS, rows)} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`;
 
 /**
  * Adds a batch's deltas to `rows` accounts' totals: (account, spent, requests, frozen cap)
@@ -104,12 +98,12 @@ const insertSql = (rows: number) =>
  */
 const addToTotalsSql = (rows: number) =>
   `INSERT INTO usage_totals (account, spent_nano, request_count, frozen_cap_nano)
-   VALUES ${Array.from({ length: rows }, () => "(?, ?, ?, ?)").join(", ")}
+   VALUES ${repeated("(?, ?, ?, ?)", rows)}
    ON CONFLICT (account) DO UPDATE SET spent_nano = spent_nano + excluded.spent_nano, request_count = request_count + excluded.request_count,
      frozen_cap_nano = CASE WHEN excluded.frozen_cap_nano IS NULL THEN frozen_cap_nano ELSE MAX(COALESCE(frozen_cap_nano, 0), excluded.frozen_cap_nano) END`;
 
 /** A call whose row is written is no longer in flight (src/store/call-journal.ts): `rows` entries at once. */
-const closeJournalSql = (rows: number) => `DELETE FROM call_journal WHERE request_id IN (${Array.from({ length: rows }, () => "?").join(", ")})`;
+const closeJournalSql = (rows: number) => `DELETE FROM call_journal WHERE request_id IN (${repeated("?", rows)})`;
 
 /**
  * A user's rows, newest first: ?1 app, ?2 user, ?3 period, ?4 limit; `cursor` adds the
@@ -129,11 +123,9 @@ const listForUserSql = (cursor: string) => `
   ORDER BY started_at DESC, request_id DESC LIMIT ?4`;
 
 export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
-  /** INSERT statements by their number of rows (1 to ROWS_PER_INSERT), prepared once each. */
-  private readonly inserts = new Map<number, ReturnType<Database["query"]>>();
-  /** The totals' upsert and the journal's delete by their number of rows, prepared once each, as the INSERTs. */
-  private readonly addToTotals = new Map<number, ReturnType<Database["query"]>>();
-  private readonly closeJournal = new Map<number, ReturnType<Database["query"]>>();
+  private readonly inserts;
+  private readonly addToTotals;
+  private readonly closeJournal;
   private readonly writeBatch;
   private readonly listForUserFirst;
   private readonly listForUserBefore;
@@ -147,17 +139,19 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
     this.listForUserBefore = userIndexReader.query<LedgerRow, [string, string, string, number, number, string]>(
       listForUserSql("AND (started_at < ?5 OR (started_at = ?5 AND request_id < ?6))"),
     );
+    this.inserts = new StatementsByRows(db, insertSql);
+    this.addToTotals = new StatementsByRows(db, addToTotalsSql);
+    this.closeJournal = new StatementsByRows(db, closeJournalSql);
     // One transaction per batch. A row already present (a replay) is ignored, and RETURNING
     // names only the rows really inserted, so only those are added to the totals.
     this.writeBatch = db.transaction((rows: UsageRow[]) => {
       const inserted = new Set<string>();
       const values: LedgerValue[] = [];
-      for (let at = 0; at < rows.length; at += ROWS_PER_INSERT) {
-        const slice = rows.slice(at, at + ROWS_PER_INSERT);
+      for (let at = 0; at < rows.length; at += ROWS_PER_STATEMENT) {
+        const slice = rows.slice(at, at + ROWS_PER_STATEMENT);
         values.length = 0;
         for (const r of slice) pushValues(values, r);
-        for (const { request_id } of this.statement(this.inserts, slice.length, insertSql).all(...values) as Array<{ request_id: string }>)
-          inserted.add(request_id);
+        for (const { request_id } of this.inserts.for(slice.length).all(...values) as Array<{ request_id: string }>) inserted.add(request_id);
       }
       const deltas = new Map<string, TotalsDelta>();
       const add = (account: string, r: UsageRow, frozenCapNano: number | null) => {
@@ -176,25 +170,19 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
         if (r.grantId !== null) add(grantDayAccount(r.appId, r.startedAt), r, null);
       }
       const totals = [...deltas];
-      for (let at = 0; at < totals.length; at += ROWS_PER_INSERT) {
-        const slice = totals.slice(at, at + ROWS_PER_INSERT);
+      for (let at = 0; at < totals.length; at += ROWS_PER_STATEMENT) {
+        const slice = totals.slice(at, at + ROWS_PER_STATEMENT);
         values.length = 0;
         for (const [account, delta] of slice) values.push(account, delta.spentNano, delta.requests, delta.frozenCapNano);
-        this.statement(this.addToTotals, slice.length, addToTotalsSql).run(...values);
+        this.addToTotals.for(slice.length).run(...values);
       }
       // A call whose row is written is no longer in flight (src/store/call-journal.ts).
-      for (let at = 0; at < rows.length; at += ROWS_PER_INSERT) {
-        const slice = rows.slice(at, at + ROWS_PER_INSERT);
-        this.statement(this.closeJournal, slice.length, closeJournalSql).run(...slice.map((r) => r.requestId));
+      for (let at = 0; at < rows.length; at += ROWS_PER_STATEMENT) {
+        const slice = rows.slice(at, at + ROWS_PER_STATEMENT);
+        this.closeJournal.for(slice.length).run(...slice.map((r) => r.requestId));
       }
       return count;
     });
-  }
-
-  private statement(cache: Map<number, ReturnType<Database["query"]>>, rows: number, sql: (rows: number) => string) {
-    let statement = cache.get(rows);
-    if (!statement) cache.set(rows, (statement = this.db.query(sql(rows))));
-    return statement;
   }
 
   async insertBatch(rows: UsageRow[]): Promise<number> {
