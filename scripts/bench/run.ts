@@ -439,6 +439,9 @@ async function benchTwoProcesses(upstream: Upstream, redis: RunningRedis, dbDir:
     while (performance.now() < deadline && (await ledger(state)).total < (await upstream.requestsServed()) - servedBefore) await Bun.sleep(500);
   } finally {
     for (const p of processes) await p.stop();
+    // A row missing has a reason in a log (LOG_LEVEL=warn): show it beside the count.
+    for (const p of processes)
+      for (const line of (p.lines ?? []).filter((l) => /"level":"(warn|error)"/.test(l)).slice(-20)) log(`g2 ${p.pid}: ${line.slice(0, 400)}`);
   }
   const served = (await upstream.requestsServed()) - servedBefore;
   const after = await ledger(state);

@@ -45,6 +45,8 @@ export interface RunningArm {
   pid: number;
   /** GET /healthz writer.written, for the service arms. */
   rowsWritten?: () => Promise<number>;
+  /** The process's output so far (its last 2,000 lines): the service logs JSON lines. */
+  lines?: string[];
   stop(): Promise<void>;
 }
 
@@ -183,6 +185,7 @@ export async function startService(
     url: `${base}/api/v1/chat/completions`,
     headers: { ...auth, "x-service-user": BENCH_USER },
     pid: child.pid,
+    lines: child.lines,
     // The rows committed, counted in the database itself (/healthz shows its writer's
     // counters only with METRICS_TOKEN, which would load the metrics into the service).
     rowsWritten: state.postgresUrl ? async () => (await postgresLedgerRows(state.postgresUrl!)).total : async () => ledgerRows(state.databasePath).total,
