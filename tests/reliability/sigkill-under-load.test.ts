@@ -190,9 +190,13 @@ for (const mode of ["embedded", "redis"] as const) {
       }
       const atReservation = settled.rows.filter((r) => r.source === "reservation");
       expect(atReservation.every((r) => r.generation_id === null && r.status === "instance_died")).toBe(true);
-      expect(atReservation).toHaveLength(unnamed.length);
+      // A call journaled just before the kill may never have reached the upstream: its
+      // request was still being sent. The journal cannot tell it from one the upstream took,
+      // so it too is charged its reservation (never less than the upstream may have billed).
+      // Every other row is exactly one generation the upstream served.
+      expect(atReservation.length).toBeGreaterThanOrEqual(unnamed.length);
+      expect(settled.rows.length - atReservation.length).toBe(stack.mock.served.length - unnamed.length);
       for (const s of unnamed) expect(nano(s.costUsd)).toBeLessThanOrEqual(Math.min(...atReservation.map((r) => r.cost_nano)));
-      expect(settled.rows).toHaveLength(stack.mock.served.length);
       expect(duplicates(settled.rows.map((r) => r.request_id))).toEqual([]);
       expect(settled.totals).toEqual(sumRowsPerAccount(settled.rows));
       // The slow streams the kill cut are among them, settled from the records.
