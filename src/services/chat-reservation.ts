@@ -67,7 +67,7 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
   const rateLimit = ceiling ? undefined : request.rateLimit;
   const model = shape.modelIds[0]!;
   const streamed = body.stream === true;
-  // A ledger that can journals the call in the same step (one round trip before the upstream).
+  // A ledger that can journal the call in the reservation's own step does (one round trip before the upstream).
   const journal: JournaledCall | undefined = reserving.budget.journalsCalls
     ? {
         ceilingReservationId: ceiling?.reservationId ?? null,
