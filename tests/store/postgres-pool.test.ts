@@ -5,6 +5,7 @@
  * the server so that its connection returns to the pool.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { SQL } from "bun";
 import { PostgresDatabase } from "../../src/store/postgres/database";
 import { ApiError } from "../../src/errors";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
@@ -81,6 +82,22 @@ test("a transaction left open on a raw connection is ended by the server (idle_i
     }
     expect(ended).toBe(true);
     conn.release();
+  } finally {
+    await db.close();
+  }
+});
+
+test("the pool's sessions run without JIT compilation, whatever the server's default", async () => {
+  const db = new PostgresDatabase(url, { poolSize: 1 });
+  try {
+    // The test server keeps PostgreSQL's default (on): a plain session has it.
+    const plain = new SQL(url, { max: 1 });
+    try {
+      expect(await plain`SHOW jit`).toEqual([{ jit: "on" }]);
+    } finally {
+      await plain.close({ timeout: 0 });
+    }
+    expect(await db.run((sql) => sql`SHOW jit`)).toEqual([{ jit: "off" }]);
   } finally {
     await db.close();
   }

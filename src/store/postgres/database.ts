@@ -15,6 +15,10 @@ export interface PostgresOptions {
  *   measured in scripts/bench/pg-driver.ts), and a connection is always given back;
  * - the server cancels a statement that runs longer than that, and ends a session left
  *   idle inside a transaction.
+ * JIT compilation is off for these sessions: every statement here is a short one, and the
+ * planner's cost estimate (which decides JIT) follows the dead rows of the call journal, a
+ * table that churns with every call, so a due-entries scan was compiled again each second
+ * at 0.1–0.4 s of the server's CPU (ARCHITECTURE.md §7 "No JIT on PostgreSQL").
  * Driver: Bun's built-in SQL client, picked on measurement (ARCHITECTURE.md §7 "PostgreSQL
  * driver"): about 1.7 times the primary-key reads per second of the `postgres` package, and
  * it has LISTEN.
@@ -33,6 +37,7 @@ export class PostgresDatabase {
       connection: {
         statement_timeout: this.timeoutMs,
         idle_in_transaction_session_timeout: this.timeoutMs * 2,
+        jit: "off",
         application_name: "metered-proxy",
       },
     });
