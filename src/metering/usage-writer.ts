@@ -20,6 +20,10 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * the interval passes, whichever comes first (the pattern of TensorZero's batch writer).
  * One flush runs at a time; rows queued meanwhile go in its next batch. `close()` drains
  * the queue. A failed flush keeps its rows for the next attempt: rows are never dropped.
+ * A failed batch also halves the next one, and each batch written doubles it back up to
+ * `maxBatch`: a batch the store cannot finish within its statement timeout (a backlog of
+ * full batches on a starved server) would otherwise fail the same way at every retry,
+ * while the queue grows behind it.
  *
  * A row whose caller must know it is on disk (a JSON answer, which must survive a SIGKILL
  * once its client has it: ARCHITECTURE.md §3 "The hard cap") is queued with
@@ -35,6 +39,8 @@ export class UsageWriter {
   /** Drains running now: at most `concurrency`, each writing its own batches. */
   private readonly drains = new Set<Promise<void>>();
   private inFlightRows = 0;
+  /** Rows the next batch takes: maxBatch, or less after failures (see the class comment). */
+  private batchRows: number;
   /** The last attempt failed: slows the retry, and makes the writer report itself failing. */
   private lastFailed = false;
   private readonly state: UsageWriterState = { pending: 0, written: 0, flushes: 0, failedFlushes: 0, lastError: null, closed: false };
@@ -51,7 +57,9 @@ export class UsageWriter {
      * id, totals add up, and each batch locks its totals rows in account order.
      */
     private readonly concurrency = 1,
-  ) {}
+  ) {
+    this.batchRows = maxBatch;
+  }
 
   enqueue(row: UsageRow): void {
     this.queue.push(row);
@@ -97,22 +105,25 @@ export class UsageWriter {
       if (this.queue.length === 0) break;
       // Taken off the queue while written, so that another drain writes other rows;
       // put back in front if the write fails.
-      const batch = this.queue.splice(0, this.maxBatch);
+      const batch = this.queue.splice(0, this.batchRows);
       this.inFlightRows += batch.length;
       try {
         await this.ledger.insertBatch(batch);
       } catch (err) {
         this.queue.unshift(...batch);
+        // Of two drains failing at once, the smaller halving stands.
+        this.batchRows = Math.min(this.batchRows, Math.max(1, Math.floor(batch.length / 2)));
         this.state.failedFlushes++;
         this.lastFailed = true;
         this.state.lastError = err instanceof Error ? err.message : String(err);
-        this.logger.error("usage flush failed; rows kept for retry", { rows: this.queue.length, error: this.state.lastError });
+        this.logger.error("usage flush failed; rows kept for retry", { rows: this.queue.length, nextBatch: this.batchRows, error: this.state.lastError });
         this.tellWaiters(batch, false);
         return;
       } finally {
         this.inFlightRows -= batch.length;
       }
       this.tellWaiters(batch, true);
+      this.batchRows = Math.min(this.maxBatch, this.batchRows * 2);
       this.lastFailed = false;
       this.state.written += batch.length;
       this.state.flushes++;
