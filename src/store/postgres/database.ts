@@ -17,8 +17,9 @@ export interface PostgresOptions {
  *   idle inside a transaction.
  * JIT compilation is off for these sessions: every statement here is a short one, and the
  * planner's cost estimate (which decides JIT) follows the dead rows of the call journal, a
- * table that churns with every call, so a due-entries scan was compiled again each second
- * at 0.1–0.4 s of the server's CPU (ARCHITECTURE.md §7 "No JIT on PostgreSQL").
+ * table that churns with every call, so the reconciler's claim was compiled again each
+ * second: 12–22 ms of the server's CPU, and 0.4 s once a backlog had left many dead
+ * entries (ARCHITECTURE.md §7 "No JIT on PostgreSQL").
  * Driver: Bun's built-in SQL client, picked on measurement (ARCHITECTURE.md §7 "PostgreSQL
  * driver"): about 1.7 times the primary-key reads per second of the `postgres` package, and
  * it has LISTEN.
