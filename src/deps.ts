@@ -132,7 +132,8 @@ export function createDeps(config: Config, overrides: DepsOverrides): Deps {
       },
       logger,
     );
-  const usageWriter = overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, engine.writerConcurrency);
+  const usageWriter =
+    overrides.usageWriter ?? new UsageWriter(store.usageLedger, logger, config.usageFlushMs, 1000, engine.writerConcurrency, store.callJournal);
   const budgetWatcher = overrides.budgetWatcher ?? new BudgetWatcher(store, budget, clock, logger);
   const webhooks = overrides.webhooks ?? new WebhookDispatcher(store.webhooks, clock, logger, config.webhooks);
   return {

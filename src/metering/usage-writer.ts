@@ -1,6 +1,7 @@
 import type { Logger } from "../logger";
 import type { UsageLedgerRepository } from "../store/usage-ledger";
 import type { UsageRow } from "../budget/usage-row";
+import type { CallJournalRepository, JournalChanges } from "../store/call-journal";
 
 export interface UsageWriterState {
   pending: number;
@@ -39,6 +40,8 @@ export class UsageWriter {
   /** Drains running now: at most `concurrency`, each writing its own batches. */
   private readonly drains = new Set<Promise<void>>();
   private inFlightRows = 0;
+  /** Queued rows whose generation ids are in the journal already (see identifyInJournal). */
+  private readonly identified = new WeakSet<UsageRow>();
   /** Rows the next batch takes: maxBatch, or less after failures (see the class comment). */
   private batchRows: number;
   /** The last attempt failed: slows the retry, and makes the writer report itself failing. */
@@ -57,6 +60,12 @@ export class UsageWriter {
      * id, totals add up, and each batch locks its totals rows in account order.
      */
     private readonly concurrency = 1,
+    /**
+     * Where a failed batch's generation ids go (see `drain`). Without it (tests of the
+     * writer alone), a row the store refused until its process stopped is reconciled at its
+     * reservation.
+     */
+    private readonly journal: Pick<CallJournalRepository, "record"> | null = null,
   ) {
     this.batchRows = maxBatch;
   }
@@ -69,8 +78,8 @@ export class UsageWriter {
 
   /**
    * Queues a row and starts its batch in the next turn; resolves true once it is written,
-   * false if its batch failed (it stays queued for the retry: the caller goes on, as a
-   * caller of `enqueue` would).
+   * false once a batch fails before it is written (it stays queued for the retry: the
+   * caller goes on, as a caller of `enqueue` would).
    */
   enqueueDurable(row: UsageRow): Promise<boolean> {
     const written = new Promise<boolean>((resolve) => this.durableWaiters.set(row, resolve));
@@ -86,8 +95,13 @@ export class UsageWriter {
     while (this.drains.size < this.concurrency && this.queue.length > 0) {
       const drain: Promise<void> = this.drain().finally(() => {
         this.drains.delete(drain);
+        if (this.drains.size > 0 || this.queue.length === 0) return;
+        // A durable row queued while this drain was ending found it still running, so its
+        // batch did not start: it starts now, as enqueueDurable's would have (its caller
+        // waits for it). A failed drain answered every row queued before its end.
+        if (this.durableWaiters.size > 0) void this.flush();
         // Rows that arrived during the last batch's write, or a failure's retry.
-        if (this.drains.size === 0 && this.queue.length > 0 && this.timer === null) {
+        else if (this.timer === null) {
           this.timer = setTimeout(() => void this.flush(), this.lastFailed ? this.flushIntervalMs * 10 : this.flushIntervalMs);
         }
       });
@@ -111,13 +125,16 @@ export class UsageWriter {
         await this.ledger.insertBatch(batch);
       } catch (err) {
         this.queue.unshift(...batch);
+        this.identifyInJournal();
         // Of two drains failing at once, the smaller halving stands.
         this.batchRows = Math.min(this.batchRows, Math.max(1, Math.floor(batch.length / 2)));
         this.state.failedFlushes++;
         this.lastFailed = true;
         this.state.lastError = err instanceof Error ? err.message : String(err);
         this.logger.error("usage flush failed; rows kept for retry", { rows: this.queue.length, nextBatch: this.batchRows, error: this.state.lastError });
-        this.tellWaiters(batch, false);
+        // Every row still queued, not just this batch's: a row behind a batch that keeps
+        // failing (smaller after each failure) would otherwise hold its caller until one works.
+        this.tellWaiters(this.queue, false);
         return;
       } finally {
         this.inFlightRows -= batch.length;
@@ -148,6 +165,28 @@ export class UsageWriter {
     }
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+  }
+
+  /**
+   * A JSON call's journal entry has no generation id: its row, written at once, was to end
+   * it. Should the process stop before a retry writes the row, the reconciler could then
+   * only charge the reservation, several times what the upstream billed. So once a batch
+   * is refused, the ids of every row queued go to the journal, each row once, best effort
+   * (a store that refuses the rows may refuse this too; then the reservation stands, as
+   * for a call never answered).
+   */
+  private identifyInJournal(): void {
+    if (!this.journal) return;
+    const identify: JournalChanges["identify"] = [];
+    for (const r of this.queue) {
+      if (r.generationId === null || this.identified.has(r)) continue;
+      this.identified.add(r);
+      identify.push({ requestId: r.requestId, generationId: r.generationId });
+    }
+    if (identify.length === 0) return;
+    this.journal.record({ open: [], identify }).catch((err: unknown) => {
+      this.logger.warn("could not record a refused batch's generation ids in the call journal", { rows: identify.length, error: String(err) });
+    });
   }
 
   private tellWaiters(batch: UsageRow[], written: boolean): void {

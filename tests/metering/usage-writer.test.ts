@@ -76,6 +76,20 @@ describe("UsageWriter on a real SQLite file", () => {
     expect(writer.stats).toMatchObject({ written: 1, pending: 0 });
   });
 
+  test("a durable row queued behind a batch that keeps failing resolves false at the next failure, not when a batch works", async () => {
+    const s = freshStore();
+    const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 1000);
+    s.db.exec("ALTER TABLE usage_totals RENAME TO usage_totals_away");
+    // The first failure halves the batch to one row, so the next batches take the refused row alone.
+    expect(await writer.enqueueDurable(row(1))).toBe(false);
+    writer.enqueue(row(2));
+    expect(await writer.enqueueDurable(row(3))).toBe(false);
+    expect(writer.stats).toMatchObject({ written: 0, pending: 3 });
+    s.db.exec("ALTER TABLE usage_totals_away RENAME TO usage_totals");
+    await writer.close();
+    expect(writer.stats).toMatchObject({ written: 3, pending: 0 });
+  });
+
   test("a full batch is written at once, rows and totals in the same transaction", async () => {
     const s = freshStore();
     const writer = new UsageWriter(s.usageLedger, memoryLogger(), 10_000, 100);

@@ -137,6 +137,7 @@ export class PostgresBudgetLedger implements BudgetLedger {
     } catch (err) {
       this.logger.warn("budget settle failed; will retry with its ledger row", { requestId, error: err instanceof Error ? err.message : String(err) });
       this.retrying.set(requestId, { actualNano, row: row ?? null });
+      if (row?.generationId) this.identifyInJournal(requestId, row.generationId);
       this.scheduleRetry();
     }
   }
@@ -188,6 +189,18 @@ export class PostgresBudgetLedger implements BudgetLedger {
       (sql) => sql`INSERT INTO proxy_instances (id, lease_until) VALUES (${this.instanceId}, clock_timestamp() + ${`${LEASE_MS} milliseconds`}::interval)
         ON CONFLICT (id) DO UPDATE SET lease_until = EXCLUDED.lease_until`,
     );
+  }
+
+  /**
+   * A JSON call's journal entry has no generation id (its settle, with the row, was to end
+   * it). Should this process stop before a retry lands, the reconciler could then only
+   * charge the reservation, several times what the upstream billed; with the id it charges
+   * the upstream's record. Best effort: a database that refused the settle may refuse this.
+   */
+  private identifyInJournal(requestId: string, generationId: string): void {
+    this.db
+      .run((sql) => sql`UPDATE call_journal SET generation_id = ${generationId} WHERE request_id = ${requestId} AND generation_id IS NULL`)
+      .catch((err: unknown) => this.logger.debug("could not record a failed settle's generation id in the call journal", { requestId, error: String(err) }));
   }
 
   private settleNow(requestId: string, actualNano: number, row: UsageRow | null): Promise<void> {
