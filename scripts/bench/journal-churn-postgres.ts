@@ -44,10 +44,13 @@ const BACKLOG = Number(flag("backlog", "20000"));
 const BUSY = Number(flag("busy", "0"));
 const PIN = !process.argv.includes("--no-pin") && availableParallelism() >= 2;
 
-setTimeout(() => {
-  console.error("journal-churn-postgres: over its time budget, giving up");
-  process.exit(2);
-}, (SECONDS + 120) * 1000).unref();
+setTimeout(
+  () => {
+    console.error("journal-churn-postgres: over its time budget, giving up");
+    process.exit(2);
+  },
+  (SECONDS + 120) * 1000,
+).unref();
 
 let seq = 0;
 function call(owner: string): { entry: JournalEntry; row: UsageRow } {
@@ -57,8 +60,27 @@ function call(owner: string): { entry: JournalEntry; row: UsageRow } {
   const account = userAccount("benchapp", "2026-11", user);
   const shared = { requestId, account, appId: "benchapp", appUserId: user, grantId: null, period: "2026-11", model: "m", streamed: false, startedAt: now };
   return {
-    entry: { ...shared, owner, ceilingReservationId: null, payer: "app", reservedNano: 1_000_000, capNano: 10_000_000_000, generationId: `gen-${seq}`, reconcileReason: null, attempts: 0 },
-    row: { ...shared, generationId: `gen-${seq}`, promptTokens: 27, completionTokens: 20, costNano: 16_050, source: "upstream", status: "ok", finishedAt: now + 3 },
+    entry: {
+      ...shared,
+      owner,
+      ceilingReservationId: null,
+      payer: "app",
+      reservedNano: 1_000_000,
+      capNano: 10_000_000_000,
+      generationId: `gen-${seq}`,
+      reconcileReason: null,
+      attempts: 0,
+    },
+    row: {
+      ...shared,
+      generationId: `gen-${seq}`,
+      promptTokens: 27,
+      completionTokens: 20,
+      costNano: 16_050,
+      source: "upstream",
+      status: "ok",
+      finishedAt: now + 3,
+    },
   };
 }
 
@@ -81,7 +103,9 @@ try {
   }
   // The same repository on a plain session: the server's default JIT setting.
   const plainConn: ReservedSQL = await plain.reserve();
-  const plainJournal = new PostgresCallJournalRepository({ run: (work: (sql: ReservedSQL) => Promise<unknown>) => work(plainConn) } as unknown as PostgresDatabase);
+  const plainJournal = new PostgresCallJournalRepository({
+    run: (work: (sql: ReservedSQL) => Promise<unknown>) => work(plainConn),
+  } as unknown as PostgresDatabase);
 
   await Promise.all(
     stores.map(async (store, p) => {
@@ -91,7 +115,9 @@ try {
     }),
   );
   const busy = Array.from({ length: BUSY }, () =>
-    Bun.spawn(["timeout", String(SECONDS + 5), ...(PIN ? ["taskset", "-c", "0"] : []), "sh", "-c", "while :; do :; done"], { stdio: ["ignore", "ignore", "ignore"] }),
+    Bun.spawn(["timeout", String(SECONDS + 5), ...(PIN ? ["taskset", "-c", "0"] : []), "sh", "-c", "while :; do :; done"], {
+      stdio: ["ignore", "ignore", "ignore"],
+    }),
   );
   const started = performance.now();
   const churn = setInterval(() => {
@@ -128,7 +154,9 @@ try {
            left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS query
     FROM pg_stat_statements WHERE calls > 10 ORDER BY total_exec_time DESC LIMIT 5`) as Array<Record<string, unknown>>;
   await admin.close({ timeout: 1 });
-  const [journal] = (await plain`SELECT n_live_tup::int AS live, n_dead_tup::int AS dead FROM pg_stat_user_tables WHERE relname = 'call_journal'`) as Array<Record<string, number>>;
+  const [journal] = (await plain`SELECT n_live_tup::int AS live, n_dead_tup::int AS dead FROM pg_stat_user_tables WHERE relname = 'call_journal'`) as Array<
+    Record<string, number>
+  >;
   const [ledger] = (await plain`SELECT count(*)::int AS n FROM usage_ledger`) as Array<{ n: number }>;
   console.log(
     JSON.stringify({

@@ -44,8 +44,8 @@ const row = (i: number): UsageRow => ({
 
 test("a batch the server cannot finish within the statement timeout is split until it commits; every row is written once", async () => {
   // 5 ms a row: a 400-row batch takes 2 s against the 1 s timeout, 100 rows take 0.5 s.
-  await store.database.run(
-    (sql) => sql.unsafe(`
+  await store.database.run((sql) =>
+    sql.unsafe(`
       CREATE FUNCTION test_slow_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.005); RETURN NEW; END $$;
       CREATE TRIGGER test_slow_row BEFORE INSERT ON usage_ledger FOR EACH ROW EXECUTE FUNCTION test_slow_row();`),
   );
