@@ -61,9 +61,9 @@ export class UsageWriter {
      */
     private readonly concurrency = 1,
     /**
-     * Where a failed batch's generation ids go (see `drain`). Without it (tests of the
-     * writer alone), a row the store refused until its process stopped is reconciled at its
-     * reservation.
+     * Where a failed batch's generation ids go (see identifyInJournal). Without it (tests
+     * of the writer alone), a row the store refused until its process stopped is reconciled
+     * at its reservation.
      */
     private readonly journal: Pick<CallJournalRepository, "record"> | null = null,
   ) {
