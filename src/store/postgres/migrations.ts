@@ -275,6 +275,23 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
       ALTER TABLE usage_totals SET (fillfactor = 20);
     `,
   },
+  {
+    version: 15,
+    name: "the per-call budget and rate-limit functions find their rows by key, whatever the tables' statistics say",
+    sql: `
+      -- Each of these finds its rows by primary key, statement by statement, and PL/pgSQL keeps
+      -- a plan per statement for the session. Planned from statistics taken while a table held
+      -- a row or two (autovacuum analyses a young table often), the cheapest plan is a scan of
+      -- the whole table, and it stays in use as the table grows until the next analyse. Seen
+      -- in the bench: after usage_totals was analysed at one row, 10,000 accounts' reserves
+      -- scanned it 18,000 times over a minute (45.8 million rows read) and served 596–875
+      -- calls/s against 3,400–4,300 once re-analysed (ARCHITECTURE.md §7 "Budget functions by
+      -- key"). Without sequential scans, every plan of theirs uses the key.
+      ALTER FUNCTION budget_reserve_many(jsonb, text) SET enable_seqscan = off;
+      ALTER FUNCTION budget_settle_many(jsonb) SET enable_seqscan = off;
+      ALTER FUNCTION rate_limit_take_many(jsonb) SET enable_seqscan = off;
+    `,
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */
