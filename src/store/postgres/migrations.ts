@@ -284,9 +284,10 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
       -- a row or two (autovacuum analyses a young table often), the cheapest plan is a scan of
       -- the whole table, and it stays in use as the table grows until the next analyse. Seen
       -- in the bench: after usage_totals was analysed at one row, 10,000 accounts' reserves
-      -- scanned it 18,000 times over a minute (45.8 million rows read) and served 596–875
-      -- calls/s against 3,400–4,300 once re-analysed (ARCHITECTURE.md §7 "Budget functions by
-      -- key"). Without sequential scans, every plan of theirs uses the key.
+      -- scanned it about 18,400 times in a minute (45.8 million rows read); rounds that met
+      -- this served 596–875 calls/s, rounds after the next analyse 3,847–4,286
+      -- (ARCHITECTURE.md §7 "Budget functions by key"). Without sequential scans, every plan
+      -- of theirs uses the key.
       ALTER FUNCTION budget_reserve_many(jsonb, text) SET enable_seqscan = off;
       ALTER FUNCTION budget_settle_many(jsonb) SET enable_seqscan = off;
       ALTER FUNCTION rate_limit_take_many(jsonb) SET enable_seqscan = off;
