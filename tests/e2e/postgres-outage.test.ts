@@ -7,15 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { pollUntil } from "../helpers/cluster";
-import { startPgCluster, type PgCluster } from "../helpers/pg-cluster";
+import { shortChat, startPgCluster, type PgCluster } from "../helpers/pg-cluster";
 import { runCli } from "../helpers/server";
 
-const ask = (stream: boolean) => ({
-  model: "openai/gpt-4o-mini",
-  messages: [{ role: "user", content: "hi [[mock tokens=6]]" }],
-  max_tokens: 16,
-  stream,
-});
+const ask = shortChat;
 
 describe.each([
   ["without Redis", false],

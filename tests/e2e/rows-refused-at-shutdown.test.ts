@@ -11,14 +11,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { OPERATOR_AUTH, pollUntil } from "../helpers/cluster";
-import { startPgCluster, type PgCluster } from "../helpers/pg-cluster";
+import { shortChat, startPgCluster, type PgCluster } from "../helpers/pg-cluster";
 
-const ask = (stream: boolean) => ({
-  model: "openai/gpt-4o-mini",
-  messages: [{ role: "user", content: "hi [[mock tokens=6]]" }],
-  max_tokens: 16,
-  stream,
-});
+const ask = shortChat;
 
 // Without Redis the budget's settle writes the row (and retries it); with Redis the usage writer does.
 describe.each([

@@ -11,6 +11,14 @@ import { startRedis, type TestRedis } from "./redis";
 import { cliCreateApp, connectOverHttp, startServer, type RunningServer } from "./server";
 import { CLUSTER_JWT_SECRET, CLUSTER_METRICS_TOKEN, OPERATOR_AUTH, type Health } from "./cluster";
 
+/** A short chat call the mock upstream answers with six tokens, JSON or streamed. */
+export const shortChat = (stream: boolean) => ({
+  model: "openai/gpt-4o-mini",
+  messages: [{ role: "user", content: "hi [[mock tokens=6]]" }],
+  max_tokens: 16,
+  stream,
+});
+
 export interface PgCluster {
   postgres: TestPostgres;
   redis: TestRedis | null;

@@ -10,7 +10,7 @@ import { openPostgresStore, type PostgresStore } from "../../src/store/postgres"
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { memoryLogger } from "../../src/logger";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
-import type { UsageRow } from "../../src/budget/usage-row";
+import { usageRow } from "../helpers/usage-rows";
 
 let pg: TestPostgres;
 let store: PostgresStore;
@@ -23,24 +23,8 @@ afterAll(async () => {
   await pg?.destroy();
 });
 
-const row = (i: number): UsageRow => ({
-  requestId: `req-${i}`,
-  account: `u/app1/2026-01/user-${i % 3}`,
-  appId: "app1",
-  appUserId: `user-${i % 3}`,
-  grantId: null,
-  period: "2026-01",
-  model: "m",
-  generationId: `gen-${i}`,
-  promptTokens: 10,
-  completionTokens: 5,
-  costNano: 1000,
-  source: "upstream",
-  status: "ok",
-  streamed: false,
-  startedAt: 1_000 + i,
-  finishedAt: 2_000 + i,
-});
+// Three accounts, 1,000 nano-USD a row.
+const row = (i: number) => usageRow(i, `user-${i % 3}`, 1000);
 
 test("a batch the server cannot finish within the statement timeout is split until it commits; every row is written once", async () => {
   // 5 ms a row: a 400-row batch takes 2 s against the 1 s timeout, 100 rows take 0.5 s.

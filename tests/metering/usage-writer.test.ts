@@ -5,31 +5,12 @@ import { join } from "node:path";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { memoryLogger } from "../../src/logger";
-import type { UsageRow } from "../../src/budget/usage-row";
+import { usageRow } from "../helpers/usage-rows";
 
 let dir: string;
 let store: SqliteStore | undefined;
 
-function row(i: number, account = "u/app1/2026-01/alice"): UsageRow {
-  return {
-    requestId: `req-${i}`,
-    account,
-    appId: "app1",
-    appUserId: "alice",
-    grantId: null,
-    period: "2026-01",
-    model: "m",
-    generationId: `gen-${i}`,
-    promptTokens: 10,
-    completionTokens: 5,
-    costNano: 1000 + i,
-    source: "upstream",
-    status: "ok",
-    streamed: false,
-    startedAt: 1_000 + i,
-    finishedAt: 2_000 + i,
-  };
-}
+const row = (i: number) => usageRow(i);
 
 function freshStore(): SqliteStore {
   dir = mkdtempSync(join(tmpdir(), "usage-writer-"));
