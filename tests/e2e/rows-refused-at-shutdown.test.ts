@@ -44,7 +44,11 @@ describe.each([
       answered.push(res.headers.get("x-request-id")!);
     }
     if (withRedis) {
-      const health = (await (await stopping.fetch("/healthz", { headers: OPERATOR_AUTH })).json()) as { writer: unknown };
+      // A stream's row is queued as the stream ends, which may be just after its client read [DONE].
+      const health = await pollUntil("every answered call's row queued", async () => {
+        const h = (await (await stopping.fetch("/healthz", { headers: OPERATOR_AUTH })).json()) as { writer: { pending: number } };
+        return h.writer.pending === answered.length ? h : undefined;
+      });
       expect(health.writer).toMatchObject({ failing: true, pending: answered.length });
     }
     expect((await cluster.ledger("rhea")).length).toBe(0);
