@@ -12,6 +12,8 @@
  * switches per request (both from /proc). Then stops it with SIGTERM. Options:
  *   --profile  Bun's sampling profiler (`--cpu-prof --cpu-prof-md`), written at exit
  *   --perf     Linux perf over the load window (native and kernel symbols)
+ *   --perf-postgres  arms f, g: the same for PostgreSQL's processes (its backends' own
+ *              functions: where a call's statements spend the server's CPU)
  *   --strace   syscall counts over the load window (slows the process; counts only)
  *   --sequential N  after the load, N requests one at a time (scripts/bench/sequential.ts,
  *              pinned beside wrk): the latency added when nothing queues, in the same JSON line;
@@ -174,6 +176,14 @@ try {
         stderr: "ignore",
       })
     : null;
+  const perfPostgresFile = join(work, "perf-postgres.data");
+  const perfPostgres =
+    postgres && args.includes("--perf-postgres")
+      ? Bun.spawn(["perf", "record", "-F", "1999", "-p", postgres.pids().join(","), "-o", perfPostgresFile, "--", "sleep", String(Math.max(1, seconds - 1))], {
+          stdout: "ignore",
+          stderr: "ignore",
+        })
+      : null;
   // Optional: syscall counts over the window (strace slows the process down; only the counts per request mean anything).
   const strace = args.includes("--strace")
     ? Bun.spawn(["timeout", "-s", "INT", String(Math.max(1, seconds - 1)), "strace", "-c", "-f", "-p", String(arm.pid)], { stdout: "pipe", stderr: "pipe" })
@@ -190,16 +200,22 @@ try {
     writeFileSync(target, `completed requests in the window (whole wrk run): ${r.ok}\n${text}`);
     console.log(`strace: ${target}`);
   }
-  if (perf) {
-    await perf.exited;
-    const report = Bun.spawnSync(["perf", "report", "-i", perfFile, "--stdio", "--no-children", "--sort", "comm,dso,sym", "--percent-limit", "0.7"]);
+  for (const [recording, file, who] of [
+    [perf, perfFile, ""],
+    [perfPostgres, perfPostgresFile, "postgres-"],
+  ] as const) {
+    if (!recording) continue;
+    await recording.exited;
+    const report = Bun.spawnSync(["perf", "report", "-i", file, "--stdio", "--no-children", "--sort", "comm,dso,sym", "--percent-limit", "0.7"]);
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");
     mkdirSync(out, { recursive: true });
     const target = join(
       out,
-      `perf-${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}.txt`,
+      `perf-${who}${armId}-${shape}${variant ? "-" + variant.replaceAll(",", "+") : ""}${entry ? "-" + entry.split("/").pop()!.replace(/\.ts$/, "") : ""}${userCount > 0 ? `-users${userCount}` : ""}.txt`,
     );
-    writeFileSync(target, report.stdout.toString());
+    writeFileSync(target, `completed requests in the window (whole wrk run): ${r.ok}\n${report.stdout.toString()}`);
+    // Kept beside its report, for other views of it (`perf report -i … --sort sym`).
+    renameSync(file, target.replace(/\.txt$/, ".data"));
     console.log(`perf: ${target}`);
   }
   // Read at once: a settle still under way when wrk stops belongs to a call it counted.

@@ -21,6 +21,8 @@ export interface BenchPostgres {
   cpuSeconds(): number;
   /** Pins the postmaster and its current children again (a restarted backend inherits it anyway). */
   pin(): void;
+  /** The postmaster and its children of the moment (its backends, once the service has connected). */
+  pids(): number[];
   /**
    * With `statements`: top-level statements run since the last call (each a round trip from
    * a client), by query text, and resets the count. Throws without it.
@@ -75,6 +77,7 @@ export async function startBenchPostgres(core: number | null, options: { stateme
     createDatabase: (name) => pg.createDatabase(name),
     cpuSeconds: () => treeCpuSeconds(pid),
     pin: pinAll,
+    pids: () => [pid, ...childrenOf(pid)],
     statementsSinceLast: async () => {
       if (!counter) throw new Error("started without { statements: true }");
       // Its own statements (this one, the reset) are left out by their text.
