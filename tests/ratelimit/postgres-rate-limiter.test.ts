@@ -105,6 +105,37 @@ test("batches of checks at different times decide as the in-process limiter does
   }
 });
 
+test("batches that mix several keys decide each key as the in-process limiter does", async () => {
+  // Each key's hits are written when the batch moves on to the next key, and a key's expired
+  // hits go with the check that finds them: with three keys in every batch and a window a few
+  // batches long, both happen with and without unstored hits of the batch itself.
+  const db = new PostgresRateLimiter(stores[0]!.database, clock);
+  const memory = new InMemoryRateLimiter(clock);
+  const small = { name: "mixed", limit: 4, windowMs: 700 };
+  let seed = 11;
+  const random = (n: number) => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed % n;
+  };
+  now = 20_000_000;
+  for (let group = 0; group < 60; group++) {
+    const checks: Array<{ key: string; at: number }> = [];
+    for (let i = 0, size = 1 + random(12); i < size; i++) checks.push({ key: `k${random(3)}`, at: (now += random(120)) });
+    const sent = checks.map(({ key, at }) => {
+      now = at;
+      return db.check(small, key);
+    });
+    const fromDb = await Promise.all(sent);
+    const expected = [];
+    for (const { key, at } of checks) {
+      now = at;
+      expected.push(await memory.check(small, key));
+    }
+    expect(fromDb).toEqual(expected);
+    now += random(500);
+  }
+});
+
 test("forgetting idle keys keeps live ones exact", async () => {
   const limiter = new PostgresRateLimiter(stores[1]!.database, clock);
   const small = { name: "sweep", limit: 2, windowMs: 1_000 };

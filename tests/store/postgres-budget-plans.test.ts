@@ -46,3 +46,15 @@ test("reserves planned while usage_totals held one row still find each account b
     conn.release();
   }
 });
+
+test("every per-call function has that setting", async () => {
+  // CREATE OR REPLACE FUNCTION drops a function's settings: a later migration that rewrites
+  // one of these must set it again, and this says so.
+  const rows = await store.database.run(
+    (sql) =>
+      sql`SELECT proname, proconfig FROM pg_proc WHERE proname IN ('budget_reserve_many', 'budget_settle_many', 'rate_limit_take_many') ORDER BY proname`,
+  );
+  expect(rows).toEqual(
+    ["budget_reserve_many", "budget_settle_many", "rate_limit_take_many"].map((proname) => ({ proname, proconfig: ["enable_seqscan=off"] })),
+  );
+});
