@@ -265,6 +265,7 @@ try {
       rps: Math.round(r.rps),
       errors: r.errors,
       p99Ms: r.latencyUs.p99 / 1000,
+      maxMs: r.latencyUs.max / 1000,
       cpu,
       usPerRequestOnSutCore: Math.round((cpu.sut! * 1e6) / r.rps),
       usPerRequestByThread: threads,
