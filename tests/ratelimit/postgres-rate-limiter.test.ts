@@ -152,3 +152,35 @@ test("forgetting idle keys keeps live ones exact", async () => {
   expect((await limiter.check(small, "live")).allowed).toBe(false);
   expect((await limiter.check(small, "idle")).remaining).toBe(1);
 });
+
+test("a sweep under way never holds a live key: checks of live keys go on while it runs", async () => {
+  // The sweep runs in a transaction of its own, and a lock it takes is held until that ends:
+  // here the transaction is kept open after the sweep, and another session asks for each
+  // key's lock without waiting (NOWAIT fails at once on a held lock).
+  // Written as checks leave them (a limiter here would sweep on its own in the background).
+  const sql = stores[1]!.database.sql;
+  await sql`INSERT INTO rate_limit_keys (key, n) VALUES ('held:quiet', 1), ('held:busy', 1)`;
+  await sql`INSERT INTO rate_limit_hits (key, at_ms) VALUES ('held:quiet', 4000000), ('held:busy', 4001500)`;
+  const windowMs = 1_000;
+  now = 4_001_500;
+  const sweeper = await sql.reserve();
+  try {
+    await sweeper`BEGIN`;
+    const [swept] = await sweeper`SELECT rate_limit_sweep('held:', ${now - windowMs}) AS forgotten`;
+    expect(swept.forgotten).toBe(1);
+    const other = await sql.reserve();
+    try {
+      const [busy] = await other`SELECT key FROM rate_limit_keys WHERE key = 'held:busy' FOR UPDATE NOWAIT`;
+      expect(busy).toEqual({ key: "held:busy" });
+      // The key being forgotten is held until the sweep commits.
+      await expect(other`SELECT key FROM rate_limit_keys WHERE key = 'held:quiet' FOR UPDATE NOWAIT`.then(() => "free")).rejects.toThrow();
+    } finally {
+      other.release();
+    }
+    await sweeper`COMMIT`;
+  } finally {
+    sweeper.release();
+  }
+  const keys = await sql`SELECT key, n FROM rate_limit_keys WHERE starts_with(key, 'held:') ORDER BY key`;
+  expect(keys).toEqual([{ key: "held:busy", n: 1 }]);
+});

@@ -3,6 +3,7 @@ import { BUDGETS_SQL } from "./budgets-sql";
 import { BUDGETS_BATCH_SQL } from "./budgets-batch-sql";
 import { RATE_LIMITS_BATCH_SQL } from "./rate-limits-batch-sql";
 import { RATE_LIMITS_SQL } from "./rate-limits-sql";
+import { RATE_LIMIT_SWEEP_SQL } from "./rate-limit-sweep-sql";
 import { RESERVE_LIMITED_BATCH_SQL } from "./reserve-limited-batch-sql";
 import { CALL_JOURNAL_SQL } from "./call-journal-sql";
 
@@ -292,6 +293,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
       ALTER FUNCTION budget_settle_many(jsonb) SET enable_seqscan = off;
       ALTER FUNCTION rate_limit_take_many(jsonb) SET enable_seqscan = off;
     `,
+  },
+  {
+    version: 16,
+    name: "the sweep of idle rate-limit keys locks only the keys it forgets",
+    sql: RATE_LIMIT_SWEEP_SQL,
   },
 ];
 
