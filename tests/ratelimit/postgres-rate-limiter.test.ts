@@ -26,6 +26,14 @@ afterAll(async () => {
 
 const rule = { name: "chat", limit: 30, windowMs: 60_000 };
 
+/** The same walk on every run: a linear congruential sequence from `seed`, each draw below n. */
+function fixedRandom(seed: number): (n: number) => number {
+  return (n) => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed % n;
+  };
+}
+
 test("31 simultaneous checks from three instances: exactly 30 allowed", async () => {
   const limiters = stores.map((s) => new PostgresRateLimiter(s.database, clock));
   const decisions = await Promise.all(Array.from({ length: 31 }, (_, i) => limiters[i % 3]!.check(rule, "app/u1")));
@@ -91,11 +99,7 @@ test("batches of checks at different times decide as the in-process limiter does
   // A fixed pseudo-random walk: groups of 1-16 checks sent together, the clock moving
   // 0-200 ms between the checks of a group (so hits admitted early in a batch leave the
   // window before its last checks) and up to 900 ms between groups.
-  let seed = 7;
-  const random = (n: number) => {
-    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-    return seed % n;
-  };
+  const random = fixedRandom(7);
   now = 10_000_000;
   for (let group = 0; group < 80; group++) {
     const times: number[] = [];
@@ -112,11 +116,7 @@ test("batches that mix several keys decide each key as the in-process limiter do
   const db = new PostgresRateLimiter(stores[0]!.database, clock);
   const memory = new InMemoryRateLimiter(clock);
   const small = { name: "mixed", limit: 4, windowMs: 700 };
-  let seed = 11;
-  const random = (n: number) => {
-    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-    return seed % n;
-  };
+  const random = fixedRandom(11);
   now = 20_000_000;
   for (let group = 0; group < 60; group++) {
     const checks: Array<{ key: string; at: number }> = [];
