@@ -1,6 +1,7 @@
 import { num, type PostgresDatabase } from "./database";
 import { CallBatcher } from "../call-batcher";
 import { ledgerRecord } from "./usage-ledger";
+import { PostgresCallJournalRepository } from "./call-journal";
 import type { UsageRow } from "../../budget/usage-row";
 import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../budget/accounts";
@@ -86,6 +87,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private readonly reserves = new CallBatcher<ReserveItem, ReserveOutcome | Error>((items) => this.reserveMany(items), MAX_BATCH);
   private readonly settles = new CallBatcher<SettleItem, void>((items) => this.settleMany(items), MAX_BATCH);
+  /** Where a failed settle's generation id goes (identifyInJournal): the store's own journal statements. */
+  private readonly journal: PostgresCallJournalRepository;
 
   constructor(
     private readonly db: PostgresDatabase,
@@ -96,7 +99,9 @@ export class PostgresBudgetLedger implements BudgetLedger {
      * are judged by too: the ledger keeps it, so nothing else needs to.
      */
     readonly instanceId: string = crypto.randomUUID(),
-  ) {}
+  ) {
+    this.journal = new PostgresCallJournalRepository(db);
+  }
 
   /** Registers the lease before the first reservation, then renews and sweeps in the background. */
   async start(): Promise<void> {
@@ -198,8 +203,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
    * the upstream's record. Best effort: a database that refused the settle may refuse this.
    */
   private identifyInJournal(requestId: string, generationId: string): void {
-    this.db
-      .run((sql) => sql`UPDATE call_journal SET generation_id = ${generationId} WHERE request_id = ${requestId} AND generation_id IS NULL`)
+    this.journal
+      .record({ open: [], identify: [{ requestId, generationId }] })
       .catch((err: unknown) => this.logger.debug("could not record a failed settle's generation id in the call journal", { requestId, error: String(err) }));
   }
 
