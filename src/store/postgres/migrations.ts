@@ -6,6 +6,7 @@ import { RATE_LIMITS_SQL } from "./rate-limits-sql";
 import { RATE_LIMIT_SWEEP_SQL } from "./rate-limit-sweep-sql";
 import { RESERVE_LIMITED_BATCH_SQL } from "./reserve-limited-batch-sql";
 import { CALL_JOURNAL_SQL } from "./call-journal-sql";
+import { SETTLE_SET_SQL } from "./settle-set-sql";
 
 /**
  * PostgreSQL migrations: numbered and append-only like the SQLite ones (../sqlite/migrations.ts),
@@ -298,6 +299,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     version: 16,
     name: "the sweep of idle rate-limit keys locks only the keys it forgets",
     sql: RATE_LIMIT_SWEEP_SQL,
+  },
+  {
+    version: 17,
+    name: "a batch of settles in one statement, not three statements per settle",
+    sql: SETTLE_SET_SQL,
   },
 ];
 
