@@ -6,7 +6,7 @@
  *     [--batch 16] [--batches 300] [--rounds 4]
  *
  * A durable PostgreSQL (fsync on) with the store's migrations, and migration 11's function
- * beside the current one (tests/helpers/settle-reference.ts). --accounts accounts have
+ * beside the current one (tests/helpers/shipped-function.ts). --accounts accounts have
  * totals; each batch settles --batch calls of random accounts, each holding a reservation
  * and a journal entry, with a row each. A round settles --batches fresh batches with each
  * function, one after the other, the order swapped every round; what each settle needs is
@@ -17,7 +17,8 @@ import { readFileSync } from "node:fs";
 import { flagReader } from "./lib/flags";
 import { startBenchPostgres } from "./lib/postgres";
 import { openPostgresStore } from "../../src/store/postgres";
-import { migration11Settle } from "../../tests/helpers/settle-reference";
+import { CALL_JOURNAL_SQL } from "../../src/store/postgres/call-journal-sql";
+import { shippedFunctionAs } from "../../tests/helpers/shipped-function";
 
 const flag = flagReader();
 const ACCOUNTS = Number(flag("accounts", "10000"));
@@ -87,7 +88,7 @@ function backendCpuUs(pid: number): number {
 }
 
 try {
-  await sql.unsafe(migration11Settle("budget_settle_many_migration_11"));
+  await sql.unsafe(shippedFunctionAs(CALL_JOURNAL_SQL, "budget_settle_many", "budget_settle_many_migration_11"));
   await sql`INSERT INTO usage_totals (account) SELECT 'u/app/2026-11/user-' || g FROM generate_series(0, ${ACCOUNTS - 1}) AS g`;
   await sql`ANALYZE`;
   const [{ pid }] = await sql`SELECT pg_backend_pid() AS pid`;

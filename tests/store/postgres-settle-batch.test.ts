@@ -11,7 +11,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
-import { migration11Settle } from "../helpers/settle-reference";
+import { CALL_JOURNAL_SQL } from "../../src/store/postgres/call-journal-sql";
+import { shippedFunctionAs } from "../helpers/shipped-function";
 
 let pg: TestPostgres;
 let current: PostgresStore;
@@ -21,7 +22,7 @@ beforeAll(async () => {
   pg = await startPostgres();
   current = await openPostgresStore(await pg.createDatabase(), { poolSize: 1 });
   reference = await openPostgresStore(await pg.createDatabase(), { poolSize: 1 });
-  await reference.database.sql.unsafe(migration11Settle("budget_settle_many_migration_11"));
+  await reference.database.sql.unsafe(shippedFunctionAs(CALL_JOURNAL_SQL, "budget_settle_many", "budget_settle_many_migration_11"));
 });
 afterAll(async () => {
   await current?.close();
