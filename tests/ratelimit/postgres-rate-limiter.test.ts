@@ -8,6 +8,7 @@ import { PostgresRateLimiter } from "../../src/store/postgres/rate-limiter";
 import { InMemoryRateLimiter } from "../../src/ratelimit/rate-limiter";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { fixedRandom } from "../helpers/fixed-random";
 
 let pg: TestPostgres;
 const stores: PostgresStore[] = [];
@@ -25,14 +26,6 @@ afterAll(async () => {
 });
 
 const rule = { name: "chat", limit: 30, windowMs: 60_000 };
-
-/** The same walk on every run: a linear congruential sequence from `seed`, each draw below n. */
-function fixedRandom(seed: number): (n: number) => number {
-  return (n) => {
-    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-    return seed % n;
-  };
-}
 
 test("31 simultaneous checks from three instances: exactly 30 allowed", async () => {
   const limiters = stores.map((s) => new PostgresRateLimiter(s.database, clock));

@@ -13,6 +13,7 @@ import { openPostgresStore, type PostgresStore } from "../../src/store/postgres"
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
 import { CALL_JOURNAL_SQL } from "../../src/store/postgres/call-journal-sql";
 import { shippedFunctionAs } from "../helpers/shipped-function";
+import { fixedRandom } from "../helpers/fixed-random";
 
 let pg: TestPostgres;
 let current: PostgresStore;
@@ -29,17 +30,6 @@ afterAll(async () => {
   await reference?.close();
   await pg?.destroy();
 });
-
-/**
- * The same walk on every run: a linear congruential sequence from `seed`, each draw below n
- * taken from its high bits (its low bits repeat with a short period).
- */
-function fixedRandom(seed: number): (n: number) => number {
-  return (n) => {
-    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-    return Math.floor((seed / 2_147_483_648) * n);
-  };
-}
 
 const ACCOUNTS = ["u/app/2026-11/a", "u/app/2026-11/b", "u/app/2026-11/c", "g/app/2026-11-26"];
 const COSTS = [0, 400, 5_000, 20_000];
