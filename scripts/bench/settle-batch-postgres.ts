@@ -13,9 +13,8 @@
  * written before its timed part. Prints per function and round: wall µs a row (the durable
  * commit included) and the backend's CPU µs a row (/proc). Unpinned; bounded by --rounds.
  */
-import { readFileSync } from "node:fs";
 import { flagReader } from "./lib/flags";
-import { startBenchPostgres } from "./lib/postgres";
+import { startBenchPostgres, treeCpuSeconds } from "./lib/postgres";
 import { openPostgresStore } from "../../src/store/postgres";
 import { CALL_JOURNAL_SQL } from "../../src/store/postgres/call-journal-sql";
 import { shippedFunctionAs } from "../../tests/helpers/shipped-function";
@@ -25,7 +24,6 @@ const ACCOUNTS = Number(flag("accounts", "10000"));
 const BATCH = Number(flag("batch", "16"));
 const BATCHES = Number(flag("batches", "300"));
 const ROUNDS = Number(flag("rounds", "4"));
-const CLOCK_TICKS = Number(Bun.spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
 
 const postgres = await startBenchPostgres(null);
 const store = await openPostgresStore(await postgres.createDatabase("bench_settle"), { poolSize: 1 });
@@ -81,12 +79,6 @@ async function holdAll(items: Item[]): Promise<void> {
     FROM jsonb_to_recordset(${held}::text::jsonb) AS x(request text, account text)`;
 }
 
-function backendCpuUs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return ((Number(f[11]) + Number(f[12])) / CLOCK_TICKS) * 1e6;
-}
-
 try {
   await sql.unsafe(shippedFunctionAs(CALL_JOURNAL_SQL, "budget_settle_many", "budget_settle_many_migration_11"));
   await sql`INSERT INTO usage_totals (account) SELECT 'u/app/2026-11/user-' || g FROM generate_series(0, ${ACCOUNTS - 1}) AS g`;
@@ -97,12 +89,18 @@ try {
     for (const fn of round % 2 === 1 ? functions : [...functions].reverse()) {
       const batches = Array.from({ length: BATCHES }, batch);
       for (const b of batches) await holdAll(b);
-      const cpu = backendCpuUs(Number(pid));
+      const cpu = treeCpuSeconds(Number(pid));
       const started = performance.now();
       for (const b of batches) await sql.unsafe(`SELECT ${fn}($1::text::jsonb)`, [JSON.stringify(b)]);
       const wallUs = (performance.now() - started) * 1000;
       const rows = BATCHES * BATCH;
-      const result = { fn, round, rows, wallUsPerRow: +(wallUs / rows).toFixed(1), backendCpuUsPerRow: +((backendCpuUs(Number(pid)) - cpu) / rows).toFixed(1) };
+      const result = {
+        fn,
+        round,
+        rows,
+        wallUsPerRow: +(wallUs / rows).toFixed(1),
+        backendCpuUsPerRow: +(((treeCpuSeconds(Number(pid)) - cpu) * 1e6) / rows).toFixed(1),
+      };
       console.log(JSON.stringify(result));
     }
   }
