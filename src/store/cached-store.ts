@@ -10,11 +10,18 @@ const MAX_ENTRIES = 50_000;
  * The hot-path reads (an app, its active keys, a user's connection) served from memory, so
  * that a request costs the database no round trip for them. An entry is dropped when the
  * feed says its rows changed, and when this process writes them. A lookup that started
- * before an invalidation does not store its (possibly stale) answer: the generation moved.
+ * before its own key was invalidated (or the whole cache cleared) does not store its
+ * (possibly stale) answer. Only its own key counts: each cached value is read from rows
+ * whose changes name that key. With one counter for every key, users connecting (each
+ * connect drops its own key, and on PostgreSQL again when its NOTIFY comes back) kept the
+ * other users' lookups under way meanwhile out of the cache, to be read again from the
+ * database by their next call (ARCHITECTURE.md §7 "The read cache forgets only what changed").
  */
 export class ReadCache {
   private readonly entries = new Map<string, unknown>();
-  private generation = 0;
+  /** Keys with lookups under way: how many, and how often the key was dropped meanwhile. */
+  private readonly loading = new Map<string, { lookups: number; drops: number }>();
+  private clears = 0;
 
   constructor(private readonly feed: ChangeFeed) {
     feed.subscribe((key) => (key === null ? this.clear() : this.drop(key)));
@@ -24,9 +31,19 @@ export class ReadCache {
     this.feed.poll?.();
     if (!this.feed.live) return load();
     if (this.entries.has(key)) return this.entries.get(key) as T;
-    const generation = this.generation;
-    const value = await load();
-    if (generation === this.generation && this.feed.live) {
+    let pending = this.loading.get(key);
+    if (!pending) this.loading.set(key, (pending = { lookups: 0, drops: 0 }));
+    const drops = pending.drops;
+    const clears = this.clears;
+    pending.lookups++;
+    let value: T;
+    try {
+      value = await load();
+    } finally {
+      if (--pending.lookups === 0) this.loading.delete(key);
+    }
+    // Nothing awaits between here and the store, so no invalidation can come in between.
+    if (pending.drops === drops && this.clears === clears && this.feed.live) {
       if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
       this.entries.set(key, value);
     }
@@ -35,12 +52,15 @@ export class ReadCache {
 
   /** Drops every entry under `key` (`apps X` covers the app and its keys). */
   drop(key: string): void {
-    this.generation++;
-    for (const k of [key, `${key} keys`]) this.entries.delete(k);
+    for (const k of [key, `${key} keys`]) {
+      this.entries.delete(k);
+      const pending = this.loading.get(k);
+      if (pending) pending.drops++;
+    }
   }
 
   clear(): void {
-    this.generation++;
+    this.clears++;
     this.entries.clear();
   }
 
