@@ -7,6 +7,7 @@ import { RATE_LIMIT_SWEEP_SQL } from "./rate-limit-sweep-sql";
 import { RESERVE_LIMITED_BATCH_SQL } from "./reserve-limited-batch-sql";
 import { CALL_JOURNAL_SQL } from "./call-journal-sql";
 import { SETTLE_SET_SQL } from "./settle-set-sql";
+import { JOURNAL_BY_KEY_SQL } from "./journal-by-key-sql";
 
 /**
  * PostgreSQL migrations: numbered and append-only like the SQLite ones (../sqlite/migrations.ts),
@@ -304,6 +305,11 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     version: 17,
     name: "a batch of settles in one statement, not three statements per settle",
     sql: SETTLE_SET_SQL,
+  },
+  {
+    version: 18,
+    name: "the journal's generation ids and ends by key, however small the table was when planned",
+    sql: JOURNAL_BY_KEY_SQL,
   },
 ];
 

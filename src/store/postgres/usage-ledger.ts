@@ -181,7 +181,9 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
           SELECT i.request_id, s.grant_day, i.cost_nano, NULL FROM inserted i JOIN src s USING (request_id) WHERE s.grant_day IS NOT NULL
         ), closed AS (
           -- A call whose row is written is no longer in flight (src/store/call-journal.ts).
-          DELETE FROM call_journal WHERE request_id IN (SELECT request_id FROM src)
+          -- A function, so that its plan reads each entry by key (migration 18); a SELECT in
+          -- WITH runs only if read, so the final SELECT reads it.
+          SELECT call_journal_close(ARRAY(SELECT request_id FROM src)) AS n
         ), per_account AS (
           SELECT account, sum(cost_nano) AS spent, count(*) AS n, max(frozen) AS frozen FROM charged GROUP BY account
         ), totals AS (
@@ -194,7 +196,7 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
                                    ELSE GREATEST(COALESCE(usage_totals.frozen_cap_nano, 0), EXCLUDED.frozen_cap_nano) END
           RETURNING 1
         )
-        SELECT count(*)::int AS inserted FROM inserted`;
+        SELECT (SELECT count(*)::int FROM inserted) AS inserted, (SELECT n FROM closed) AS closed`;
     });
     return num(result.inserted);
   }
