@@ -2,40 +2,31 @@ import { describe, expect, test } from "bun:test";
 import { ReadCache } from "../../src/store/cached-store";
 import type { ChangeFeed } from "../../src/store/change-feed";
 
-/** A feed the test drives: it says what changed, and whether it is live. */
-function drivenFeed() {
+/**
+ * A cache on a feed the test drives (`changed` says what changed; `feed.live` is settable),
+ * with loads the test finishes when it chooses (`finishFirst`, `finishLast`).
+ */
+function cacheUnderTest() {
   let listener: (key: string | null) => void = () => {};
   const feed: ChangeFeed & { live: boolean } = {
     live: true,
     subscribe: (l: (key: string | null) => void) => void (listener = l),
     close: async () => {},
   };
-  return { feed, changed: (key: string | null) => listener(key) };
-}
-
-/** A load the test finishes when it chooses, counting how often the cache asked for it. */
-function controlledLoads() {
   const waiting: Array<(value: string) => void> = [];
-  let count = 0;
-  return {
-    load: () => {
-      count++;
-      return new Promise<string>((resolve) => waiting.push(resolve));
-    },
+  const loads = {
+    load: () => new Promise<string>((resolve) => waiting.push(resolve)),
     finishFirst: (value: string) => waiting.shift()!(value),
     finishLast: (value: string) => waiting.pop()!(value),
-    get count() {
-      return count;
-    },
   };
+  return { cache: new ReadCache(feed), feed, changed: (key: string | null) => listener(key), loads };
 }
 
 const answered = (value: string) => async () => value;
 
 describe("ReadCache", () => {
   test("a second read of a key is served from memory", async () => {
-    const { feed } = drivenFeed();
-    const cache = new ReadCache(feed);
+    const { cache } = cacheUnderTest();
     let loads = 0;
     const load = async () => `v${++loads}`;
     expect(await cache.read("connections a u1", load)).toBe("v1");
@@ -44,9 +35,7 @@ describe("ReadCache", () => {
   });
 
   test("a lookup under way when its key changes does not store its answer", async () => {
-    const { feed, changed } = drivenFeed();
-    const cache = new ReadCache(feed);
-    const loads = controlledLoads();
+    const { cache, changed, loads } = cacheUnderTest();
     const first = cache.read("connections a u1", loads.load);
     changed("connections a u1");
     loads.finishFirst("before the change");
@@ -55,9 +44,7 @@ describe("ReadCache", () => {
   });
 
   test("a lookup under way when another key changes stores its answer", async () => {
-    const { feed, changed } = drivenFeed();
-    const cache = new ReadCache(feed);
-    const loads = controlledLoads();
+    const { cache, changed, loads } = cacheUnderTest();
     const first = cache.read("connections a u1", loads.load);
     // Other users connecting meanwhile, as in a wave of connects: their keys, not this one.
     for (let i = 2; i <= 50; i++) changed(`connections a u${i}`);
@@ -69,9 +56,7 @@ describe("ReadCache", () => {
   });
 
   test("an app's change also stops a lookup of its keys under way", async () => {
-    const { feed, changed } = drivenFeed();
-    const cache = new ReadCache(feed);
-    const loads = controlledLoads();
+    const { cache, changed, loads } = cacheUnderTest();
     const keys = cache.read("apps a keys", loads.load);
     changed("apps a");
     loads.finishFirst("keys before the revoke");
@@ -80,9 +65,7 @@ describe("ReadCache", () => {
   });
 
   test("a clear stops every lookup under way from storing", async () => {
-    const { feed, changed } = drivenFeed();
-    const cache = new ReadCache(feed);
-    const loads = controlledLoads();
+    const { cache, changed, loads } = cacheUnderTest();
     const one = cache.read("connections a u1", loads.load);
     const other = cache.read("apps b", loads.load);
     changed(null);
@@ -93,9 +76,7 @@ describe("ReadCache", () => {
   });
 
   test("of two lookups of one key, the one that started after the change stores its answer", async () => {
-    const { feed, changed } = drivenFeed();
-    const cache = new ReadCache(feed);
-    const loads = controlledLoads();
+    const { cache, changed, loads } = cacheUnderTest();
     const early = cache.read("connections a u1", loads.load);
     changed("connections a u1");
     const late = cache.read("connections a u1", loads.load);
@@ -108,9 +89,7 @@ describe("ReadCache", () => {
   });
 
   test("two lookups of one key under way when it changes: neither stores its answer", async () => {
-    const { feed, changed } = drivenFeed();
-    const cache = new ReadCache(feed);
-    const loads = controlledLoads();
+    const { cache, changed, loads } = cacheUnderTest();
     const one = cache.read("connections a u1", loads.load);
     const two = cache.read("connections a u1", loads.load);
     changed("connections a u1");
@@ -122,9 +101,7 @@ describe("ReadCache", () => {
   });
 
   test("a change after one of two lookups of a key finished still stops the other", async () => {
-    const { feed, changed } = drivenFeed();
-    const cache = new ReadCache(feed);
-    const loads = controlledLoads();
+    const { cache, changed, loads } = cacheUnderTest();
     const one = cache.read("connections a u1", loads.load);
     const two = cache.read("connections a u1", loads.load);
     loads.finishFirst("before the change");
@@ -136,8 +113,7 @@ describe("ReadCache", () => {
   });
 
   test("a lookup that fails stores nothing and leaves the next one free to store", async () => {
-    const { feed } = drivenFeed();
-    const cache = new ReadCache(feed);
+    const { cache } = cacheUnderTest();
     await expect(
       cache.read("connections a u1", async () => {
         throw new Error("database away");
@@ -148,8 +124,7 @@ describe("ReadCache", () => {
   });
 
   test("while the feed is not live every read goes to the store and nothing is kept", async () => {
-    const { feed } = drivenFeed();
-    const cache = new ReadCache(feed);
+    const { cache, feed } = cacheUnderTest();
     feed.live = false;
     let loads = 0;
     const load = async () => `v${++loads}`;
