@@ -14,8 +14,12 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { readLines } from "../../scripts/lib/read-lines";
+import { freePort } from "../../scripts/lib/free-port";
 import { bundleService, SERVER_BUNDLE_DIR } from "../../scripts/bundle";
 import { RUNTIME_ENV } from "../../scripts/runtime-env";
+
+/** Each port once per test process (scripts/lib/free-port.ts). */
+export { freePort };
 
 export const REPO_ROOT = resolve(import.meta.dir, "../..");
 
@@ -36,14 +40,6 @@ export function tempDatabase(): { dir: string; databaseUrl: string; path: string
   const dir = mkdtempSync(join(tmpdir(), "proxy-e2e-"));
   const path = join(dir, "data", "proxy.sqlite");
   return { dir, path, databaseUrl: `sqlite:${path}`, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-/** A port nobody listens on right now (the OS picks it; we release it for the server). */
-export function freePort(): number {
-  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = probe.port;
-  probe.stop(true);
-  return port;
 }
 
 /**

@@ -8,6 +8,9 @@ import { readLines } from "../../lib/read-lines";
 import { resolve } from "node:path";
 import type { Subprocess } from "bun";
 
+/** Each port once per process (../../lib/free-port.ts). */
+export { freePort } from "../../lib/free-port";
+
 export const REPO_ROOT = resolve(import.meta.dir, "../../..");
 export const BUN = process.execPath;
 
@@ -132,14 +135,6 @@ export class CpuMeter {
     for (const [name, pid] of Object.entries(this.pids)) out[name] = (cpuSeconds(pid) - this.start.get(name)!) / seconds;
     return out;
   }
-}
-
-/** A free TCP port on 127.0.0.1 (released again for the child to take). */
-export function freePort(): number {
-  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = probe.port;
-  probe.stop(true);
-  return port;
 }
 
 /** Polls `url` until it answers with any HTTP status, within `timeoutMs`. */
