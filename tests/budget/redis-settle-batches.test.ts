@@ -119,6 +119,6 @@ describe("RedisBudgetLedger settles in batches", () => {
     await retried(ledger);
     expect(await ledger.snapshot(account)).toEqual({ spentNano: 500, reservedNano: 0 });
     // Nothing left held by this process either: its lease's `held` hash is empty.
-    expect(await redis.client().hlen(`bp:held:${ledger.lease.id}`)).toBe(0);
+    expect(await c.hlen(`bp:held:${ledger.lease.id}`)).toBe(0);
   });
 });

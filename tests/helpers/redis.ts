@@ -13,7 +13,7 @@ export interface TestRedis {
   stop(): Promise<void>;
   /** Starts it again on the same port, empty. */
   start(): Promise<void>;
-  /** A fresh client, for assertions. */
+  /** A fresh client, for assertions: disconnect it, or it reconnects to this port for the rest of the run. */
   client(): Redis;
 }
 
