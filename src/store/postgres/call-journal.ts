@@ -145,7 +145,8 @@ export class PostgresCallJournalRepository implements CallJournalRepository {
 
   async close(requestIds: string[]): Promise<void> {
     if (requestIds.length === 0) return;
-    await this.db.run((sql) => sql`DELETE FROM call_journal WHERE request_id = ANY(${sql.array(requestIds, "TEXT" as never)}::text[])`);
+    // The same function as the ledger writer's batch (migration 18): entries found by key.
+    await this.db.run((sql) => sql`SELECT call_journal_close(${sql.array(requestIds, "TEXT" as never)}::text[])`);
   }
 
   async counts(): Promise<{ running: number; reconciling: number }> {
