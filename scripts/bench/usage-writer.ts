@@ -28,7 +28,7 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
-import { indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
+import { attachLedger, indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
 import { userIndexPath } from "../../src/store/sqlite/user-index";
 import { Database } from "bun:sqlite";
 import type { UsageRow } from "../../src/budget/usage-row";
@@ -51,6 +51,7 @@ try {
   // The per-user index's file, as the maintenance thread writes it.
   const index = new Database(userIndexPath(path), { strict: true });
   index.exec("PRAGMA busy_timeout = 5000");
+  attachLedger(index, path);
   const now = Date.now();
   const rows: UsageRow[] = [];
   const makeRows = (n: number) => {
@@ -82,7 +83,7 @@ try {
   for (let done = 0; done < prefill; done += 10_000) await store.usageLedger.insertBatch(makeRows(Math.min(10_000, prefill - done)));
   rows.push(...makeRows(total));
   // The prefill's entries are indexed before the clock starts, as a running service's would be.
-  indexTail(store.db, index, 512);
+  indexTail(index);
   store.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get();
   if (maintenance) store.maintenance!.start(memoryLogger());
 
@@ -101,18 +102,18 @@ try {
   await writer.close();
   const seconds = (performance.now() - t0) / 1000;
   // How far the thread was behind when the writer finished, and its own pace meanwhile.
-  const tailAtEnd = tailLength(store.db, index);
+  const tailAtEnd = tailLength(index);
   const threadStats = store.maintenance!.stats;
   // The thread stops first: the rest is indexed here, apart, and timed on its own.
   await store.maintenance!.stop();
   const c0 = performance.now();
-  const indexedAtEnd = indexTail(store.db, index, 512);
+  const indexedAtEnd = indexTail(index);
   const catchUpMs = Math.round(performance.now() - c0);
 
   const counted = (store.db.query("SELECT count(*) AS n FROM usage_ledger").get() as { n: number }).n;
   const totals = (store.db.query("SELECT sum(request_count) AS n FROM usage_totals").get() as { n: number }).n;
   const indexed = (index.query("SELECT count(*) AS n FROM usage_ledger_by_user").get() as { n: number }).n;
-  const tailLeft = tailLength(store.db, index);
+  const tailLeft = tailLength(index);
   const stats = writer.stats;
   index.close();
   await store.close();

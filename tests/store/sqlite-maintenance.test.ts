@@ -8,7 +8,7 @@ import { Database } from "bun:sqlite";
 import { rmSync } from "node:fs";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { SqliteMaintenance } from "../../src/store/sqlite/maintenance";
-import { indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
+import { attachLedger, indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
 import { userIndexPath } from "../../src/store/sqlite/user-index";
 import { memoryLogger } from "../../src/logger";
 import { userAccount } from "../../src/budget/accounts";
@@ -22,11 +22,18 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
+/** The thread's connection to a database's per-user index, the database attached. */
+function indexConnection(path: string): Database {
+  const index = new Database(userIndexPath(path), { strict: true });
+  attachLedger(index, path);
+  return index;
+}
+
 /** A store on a file, and a connection to its per-user index's file, as the thread has. */
 function fileStore(): SqliteStore & { index: Database } {
   const temp = tempDatabase();
   const store = openSqliteStore(temp.path);
-  const index = new Database(userIndexPath(temp.path), { strict: true });
+  const index = indexConnection(temp.path);
   cleanups.push(
     temp.cleanup,
     () => store.close(),
@@ -79,12 +86,12 @@ test("a user's rows are listed the same before the index has them, after, and ha
   const alice = [row("alice"), row("alice"), row("alice")];
   await store.usageLedger.insertBatch([...alice, row("bob"), row(null)]);
   // Nothing indexed yet: all of it is the tail, scanned.
-  expect(tailLength(store.db, store.index)).toBe(5);
+  expect(tailLength(store.index)).toBe(5);
   expect(ids(await listAll(store, "alice", 2))).toEqual(ids(newestFirst(alice)));
 
   // Indexed (grant rows have no user, so no entry): the tail is empty.
-  expect(indexTail(store.db, store.index, 2)).toBe(4);
-  expect(tailLength(store.db, store.index)).toBe(0);
+  expect(indexTail(store.index)).toBe(4);
+  expect(tailLength(store.index)).toBe(0);
   expect(ids(await listAll(store, "alice", 2))).toEqual(ids(newestFirst(alice)));
 
   // More rows: some indexed, some in the tail; a cursor pages across the boundary.
@@ -94,19 +101,33 @@ test("a user's rows are listed the same before the index has them, after, and ha
   expect(ids(await listAll(store, "bob", 10))).toHaveLength(1);
 });
 
-test("a row both indexed and still in the tail (the mark moves with a tail's last transaction) is listed once", async () => {
+test("a row both indexed and still in the tail (as a file from before entries and mark were written in one transaction can hold) is listed once", async () => {
   const store = fileStore();
   const rows = [row("carol"), row("carol"), row("carol")];
   await store.usageLedger.insertBatch(rows);
-  // As the thread leaves it between two transactions of one tail: entries written, mark not moved.
+  // As the thread once left a file between two transactions of one tail: entries written, mark not moved.
   store.db.exec(`ATTACH DATABASE '${userIndexPath(store.db.filename)}' AS user_index`);
   store.db.exec("INSERT INTO user_index.usage_ledger_by_user SELECT app_id, app_user_id, period, started_at, request_id FROM usage_ledger");
   store.db.exec("DETACH DATABASE user_index");
-  expect(tailLength(store.db, store.index)).toBe(3);
+  expect(tailLength(store.index)).toBe(3);
   expect(ids(await listAll(store, "carol", 2))).toEqual(ids(newestFirst(rows)));
   // Indexing that tail again writes nothing twice.
-  indexTail(store.db, store.index, 1);
+  indexTail(store.index);
   expect(store.index.query<{ n: number }, []>("SELECT count(*) AS n FROM usage_ledger_by_user").get()!.n).toBe(3);
+});
+
+test("indexing never waits for the database's write lock, which the serving connection may hold", async () => {
+  const store = fileStore();
+  await store.usageLedger.insertBatch([row("erin"), row("erin")]);
+  // Fail at once rather than wait, so a lock indexing should not need shows as an error.
+  store.index.exec("PRAGMA busy_timeout = 0");
+  store.db.exec("BEGIN IMMEDIATE");
+  try {
+    expect(indexTail(store.index)).toBe(2);
+  } finally {
+    store.db.exec("ROLLBACK");
+  }
+  expect(tailLength(store.index)).toBe(0);
 });
 
 test("the thread indexes the tail and checkpoints; the serving connection stops checkpointing while it runs, and again when it stops", async () => {
@@ -120,7 +141,7 @@ test("the thread indexes the tail and checkpoints; the serving connection stops 
   // The thread indexes a short tail within its `indexEveryMs` (one second by default).
   for (let waited = 0; store.maintenance!.stats.indexedEntries < 300 && waited < 20_000; waited += 50) await Bun.sleep(50);
   expect(store.maintenance!.stats.indexedEntries).toBe(300);
-  expect(tailLength(store.db, store.index)).toBe(0);
+  expect(tailLength(store.index)).toBe(0);
   for (let waited = 0; store.maintenance!.stats.checkpointedPages === 0 && waited < 20_000; waited += 50) await Bun.sleep(50);
   expect(store.maintenance!.stats.checkpointedPages).toBeGreaterThan(0);
   expect(ids(await listAll(store, "user-3", 50))).toEqual(ids(newestFirst(rows.filter((r) => r.appUserId === "user-3"))));
@@ -160,14 +181,14 @@ test("an index deleted (or a file from before it) is rebuilt from the ledger: un
   await store.close();
   for (const suffix of ["", "-wal", "-shm"]) rmSync(userIndexPath(temp.path) + suffix, { force: true });
   const reopened = openSqliteStore(temp.path);
-  const index = new Database(userIndexPath(temp.path), { strict: true });
+  const index = indexConnection(temp.path);
   cleanups.push(
     () => reopened.close(),
     () => index.close(),
   );
-  expect(tailLength(reopened.db, index)).toBe(3);
+  expect(tailLength(index)).toBe(3);
   expect(ids(await listAll(reopened, "dave", 1))).toEqual(ids(newestFirst(rows.slice(0, 2))));
-  expect(indexTail(reopened.db, index, 10, 2)).toBe(2);
-  expect(tailLength(reopened.db, index)).toBe(1);
+  expect(indexTail(index, 2)).toBe(2);
+  expect(tailLength(index)).toBe(1);
   expect(ids(await listAll(reopened, "dave", 1))).toEqual(ids(newestFirst(rows.slice(0, 2))));
 });

@@ -21,7 +21,6 @@ export const DEFAULT_MAINTENANCE: Omit<MaintenanceSettings, "path" | "indexPath"
   indexAtRows: 16_384,
   indexAtMostRows: 262_144,
   indexEveryMs: 1000,
-  entriesPerTransaction: 512,
   checkpointEveryMs: 1000,
   // 1,000 pages is where SQLite's own automatic checkpoint runs; twice that leaves the
   // PASSIVE ones room to finish on their own before a RESTART holds writers up.
@@ -58,7 +57,7 @@ export class SqliteMaintenance {
     private readonly db: Database,
     private readonly settings: Omit<
       MaintenanceSettings,
-      "intervalMs" | "indexAtRows" | "indexAtMostRows" | "indexEveryMs" | "entriesPerTransaction" | "checkpointEveryMs" | "restartAtPages"
+      "intervalMs" | "indexAtRows" | "indexAtMostRows" | "indexEveryMs" | "checkpointEveryMs" | "restartAtPages"
     > &
       Partial<MaintenanceSettings>,
   ) {}
