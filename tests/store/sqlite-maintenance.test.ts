@@ -5,10 +5,10 @@
  */
 import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { rmSync } from "node:fs";
+import { rmSync, statSync } from "node:fs";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { SqliteMaintenance } from "../../src/store/sqlite/maintenance";
-import { attachLedger, indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
+import { attachLedger, checkpoint, indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
 import { userIndexPath } from "../../src/store/sqlite/user-index";
 import { memoryLogger } from "../../src/logger";
 import { userAccount } from "../../src/budget/accounts";
@@ -128,6 +128,19 @@ test("indexing never waits for the database's write lock, which the serving conn
     store.db.exec("ROLLBACK");
   }
   expect(tailLength(store.index)).toBe(0);
+});
+
+test("a checkpoint through the index's connection copies the index's file alone, not the database attached to it", async () => {
+  const store = fileStore();
+  store.db.exec("PRAGMA wal_autocheckpoint = 0");
+  const fileSize = () => statSync(store.db.filename).size;
+  const before = fileSize();
+  await store.usageLedger.insertBatch(Array.from({ length: 200 }, () => row("frank")));
+  checkpoint(store.index);
+  // The rows are still only in the database's WAL: its own connection's checkpoint copies them.
+  expect(fileSize()).toBe(before);
+  checkpoint(store.db);
+  expect(fileSize()).toBeGreaterThan(before);
 });
 
 test("the thread indexes the tail and checkpoints; the serving connection stops checkpointing while it runs, and again when it stops", async () => {

@@ -120,7 +120,9 @@ const MOVE_MARK = `
  * WAL's length in pages and how many of them are now in the database file.
  */
 export function checkpoint(db: Database, mode: "PASSIVE" | "RESTART" = "PASSIVE"): { walPages: number; checkpointedPages: number } {
-  const result = db.query<{ log: number; checkpointed: number }, []>(`PRAGMA wal_checkpoint(${mode})`).get();
+  // `main.`: without a schema the pragma checkpoints every attached file, and the index's
+  // connection has the database attached (`attachLedger`), which its own connection checkpoints.
+  const result = db.query<{ log: number; checkpointed: number }, []>(`PRAGMA main.wal_checkpoint(${mode})`).get();
   return { walPages: Math.max(0, result?.log ?? 0), checkpointedPages: Math.max(0, result?.checkpointed ?? 0) };
 }
 
