@@ -101,7 +101,7 @@ test("a user's rows are listed the same before the index has them, after, and ha
   expect(ids(await listAll(store, "bob", 10))).toHaveLength(1);
 });
 
-test("a row both indexed and still in the tail (as a file from before entries and mark were written in one transaction can hold) is listed once", async () => {
+test("a row both indexed and still in the tail (as a file written before entries and mark shared one transaction may hold) is listed once", async () => {
   const store = fileStore();
   const rows = [row("carol"), row("carol"), row("carol")];
   await store.usageLedger.insertBatch(rows);
