@@ -4,7 +4,7 @@
  *   bun scripts/bench/profile.ts [--arm c|b|d|f|g] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
  *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000 [--samples-out F]]
- *     [--env NAME=VALUE]... [--users N] [--pg-statements]
+ *     [--env NAME=VALUE]... [--users N] [--ledger-calls N] [--gc-log] [--pg-statements]
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
@@ -23,6 +23,12 @@
  *   --env      set in the service arm's environment (repeatable), e.g. a runtime setting
  *   --users N  a service arm's load spread round-robin over N connected users (one by
  *              default): each user's budget account and ledger rows are their own
+ *   --ledger-calls N  before the users connect, N calls for one user: the ledger and its
+ *              per-user index as large as `npm run bench` has them when its many-users
+ *              rounds begin (its cost cells come first: about 1.2 million rows in arm c)
+ *   --gc-log   the process's garbage collections over the load window, from JavaScriptCore's
+ *              own log (BUN_JSC_logGC=1, lib/gc-log.ts): how many, their pauses and cycles
+ *              per call, and what it allocated per call
  *   --pg-statements  arms f, g: the statements PostgreSQL ran over the load window
  *              (pg_stat_statements), per completed call: the round trips a call costs
  * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, arm g
@@ -37,6 +43,7 @@ import { connectUser, startBare, startRedis, startService, type RunningArm, type
 import { startBenchPostgres } from "./lib/postgres";
 import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, type Child } from "./lib/proc";
 import { envFlags } from "./lib/flags";
+import { GC_LOG_ENV, readGcWindow } from "./lib/gc-log";
 import { runWrk } from "./lib/wrk";
 import { BODIES } from "./workload";
 
@@ -101,6 +108,16 @@ function perRequestByThread(before: Map<string, { user: number; system: number }
   }
   return out;
 }
+/** The window's collections, per completed call (µs of pause and of cycle, kB allocated). */
+function gcPerCall(gc: ReturnType<typeof readGcWindow>, calls: number) {
+  return {
+    eden: gc.eden,
+    full: gc.full,
+    pauseUsPerCall: Number(((gc.pauseMs * 1000) / calls).toFixed(2)),
+    cycleUsPerCall: Number(((gc.cycleMs * 1000) / calls).toFixed(2)),
+    allocatedKbPerCall: Number((gc.allocatedKb / calls).toFixed(2)),
+  };
+}
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => {
   const i = args.indexOf(`--${name}`);
@@ -116,9 +133,12 @@ const interval = opt("interval", "250");
 /** Pieces to take out (variants/service.ts) or to add (variants/bare-plus.ts). */
 const variant = opt("variant", "");
 /** Each `--env NAME=VALUE`, for the service arm. */
-const extraEnv = envFlags(args);
+const gcLog = args.includes("--gc-log");
+const extraEnv = { ...envFlags(args), ...(gcLog ? GC_LOG_ENV : {}) };
 /** --users N: N users connected, and the load spread over them round-robin. */
 const userCount = Number(opt("users", "0"));
+/** --ledger-calls N: calls for one user before anything else, to grow the ledger. */
+const ledgerCalls = Number(opt("ledger-calls", "0"));
 /** --samples-out FILE: every one-at-a-time call of --sequential, kept. */
 const samplesOut = opt("samples-out", "");
 
@@ -140,7 +160,11 @@ try {
   const postgres = armId === "f" || armId === "g" ? await startBenchPostgres(0, { statements: countStatements }) : null;
   let arm: RunningArm;
   if (armId === "b")
-    arm = await startBare(upstream, 1, bunFlags, entry || undefined, variant ? { BARE_PLUS: variant, ...(redis ? { REDIS_URL: redis.url } : {}) } : {});
+    arm = await startBare(upstream, 1, bunFlags, entry || undefined, {
+      ...(variant ? { BARE_PLUS: variant } : {}),
+      ...(redis ? { REDIS_URL: redis.url } : {}),
+      ...extraEnv,
+    });
   else {
     // Connecting N users is N session mints: their limit lifted like the chat one.
     const env = { ...(variant ? { BENCH_VARIANT: variant } : {}), ...(userCount > 0 ? { RL_SESSIONS_LIMIT: "1000000000" } : {}), ...extraEnv };
@@ -152,6 +176,7 @@ try {
     });
   }
 
+  if (ledgerCalls > 0) await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 600, core: 0, stopAfter: ledgerCalls });
   const users = userCount > 0 && armId !== "b" ? { count: userCount, prefix: "bench-user-" } : undefined;
   if (users) {
     const base = new URL(arm.url).origin;
@@ -188,7 +213,13 @@ try {
   const strace = args.includes("--strace")
     ? Bun.spawn(["timeout", "-s", "INT", String(Math.max(1, seconds - 1)), "strace", "-c", "-f", "-p", String(arm.pid)], { stdout: "pipe", stderr: "pipe" })
     : null;
+  // The window's collections are the log lines between two marks put in the output's buffer.
+  const GC_FROM = "-- load starts --";
+  if (gcLog) arm.lines?.push(GC_FROM);
   const r = await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds, core: 0, users });
+  // Null when the mark has left the buffer (its last 2,000 lines): a window that cannot be read whole.
+  const gcFrom = gcLog && arm.lines ? arm.lines.lastIndexOf(GC_FROM) : -1;
+  const gcLines = gcFrom >= 0 ? arm.lines!.slice(gcFrom + 1) : null;
   if (strace) {
     const text = await new Response(strace.stderr).text();
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");
@@ -271,6 +302,7 @@ try {
       usPerRequestByThread: threads,
       switchesPerRequestByThread: switches,
       ...(sequential ? { sequential } : {}),
+      ...(gcLines ? { gc: gcPerCall(readGcWindow(gcLines), r.ok) } : {}),
       ...(statements
         ? {
             pgStatementsPerCall: Number((statements.total / r.ok).toFixed(3)),

@@ -87,7 +87,7 @@ export async function startBare(
     }),
   );
   const { url } = await child.firstJson<{ url: string }>();
-  return { id: "b", url: `${url}/api/v1/chat/completions`, headers: {}, pid: child.pid, stop: async () => void (await child.stop()) };
+  return { id: "b", url: `${url}/api/v1/chat/completions`, headers: {}, pid: child.pid, lines: child.lines, stop: async () => void (await child.stop()) };
 }
 
 export async function startPortkey(upstream: Upstream, core: number): Promise<RunningArm> {

@@ -1,0 +1,53 @@
+/**
+ * JavaScriptCore's own log of its collections (`BUN_JSC_logGC=1`, written to stderr), read
+ * over a window of a process's output: how many eden and full collections ran, their pauses
+ * and cycles, and how much the heap grew between one collection's end and the next one's
+ * start, which is what the process allocated meanwhile (extra memory that JavaScriptCore is
+ * told of, such as buffers' contents, included).
+ *
+ * The lines this reads, as this Bun prints them (one collection may span several lines):
+ *   [GC<0x…>: START M 46291kb => EdenCollection, … ]
+ *   [GC<0x…>: M a=362kb … => 25346kb, p=2.101230ms (max 7.706677), cycle 4.384860ms END]
+ */
+export const GC_LOG_ENV = { BUN_JSC_logGC: "1" };
+
+export interface GcWindow {
+  eden: number;
+  full: number;
+  /** The world stopped, summed (ms). */
+  pauseMs: number;
+  /** Start to end of each collection, summed (ms): marking goes on beside the program meanwhile. */
+  cycleMs: number;
+  /** Heap growth between collections in the window, summed (kB). */
+  allocatedKb: number;
+}
+
+/**
+ * The window's collections of the process's busiest heap: the main thread's, where the
+ * maintenance thread (a worker) has a small heap of its own in the same log.
+ */
+export function readGcWindow(lines: string[]): GcWindow {
+  const heaps = new Map<string, GcWindow & { heapAfterLast: number | null }>();
+  for (const line of lines) {
+    const id = /^\[GC<(0x[0-9a-f]+)>/.exec(line)?.[1];
+    if (id === undefined) continue;
+    let heap = heaps.get(id);
+    if (!heap) heaps.set(id, (heap = { eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0, heapAfterLast: null }));
+    const start = /START M (\d+)kb => (Eden|Full)Collection/.exec(line);
+    if (start) {
+      if (start[2] === "Eden") heap.eden++;
+      else heap.full++;
+      if (heap.heapAfterLast !== null) heap.allocatedKb += Math.max(0, Number(start[1]) - heap.heapAfterLast);
+    }
+    const end = /=> (\d+)kb, p=([\d.]+)ms .*cycle ([\d.]+)ms END\]/.exec(line);
+    if (end) {
+      heap.heapAfterLast = Number(end[1]);
+      heap.pauseMs += Number(end[2]);
+      heap.cycleMs += Number(end[3]);
+    }
+  }
+  const busiest = [...heaps.values()].sort((a, b) => b.eden + b.full - (a.eden + a.full))[0];
+  if (!busiest) return { eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0 };
+  const { heapAfterLast: _last, ...window } = busiest;
+  return window;
+}
