@@ -25,7 +25,7 @@
  *              default): each user's budget account and ledger rows are their own
  *   --ledger-calls N  before the users connect, N calls for one user: the ledger and its
  *              per-user index as large as `npm run bench` has them when its many-users
- *              rounds begin (its cost cells come first: about 1.2 million rows in arm c)
+ *              rounds begin (its throughput and cost cells come first: hundreds of thousands of rows)
  *   --gc-log   the process's garbage collections over the load window, from JavaScriptCore's
  *              own log (BUN_JSC_logGC=1, lib/gc-log.ts): how many, their pauses and cycles
  *              per call, and what it allocated per call
@@ -186,6 +186,10 @@ try {
       await Promise.all(batch.map((user) => connectUser(base, { authorization: arm.headers.authorization! }, user)));
     }
   }
+  // Every user's first call before the warm-up, as `npm run bench` makes them
+  // (lib/many-users.ts): a first call loads the user's account, and a 2 s warm-up alone left
+  // thousands of them to the measured window.
+  if (users) await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 300, core: 0, users, stopAfter: users.count });
   await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0, users });
   const meter = new CpuMeter({ sut: arm.pid, upstream: upstream.pid });
   const postgresCpuBefore = postgres?.cpuSeconds() ?? 0;
