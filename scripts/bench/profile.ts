@@ -20,7 +20,8 @@
  *              --samples-out FILE keeps every one of them (sequential.ts's own option)
  *   --entry    a variant (scripts/bench/variants/) instead of src/index.ts or the bare
  *              forwarder; --variant says which pieces it takes out or adds
- *   --env      set in the service arm's environment (repeatable), e.g. a runtime setting
+ *   --env      set in the arm's environment (repeatable), the service's or the bare
+ *              forwarder's, e.g. a runtime setting
  *   --users N  a service arm's load spread round-robin over N connected users (one by
  *              default): each user's budget account and ledger rows are their own
  *   --ledger-calls N  before the users connect, N calls for one user: the ledger and its
@@ -132,7 +133,7 @@ const profile = args.includes("--profile");
 const interval = opt("interval", "250");
 /** Pieces to take out (variants/service.ts) or to add (variants/bare-plus.ts). */
 const variant = opt("variant", "");
-/** Each `--env NAME=VALUE`, for the service arm. */
+/** Each `--env NAME=VALUE`, and the collections' log with --gc-log, for the arm under test. */
 const gcLog = args.includes("--gc-log");
 const extraEnv = { ...envFlags(args), ...(gcLog ? GC_LOG_ENV : {}) };
 /** --users N: N users connected, and the load spread over them round-robin. */
@@ -224,6 +225,7 @@ try {
   // Null when the mark has left the buffer (its last 2,000 lines): a window that cannot be read whole.
   const gcFrom = gcLog && arm.lines ? arm.lines.lastIndexOf(GC_FROM) : -1;
   const gcLines = gcFrom >= 0 ? arm.lines!.slice(gcFrom + 1) : null;
+  if (gcLog && !gcLines) console.error("--gc-log: the window's start is no longer in the arm's output buffer; no gc figures");
   if (strace) {
     const text = await new Response(strace.stderr).text();
     const out = resolve(REPO_ROOT, "tmp/bench/profiles");
