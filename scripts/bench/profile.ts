@@ -8,8 +8,9 @@
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
  * a 2 s warm-up, and prints one JSON line: requests per second, and CPU microseconds per
- * request of the process under test, in total and per thread, and each thread's context
- * switches per request (both from /proc). Then stops it with SIGTERM. Options:
+ * request of the process under test, in total and per thread, each thread's context
+ * switches per request, and the kB per call it had the kernel read from and write to
+ * storage (all from /proc). Then stops it with SIGTERM. Options:
  *   --profile  Bun's sampling profiler (`--cpu-prof --cpu-prof-md`), written at exit
  *   --perf     Linux perf over the load window (native and kernel symbols)
  *   --perf-postgres  arms f, g: the same for PostgreSQL's processes (its backends' own
@@ -80,6 +81,17 @@ function threadSwitches(pid: number): Map<string, { voluntary: number; involunta
     }
   }
   return out;
+}
+
+/**
+ * Bytes the process had the kernel read from and write to storage (`/proc/<pid>/io`'s
+ * read_bytes and write_bytes: every thread, the maintenance thread's checkpoints included).
+ * Writes count when they are made dirty in the page cache, not when they reach the disk.
+ */
+function storageBytes(pid: number): { read: number; written: number } {
+  const io = readFileSync(`/proc/${pid}/io`, "utf8");
+  const field = (key: string) => Number(io.match(new RegExp(`^${key}:\\s+(\\d+)`, "m"))?.[1] ?? 0);
+  return { read: field("read_bytes"), written: field("write_bytes") };
 }
 
 /** Context switches per completed request, per thread name: how often each thread slept and woke. */
@@ -198,6 +210,7 @@ try {
   const loadStartedAt = performance.now();
   const threadsBefore = threadCpu(arm.pid);
   const switchesBefore = threadSwitches(arm.pid);
+  const storageBefore = storageBytes(arm.pid);
   // Optional: Linux perf over the same window, for the native and kernel side Bun's profiler cannot see.
   const perfFile = join(work, "perf.data");
   const perf = args.includes("--perf")
@@ -261,6 +274,11 @@ try {
   if (postgres) cpu.postgres = (postgres.cpuSeconds() - postgresCpuBefore) / ((performance.now() - loadStartedAt) / 1000);
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
   const switches = switchesPerRequest(switchesBefore, threadSwitches(arm.pid), r.ok);
+  const storageAfter = storageBytes(arm.pid);
+  const storageKbPerCall = {
+    read: Number(((storageAfter.read - storageBefore.read) / 1024 / r.ok).toFixed(2)),
+    written: Number(((storageAfter.written - storageBefore.written) / 1024 / r.ok).toFixed(2)),
+  };
   const sequentialCount = Number(opt("sequential", "0"));
   let sequential: unknown;
   if (sequentialCount > 0) {
@@ -307,6 +325,7 @@ try {
       usPerRequestOnSutCore: Math.round((cpu.sut! * 1e6) / r.rps),
       usPerRequestByThread: threads,
       switchesPerRequestByThread: switches,
+      storageKbPerCall,
       ...(sequential ? { sequential } : {}),
       ...(gcLines ? { gc: gcPerCall(readGcWindow(gcLines), r.ok) } : {}),
       ...(statements
