@@ -66,16 +66,21 @@ function threadCpu(pid: number): Map<string, { user: number; system: number }> {
   return out;
 }
 
+/** The number after `key:` in a /proc file of "key: value" lines (0 when it is absent). */
+const procNumber = (text: string, key: string) => Number(text.match(new RegExp(`^${key}:\\s+(\\d+)`, "m"))?.[1] ?? 0);
+
 /** Context switches (voluntary, involuntary) of every thread of `pid`, by thread name. */
 function threadSwitches(pid: number): Map<string, { voluntary: number; involuntary: number }> {
   const out = new Map<string, { voluntary: number; involuntary: number }>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
-      const field = (key: string) => Number(status.match(new RegExp(`^${key}:\\s+(\\d+)`, "m"))?.[1] ?? 0);
       const name = (status.match(/^Name:\s+(.*)$/m)?.[1] ?? "?").replace(/[0-9]+$/, "#");
       const prev = out.get(name) ?? { voluntary: 0, involuntary: 0 };
-      out.set(name, { voluntary: prev.voluntary + field("voluntary_ctxt_switches"), involuntary: prev.involuntary + field("nonvoluntary_ctxt_switches") });
+      out.set(name, {
+        voluntary: prev.voluntary + procNumber(status, "voluntary_ctxt_switches"),
+        involuntary: prev.involuntary + procNumber(status, "nonvoluntary_ctxt_switches"),
+      });
     } catch {
       // the thread ended
     }
@@ -90,8 +95,7 @@ function threadSwitches(pid: number): Map<string, { voluntary: number; involunta
  */
 function storageBytes(pid: number): { read: number; written: number } {
   const io = readFileSync(`/proc/${pid}/io`, "utf8");
-  const field = (key: string) => Number(io.match(new RegExp(`^${key}:\\s+(\\d+)`, "m"))?.[1] ?? 0);
-  return { read: field("read_bytes"), written: field("write_bytes") };
+  return { read: procNumber(io, "read_bytes"), written: procNumber(io, "write_bytes") };
 }
 
 /** Context switches per completed request, per thread name: how often each thread slept and woke. */
