@@ -3,7 +3,7 @@
  *
  *   bun scripts/bench/profile.ts [--arm c|b|d|f|g] [--shape json|sse] [--seconds 10]
  *     [--connections 64] [--entry scripts/bench/variants/….ts] [--variant no-writer,…]
- *     [--profile] [--interval 250] [--perf] [--strace] [--sequential 2000 [--samples-out F]]
+ *     [--profile] [--interval 250] [--perf] [--perf-core] [--strace] [--sequential 2000 [--samples-out F]]
  *     [--env NAME=VALUE]... [--users N] [--ledger-calls N] [--gc-log] [--pg-statements]
  *
  * Starts the lean upstream (core 0) and the arm (core 1), loads it with wrk (core 0) after
@@ -13,6 +13,8 @@
  * storage (all from /proc). Then stops it with SIGTERM. Options:
  *   --profile  Bun's sampling profiler (`--cpu-prof --cpu-prof-md`), written at exit
  *   --perf     Linux perf over the load window (native and kernel symbols)
+ *   --perf-core  the same over every task on the core of the process under test (kernel
+ *              workers, interrupts and idle time too)
  *   --perf-postgres  arms f, g: the same for PostgreSQL's processes (its backends' own
  *              functions: where a call's statements spend the server's CPU)
  *   --strace   syscall counts over the load window (slows the process; counts only)
@@ -44,10 +46,14 @@ import { join, resolve } from "node:path";
 import { connectUser, startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
 import { startBenchPostgres } from "./lib/postgres";
 import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, type Child } from "./lib/proc";
+import { CoreTimeMeter } from "./lib/core-time";
 import { envFlags } from "./lib/flags";
 import { GC_LOG_ENV, readGcWindow } from "./lib/gc-log";
 import { runWrk } from "./lib/wrk";
 import { BODIES } from "./workload";
+
+/** The core the process under test runs on (the upstream, wrk and the stores have core 0). */
+const SUT_CORE = 1;
 
 /** CPU ticks (user, system) of every thread of `pid`, by thread name. */
 function threadCpu(pid: number): Map<string, { user: number; system: number }> {
@@ -177,7 +183,7 @@ try {
   const postgres = armId === "f" || armId === "g" ? await startBenchPostgres(0, { statements: countStatements }) : null;
   let arm: RunningArm;
   if (armId === "b")
-    arm = await startBare(upstream, 1, bunFlags, entry || undefined, {
+    arm = await startBare(upstream, SUT_CORE, bunFlags, entry || undefined, {
       ...(variant ? { BARE_PLUS: variant } : {}),
       ...(redis ? { REDIS_URL: redis.url } : {}),
       ...extraEnv,
@@ -186,7 +192,7 @@ try {
     // Connecting N users is N session mints: their limit lifted like the chat one.
     const env = { ...(variant ? { BENCH_VARIANT: variant } : {}), ...(userCount > 0 ? { RL_SESSIONS_LIMIT: "1000000000" } : {}), ...extraEnv };
     const postgresUrl = postgres ? await postgres.createDatabase("bench_profile") : undefined;
-    arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite"), postgresUrl }, upstream, 1, redis?.url ?? null, {
+    arm = await startService(armId, { dir: work, databasePath: join(work, "proxy.sqlite"), postgresUrl }, upstream, SUT_CORE, redis?.url ?? null, {
       bunFlags,
       entry: entry || undefined,
       env,
@@ -209,6 +215,7 @@ try {
   if (users) await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 300, core: 0, users, stopAfter: users.count });
   await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds: 2, core: 0, users });
   const meter = new CpuMeter({ sut: arm.pid, upstream: upstream.pid });
+  const sutCoreMeter = new CoreTimeMeter(SUT_CORE);
   const postgresCpuBefore = postgres?.cpuSeconds() ?? 0;
   if (postgres && countStatements) await postgres.statementsSinceLast();
   const loadStartedAt = performance.now();
@@ -219,6 +226,15 @@ try {
   const perfFile = join(work, "perf.data");
   const perf = args.includes("--perf")
     ? Bun.spawn(["perf", "record", "-F", "1999", "-p", String(arm.pid), "-o", perfFile, "--", "sleep", String(Math.max(1, seconds - 1))], {
+        stdout: "ignore",
+        stderr: "ignore",
+      })
+    : null;
+  // --perf-core: every task on the SUT core (kernel workers, interrupts, idle too), for time
+  // the core spends on the process's behalf that the process is not charged for.
+  const perfCoreFile = join(work, "perf-core.data");
+  const perfCore = args.includes("--perf-core")
+    ? Bun.spawn(["perf", "record", "-F", "1999", "-C", String(SUT_CORE), "-o", perfCoreFile, "--", "sleep", String(Math.max(1, seconds - 1))], {
         stdout: "ignore",
         stderr: "ignore",
       })
@@ -257,6 +273,7 @@ try {
   for (const [recording, file, who] of [
     [perf, perfFile, ""],
     [perfPostgres, perfPostgresFile, "postgres-"],
+    [perfCore, perfCoreFile, "core-"],
   ] as const) {
     if (!recording) continue;
     await recording.exited;
@@ -275,6 +292,7 @@ try {
   // Read at once: a settle still under way when wrk stops belongs to a call it counted.
   const statements = postgres && countStatements ? await postgres.statementsSinceLast() : null;
   const cpu: Record<string, number> = meter.read();
+  const sutCore = sutCoreMeter.read();
   if (postgres) cpu.postgres = (postgres.cpuSeconds() - postgresCpuBefore) / ((performance.now() - loadStartedAt) / 1000);
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
   const switches = switchesPerRequest(switchesBefore, threadSwitches(arm.pid), r.ok);
@@ -330,6 +348,8 @@ try {
       usPerRequestByThread: threads,
       switchesPerRequestByThread: switches,
       storageKbPerCall,
+      // The SUT core's time the hypervisor took, and in which nothing ran, over the load window.
+      sutCoreShares: sutCore && { stolen: Number(sutCore.stolen.toFixed(3)), idle: Number(sutCore.idle.toFixed(3)) },
       ...(sequential ? { sequential } : {}),
       ...(gcLines ? { gc: gcPerCall(readGcWindow(gcLines), r.ok) } : {}),
       ...(statements

@@ -11,6 +11,7 @@ import { runWrk } from "../../scripts/bench/lib/wrk";
 import { aboveBare, renderSizing, scaleTargets } from "../../scripts/bench/lib/report-scale";
 import type { ArmResult, BenchResults } from "../../scripts/bench/lib/report";
 import type { FixedCallsRun } from "../../scripts/bench/lib/fixed-calls";
+import { CoreTimeMeter, readCoreTicks, sharesBetween } from "../../scripts/bench/lib/core-time";
 
 const hasWrk = Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
 
@@ -168,5 +169,31 @@ describe("results.md's issue-35 figures", () => {
     expect(judged["(c) JSON, load over 10,000 users against one: p99 under load ≤ 1.2×"]).toBe(true);
     expect(judged["(c) SSE, load over 10,000 users against one: calls/s ≥ 0.95×"]).toBe(false);
     expect(judged["(c) SSE, load over 10,000 users against one: p99 under load ≤ 1.2×"]).toBe(false);
+  });
+});
+
+describe("a core's steal and idle shares (lib/core-time.ts)", () => {
+  const stat = (cpu1: string) => `cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\ncpu1 ${cpu1}\nintr 0\n`;
+
+  test("reads the named core's line, not the total or another core's", () => {
+    expect(readCoreTicks(1, stat("100 0 50 30 20 0 10 40 7 0"))).toEqual({ total: 250, stolen: 40, idle: 50 });
+    expect(readCoreTicks(2, stat("100 0 50 30 20 0 10 40 7 0"))).toBeNull();
+  });
+
+  test("the shares between two readings count only the ticks that passed", () => {
+    const before = readCoreTicks(1, stat("100 0 50 30 20 0 10 40 0 0"));
+    // 100 ticks later: 60 user, 15 system, 5 idle, 20 stolen.
+    const after = readCoreTicks(1, stat("160 0 65 35 20 0 10 60 0 0"));
+    expect(sharesBetween(before, after)).toEqual({ stolen: 0.2, idle: 0.05 });
+    expect(sharesBetween(after, after)).toBeNull();
+    expect(sharesBetween(null, after)).toBeNull();
+  });
+
+  test("reads this machine's /proc/stat", () => {
+    const ticks = readCoreTicks(0);
+    expect(ticks).not.toBeNull();
+    expect(ticks!.total).toBeGreaterThan(0);
+    expect(ticks!.stolen + ticks!.idle).toBeLessThanOrEqual(ticks!.total);
+    expect(new CoreTimeMeter(0).read()?.stolen ?? 0).toBeGreaterThanOrEqual(0);
   });
 });

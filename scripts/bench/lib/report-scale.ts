@@ -5,6 +5,7 @@
  */
 import type { ArmId } from "./arms";
 import type { FixedCallsRun } from "./fixed-calls";
+import type { UsersRound } from "./many-users";
 import type { ArmResult, BenchResults, ThroughputRun } from "./report";
 
 const int = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -109,10 +110,10 @@ export function renderManyUsers(r: BenchResults): string[] {
   const out = [
     "### Many users against one user (c=64, same process, alternating rounds)",
     "",
-    'Each round: one run with every call for one user, then one with the calls spread round-robin over the connected users (each its own budget account, limiter key and ledger rows); first, a warm-up that calls every user once (an account\'s first call in a process loads it; its rate is the "first calls" column). Targets: calls/s ≥ 0.95×, p99 under load ≤ 1.2×.',
+    "Each round: one run with every call for one user, then one with the calls spread round-robin over the connected users (each its own budget account, limiter key and ledger rows); first, a warm-up that calls every user once (an account's first call in a process loads it; its rate is the \"first calls\" column). Targets: calls/s ≥ 0.95×, p99 under load ≤ 1.2×. The last column is the share of the service's core the hypervisor took in each run (steal, from `/proc/stat`): a round with much of it says more about the host than about the code.",
     "",
-    "| arm | shape | users (connected in) | first calls: calls/s, p99 (ms) | rounds: many / one calls/s | calls/s ratio | rounds: many / one p99 (ms) | p99 ratio |",
-    "| --- | --- | --- | --- | --- | ---: | --- | ---: |",
+    "| arm | shape | users (connected in) | first calls: calls/s, p99 (ms) | rounds: many / one calls/s | calls/s ratio | rounds: many / one p99 (ms) | p99 ratio | rounds: many / one core stolen |",
+    "| --- | --- | --- | --- | --- | ---: | --- | ---: | --- |",
   ];
   for (const x of withRuns) {
     for (const m of x.manyUsers!) {
@@ -120,8 +121,10 @@ export function renderManyUsers(r: BenchResults): string[] {
       const rps = m.rounds.map((u) => `${int(u.many.rps)} / ${int(u.one.rps)}`).join(", ");
       const p99 = m.rounds.map((u) => `${(u.many.latencyUs.p99 / 1000).toFixed(1)} / ${(u.one.latencyUs.p99 / 1000).toFixed(1)}`).join(", ");
       const first = m.firstCalls ? `${int(m.firstCalls.rps)}, ${(m.firstCalls.latencyUs.p99 / 1000).toFixed(1)}` : "–";
+      const stolen = (side: UsersRound["one"]) => (side.sutCore ? `${Math.round(side.sutCore.stolen * 100)} %` : "–");
+      const steal = m.rounds.map((u) => `${stolen(u.many)} / ${stolen(u.one)}`).join(", ");
       out.push(
-        `| ${x.label} | ${m.shape.toUpperCase()} | ${int(m.users)}${connected} | ${first} | ${rps} | ${times(m.rpsRatio)} | ${p99} | ${times(m.p99Ratio)} |`,
+        `| ${x.label} | ${m.shape.toUpperCase()} | ${int(m.users)}${connected} | ${first} | ${rps} | ${times(m.rpsRatio)} | ${p99} | ${times(m.p99Ratio)} | ${steal} |`,
       );
     }
   }
