@@ -48,7 +48,8 @@ import { BUN, childEnv, CpuMeter, cpuSeconds, memoryMb, REPO_ROOT, resetPeakRss,
 import { renderReport, type ArmResult, type BenchResults, type LongRun, type SequentialResult, type ThroughputRun } from "./lib/report";
 import { runWrk, type WrkOptions } from "./lib/wrk";
 import { runFixedCalls, type FixedCallsRun } from "./lib/fixed-calls";
-import { manyUsersRounds, type UsersRound } from "./lib/many-users";
+import { manyUsersRounds } from "./lib/many-users";
+import { stolenPercent } from "./lib/core-time";
 import { twoProcessRounds } from "./lib/two-processes";
 import { connectUsers, MANY_USERS_PREFIX } from "./lib/users";
 import { BODIES, type Shape } from "./workload";
@@ -232,11 +233,10 @@ async function manyUsers(
     });
     result.manyUsers!.push(run);
     result.clientCompleted += run.completed;
-    const stolen = (side: UsersRound["one"]) => (side.sutCore ? ` ${(side.sutCore.stolen * 100).toFixed(0)}%` : "");
     log(
       `${arm.id} ${shape} ${cfg.users} users against 1: calls/s ${run.rpsRatio.toFixed(2)}×, p99 ${run.p99Ratio.toFixed(2)}× ` +
         `(${run.rounds.map((r) => `${Math.round(r.many.rps)}/${Math.round(r.one.rps)}`).join(", ")}); ` +
-        `core ${SUT_CORE} stolen, many/one:${run.rounds.map((r) => `${stolen(r.many)}/${stolen(r.one)}`).join(",")}; ` +
+        `core ${SUT_CORE} stolen, many / one: ${run.rounds.map((r) => `${stolenPercent(r.many.sutCore)} / ${stolenPercent(r.one.sutCore)}`).join(", ")}; ` +
         `calls/s over the time not stolen ${run.rpsRatioUnstolen?.toFixed(2) ?? "unknown"}×`,
     );
     const manyRps = run.rounds.reduce((sum, r) => sum + r.many.rps, 0) / run.rounds.length;

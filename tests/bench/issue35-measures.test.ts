@@ -8,9 +8,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runWrk } from "../../scripts/bench/lib/wrk";
-import { aboveBare, renderSizing, scaleTargets } from "../../scripts/bench/lib/report-scale";
+import { aboveBare, renderManyUsers, renderSizing, scaleTargets } from "../../scripts/bench/lib/report-scale";
 import type { ArmResult, BenchResults } from "../../scripts/bench/lib/report";
 import type { FixedCallsRun } from "../../scripts/bench/lib/fixed-calls";
+import type { UsersRound } from "../../scripts/bench/lib/many-users";
 import { CoreTimeMeter, readCoreTicks, sharesBetween } from "../../scripts/bench/lib/core-time";
 
 const hasWrk = Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
@@ -169,6 +170,18 @@ describe("results.md's issue-35 figures", () => {
     expect(judged["(c) JSON, load over 10,000 users against one: p99 under load ≤ 1.2×"]).toBe(true);
     expect(judged["(c) SSE, load over 10,000 users against one: calls/s ≥ 0.95×"]).toBe(false);
     expect(judged["(c) SSE, load over 10,000 users against one: p99 under load ≤ 1.2×"]).toBe(false);
+
+    // Each round's steal on the service's core goes into the table's last column; a round from
+    // an older run, without it, shows a dash.
+    const stolen = round(100, 95, 10, 12);
+    const rounds: UsersRound[] = [
+      { one: { ...stolen.one, sutCore: { stolen: 0, idle: 0.01 } }, many: { ...stolen.many, sutCore: { stolen: 0.123, idle: 0 } } },
+      round(100, 95, 10, 12),
+    ];
+    const table = renderManyUsers(
+      results([arm("c", { manyUsers: [{ shape: "json", connections: 64, users: 10_000, firstCalls, rounds, completed: 0, rpsRatio: 0.95, p99Ratio: 1.2 }] })]),
+    ).join("\n");
+    expect(table).toContain("| 1.20× | 12 % / 0 %, – / – |");
   });
 });
 

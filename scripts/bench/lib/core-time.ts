@@ -2,10 +2,10 @@
  * How one core's time was shared over a stretch: the share the hypervisor took (steal) and
  * the share nothing ran (idle), from that core's line of `/proc/stat`.
  *
- * Why: on this VM the hypervisor takes a core away in bursts (seen: 13 % of core 1 over
- * 5 s, then nothing for minutes), and a round of load that falls in a burst serves fewer
- * calls for a reason that is not the code's. Knowing each round's steal tells such a round
- * from a real difference.
+ * Why: on this VM the hypervisor takes a core away in bursts (seen on 2026-11-27: 8 % of
+ * core 1 over 25 minutes, up to 58 % of it over 5 s), and a round of load that falls in a
+ * burst serves fewer calls for a reason that is not the code's. Knowing each round's steal
+ * tells such a round from a real difference.
  */
 import { readFileSync } from "node:fs";
 
@@ -54,4 +54,9 @@ export class CoreTimeMeter {
   read(): CoreShares | null {
     return sharesBetween(this.start, readCoreTicks(this.core));
   }
+}
+
+/** The stolen share as a whole percentage for a table or a log line; "–" when not known. */
+export function stolenPercent(shares: CoreShares | null | undefined): string {
+  return shares ? `${Math.round(shares.stolen * 100)} %` : "–";
 }

@@ -5,7 +5,7 @@
  */
 import type { ArmId } from "./arms";
 import type { FixedCallsRun } from "./fixed-calls";
-import type { UsersRound } from "./many-users";
+import { stolenPercent } from "./core-time";
 import type { ArmResult, BenchResults, ThroughputRun } from "./report";
 
 const int = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -121,8 +121,7 @@ export function renderManyUsers(r: BenchResults): string[] {
       const rps = m.rounds.map((u) => `${int(u.many.rps)} / ${int(u.one.rps)}`).join(", ");
       const p99 = m.rounds.map((u) => `${(u.many.latencyUs.p99 / 1000).toFixed(1)} / ${(u.one.latencyUs.p99 / 1000).toFixed(1)}`).join(", ");
       const first = m.firstCalls ? `${int(m.firstCalls.rps)}, ${(m.firstCalls.latencyUs.p99 / 1000).toFixed(1)}` : "–";
-      const stolen = (side: UsersRound["one"]) => (side.sutCore ? `${Math.round(side.sutCore.stolen * 100)} %` : "–");
-      const steal = m.rounds.map((u) => `${stolen(u.many)} / ${stolen(u.one)}`).join(", ");
+      const steal = m.rounds.map((u) => `${stolenPercent(u.many.sutCore)} / ${stolenPercent(u.one.sutCore)}`).join(", ");
       out.push(
         `| ${x.label} | ${m.shape.toUpperCase()} | ${int(m.users)}${connected} | ${first} | ${rps} | ${times(m.rpsRatio)} | ${p99} | ${times(m.p99Ratio)} | ${steal} |`,
       );
