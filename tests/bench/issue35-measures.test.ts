@@ -11,7 +11,7 @@ import { runWrk } from "../../scripts/bench/lib/wrk";
 import { aboveBare, renderManyUsers, renderSizing, scaleTargets } from "../../scripts/bench/lib/report-scale";
 import type { ArmResult, BenchResults } from "../../scripts/bench/lib/report";
 import type { FixedCallsRun } from "../../scripts/bench/lib/fixed-calls";
-import type { UsersRound } from "../../scripts/bench/lib/many-users";
+import { unstolenRatio, type UsersRound } from "../../scripts/bench/lib/many-users";
 import { CoreTimeMeter, readCoreTicks, sharesBetween } from "../../scripts/bench/lib/core-time";
 
 const hasWrk = Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
@@ -182,6 +182,13 @@ describe("results.md's issue-35 figures", () => {
       results([arm("c", { manyUsers: [{ shape: "json", connections: 64, users: 10_000, firstCalls, rounds, completed: 0, rpsRatio: 0.95, p99Ratio: 1.2 }] })]),
     ).join("\n");
     expect(table).toContain("| 1.20× | 12 % / 0 %, – / – |");
+
+    // Over the time not stolen: 80 calls/s with a fifth of the core stolen count as 100.
+    const shares = (stolen: number) => ({ stolen, idle: 0 });
+    const side = (rps: number, stolen: number) => ({ ...round(rps, rps, 10, 10).one, sutCore: shares(stolen) });
+    expect(unstolenRatio([{ one: side(100, 0), many: side(80, 0.2) }])).toBeCloseTo(1, 9);
+    expect(unstolenRatio([{ one: side(100, 0.5), many: side(100, 0) }])).toBeCloseTo(0.5, 9);
+    expect(unstolenRatio(rounds)).toBeNull();
   });
 });
 

@@ -52,7 +52,7 @@ async function measuredRound(options: WrkOptions, sutCore: number | null): Promi
 }
 
 /** Calls/s over the core's time not stolen; null when a round's steal is not known. */
-function unstolenRatio(rounds: UsersRound[]): number | null {
+export function unstolenRatio(rounds: UsersRound[]): number | null {
   const unstolen = (side: RoundSide) => (side.sutCore ? side.rps / (1 - side.sutCore.stolen) : NaN);
   const ratio = mean(rounds.map((r) => unstolen(r.many))) / mean(rounds.map((r) => unstolen(r.one)));
   return Number.isFinite(ratio) ? ratio : null;
