@@ -224,29 +224,16 @@ try {
   const storageBefore = storageBytes(arm.pid);
   // Optional: Linux perf over the same window, for the native and kernel side Bun's profiler cannot see.
   const perfFile = join(work, "perf.data");
-  const perf = args.includes("--perf")
-    ? Bun.spawn(["perf", "record", "-F", "1999", "-p", String(arm.pid), "-o", perfFile, "--", "sleep", String(Math.max(1, seconds - 1))], {
-        stdout: "ignore",
-        stderr: "ignore",
-      })
-    : null;
+  // `perf record` of `target` (its -p or -C arguments) into `file`, for the load window.
+  const recordPerf = (target: string[], file: string) =>
+    Bun.spawn(["perf", "record", "-F", "1999", ...target, "-o", file, "--", "sleep", String(Math.max(1, seconds - 1))], { stdout: "ignore", stderr: "ignore" });
+  const perf = args.includes("--perf") ? recordPerf(["-p", String(arm.pid)], perfFile) : null;
   // --perf-core: every task on the SUT core (kernel workers, interrupts, idle too), for time
   // the core spends on the process's behalf that the process is not charged for.
   const perfCoreFile = join(work, "perf-core.data");
-  const perfCore = args.includes("--perf-core")
-    ? Bun.spawn(["perf", "record", "-F", "1999", "-C", String(SUT_CORE), "-o", perfCoreFile, "--", "sleep", String(Math.max(1, seconds - 1))], {
-        stdout: "ignore",
-        stderr: "ignore",
-      })
-    : null;
+  const perfCore = args.includes("--perf-core") ? recordPerf(["-C", String(SUT_CORE)], perfCoreFile) : null;
   const perfPostgresFile = join(work, "perf-postgres.data");
-  const perfPostgres =
-    postgres && args.includes("--perf-postgres")
-      ? Bun.spawn(["perf", "record", "-F", "1999", "-p", postgres.pids().join(","), "-o", perfPostgresFile, "--", "sleep", String(Math.max(1, seconds - 1))], {
-          stdout: "ignore",
-          stderr: "ignore",
-        })
-      : null;
+  const perfPostgres = postgres && args.includes("--perf-postgres") ? recordPerf(["-p", postgres.pids().join(",")], perfPostgresFile) : null;
   // Optional: syscall counts over the window (strace slows the process down; only the counts per request mean anything).
   const strace = args.includes("--strace")
     ? Bun.spawn(["timeout", "-s", "INT", String(Math.max(1, seconds - 1)), "strace", "-c", "-f", "-p", String(arm.pid)], { stdout: "pipe", stderr: "pipe" })
@@ -255,6 +242,8 @@ try {
   const GC_FROM = "-- load starts --";
   if (gcLog) arm.lines?.push(GC_FROM);
   const r = await runWrk({ url: arm.url, bodyFile, headers: arm.headers, connections, seconds, core: 0, users });
+  // At once: the perf reports below run after the load, on an idle core.
+  const sutCore = sutCoreMeter.read();
   // Null when the mark has left the buffer (its last 2,000 lines): a window that cannot be read whole.
   const gcFrom = gcLog && arm.lines ? arm.lines.lastIndexOf(GC_FROM) : -1;
   const gcLines = gcFrom >= 0 ? arm.lines!.slice(gcFrom + 1) : null;
@@ -292,7 +281,6 @@ try {
   // Read at once: a settle still under way when wrk stops belongs to a call it counted.
   const statements = postgres && countStatements ? await postgres.statementsSinceLast() : null;
   const cpu: Record<string, number> = meter.read();
-  const sutCore = sutCoreMeter.read();
   if (postgres) cpu.postgres = (postgres.cpuSeconds() - postgresCpuBefore) / ((performance.now() - loadStartedAt) / 1000);
   const threads = perRequestByThread(threadsBefore, threadCpu(arm.pid), r.ok);
   const switches = switchesPerRequest(switchesBefore, threadSwitches(arm.pid), r.ok);
