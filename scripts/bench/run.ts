@@ -430,11 +430,14 @@ async function benchTwoProcesses(upstream: Upstream, redis: RunningRedis, dbDir:
           }),
           served: upstream.requestsServed,
         },
+        // Steal is read for one core only: the default, both processes on the service's core.
+        sutCore: cfg.g2Cores[0] === cfg.g2Cores[1] ? cfg.g2Cores[0] : null,
       });
       result.twoProcesses!.push(run);
       result.clientCompleted += run.completed;
       log(
-        `g2 ${shape}: two processes against one, calls/s ${run.rpsRatio.toFixed(2)}× (${run.rounds.map((r) => `${Math.round(r.two.rps)}/${Math.round(r.one.rps)}`).join(", ")})`,
+        `g2 ${shape}: two processes against one, calls/s ${run.rpsRatio.toFixed(2)}× (${run.rounds.map((r) => `${Math.round(r.two.rps)}/${Math.round(r.one.rps)}`).join(", ")}); ` +
+          `core stolen, two / one: ${run.rounds.map((r) => `${stolenPercent(r.two.sutCore)} / ${stolenPercent(r.one.sutCore)}`).join(", ")}`,
       );
     }
     // Calls wrk cut in flight are settled by the reconciler from the upstream's records,

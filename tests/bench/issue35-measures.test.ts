@@ -8,10 +8,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runWrk } from "../../scripts/bench/lib/wrk";
-import { aboveBare, renderManyUsers, renderSizing, scaleTargets } from "../../scripts/bench/lib/report-scale";
+import { aboveBare, renderManyUsers, renderSizing, renderTwoProcesses, scaleTargets } from "../../scripts/bench/lib/report-scale";
 import type { ArmResult, BenchResults } from "../../scripts/bench/lib/report";
 import type { FixedCallsRun } from "../../scripts/bench/lib/fixed-calls";
 import { unstolenRatio, type UsersRound } from "../../scripts/bench/lib/many-users";
+import type { TwoProcessesSide } from "../../scripts/bench/lib/two-processes";
 import { CoreTimeMeter, readCoreTicks, sharesBetween } from "../../scripts/bench/lib/core-time";
 
 const hasWrk = Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
@@ -189,6 +190,37 @@ describe("results.md's issue-35 figures", () => {
     expect(unstolenRatio([{ one: side(100, 0), many: side(80, 0.2) }])).toBeCloseTo(1, 9);
     expect(unstolenRatio([{ one: side(100, 0.5), many: side(100, 0) }])).toBeCloseTo(0.5, 9);
     expect(unstolenRatio(rounds)).toBeNull();
+  });
+});
+
+describe("results.md's (g2) table", () => {
+  test("each round's steal of the processes' core goes into its last column, a dash where not measured", () => {
+    const side = (rps: number, sutCore?: { stolen: number; idle: number }): TwoProcessesSide => ({
+      rps,
+      ok: rps,
+      errors: 0,
+      p99Us: 20_000,
+      perProcessRps: [rps, 0],
+      cpuUsPerCall: { sut: 100, redis: 40, postgres: 80 },
+      ...(sutCore && { sutCore }),
+    });
+    const g2 = arm("g2", {
+      twoProcesses: [
+        {
+          shape: "json",
+          connections: 64,
+          users: 10_000,
+          rounds: [
+            { two: side(900, { stolen: 0.071, idle: 0 }), one: side(1000, { stolen: 0.004, idle: 0.02 }) },
+            { two: side(950), one: side(1000) },
+          ],
+          completed: 0,
+          rpsRatio: 0.925,
+        },
+      ],
+    });
+    const table = renderTwoProcesses(results([g2])).join("\n");
+    expect(table).toContain("| 7 % / 0 %, – / – |");
   });
 });
 

@@ -169,8 +169,8 @@ export function renderTwoProcesses(r: BenchResults): string[] {
     "",
     `Cores of the two processes: ${((r.config.g2Cores as number[] | undefined) ?? [1, 1]).join(" and ")}. By default both on the core one process has (core 1): at equal CPU for the service, what sharing the stores costs (core 0 already carries wrk, the upstream, Redis and PostgreSQL; scaling across cores is the sizing table's). The loader is two wrk processes of c/2 connections in both layouts: both at one process, or one at each. Alternating rounds on the same two processes and database. Target: two ≥ one.`,
     "",
-    "| shape | users | rounds: two / one calls/s | per process, two | ratio | p99 under load, two / one (ms) | CPU µs per call, two / one: service, redis-server, PostgreSQL |",
-    "| --- | ---: | --- | --- | ---: | --- | --- |",
+    "| shape | users | rounds: two / one calls/s | per process, two | ratio | p99 under load, two / one (ms) | CPU µs per call, two / one: service, redis-server, PostgreSQL | rounds: two / one core stolen |",
+    "| --- | ---: | --- | --- | ---: | --- | --- | --- |",
   ];
   for (const t of g2.twoProcesses) {
     const rounds = t.rounds.map((u) => `${int(u.two.rps)} / ${int(u.one.rps)}`).join(", ");
@@ -178,7 +178,8 @@ export function renderTwoProcesses(r: BenchResults): string[] {
     const p99 = t.rounds.map((u) => `${(u.two.p99Us / 1000).toFixed(1)} / ${(u.one.p99Us / 1000).toFixed(1)}`).join(", ");
     const last = t.rounds.at(-1);
     const cpu = last ? (["sut", "redis", "postgres"] as const).map((k) => `${us(last.two.cpuUsPerCall[k])} / ${us(last.one.cpuUsPerCall[k])}`).join(", ") : "–";
-    out.push(`| ${t.shape.toUpperCase()} | ${int(t.users)} | ${rounds} | ${split} | ${times(t.rpsRatio)} | ${p99} | ${cpu} (last round) |`);
+    const steal = t.rounds.map((u) => `${stolenPercent(u.two.sutCore)} / ${stolenPercent(u.one.sutCore)}`).join(", ");
+    out.push(`| ${t.shape.toUpperCase()} | ${int(t.users)} | ${rounds} | ${split} | ${times(t.rpsRatio)} | ${p99} | ${cpu} (last round) | ${steal} |`);
   }
   if (g2.rows) out.push("", `Ledger: ${int(g2.rows.ledgerRows)} rows for ${int(g2.rows.upstreamServed)} calls served (${int(g2.rows.lost)} lost).`);
   out.push("");

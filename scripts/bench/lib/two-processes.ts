@@ -14,6 +14,7 @@
  * connections, leases, contention on the same rows), which is what "two processes serve
  * no fewer calls/s than one" asks; scaling across cores is what the sizing table is for.
  */
+import { CoreTimeMeter, type CoreShares } from "./core-time";
 import { runWrk, type WrkOptions, type WrkResult } from "./wrk";
 
 export interface TwoProcessesSide {
@@ -31,6 +32,8 @@ export interface TwoProcessesSide {
    * it): where a difference between the layouts comes from ("sut" is both processes).
    */
   cpuUsPerCall: Record<string, number>;
+  /** How the processes' core was shared over the round (null: not measured), as in lib/many-users.ts. */
+  sutCore?: CoreShares | null;
 }
 
 export interface TwoProcessesRun {
@@ -52,11 +55,20 @@ export interface Meters {
   served(): Promise<number>;
 }
 
-async function both(urls: [string, string], load: Load, connections: number, seconds: number, meters: Meters): Promise<TwoProcessesSide> {
+async function both(
+  urls: [string, string],
+  load: Load,
+  connections: number,
+  seconds: number,
+  meters: Meters,
+  sutCore: number | null,
+): Promise<TwoProcessesSide> {
   const half = Math.max(1, Math.round(connections / 2));
   const servedBefore = await meters.served();
   const cpuBefore = meters.cpu();
+  const core = sutCore === null ? null : new CoreTimeMeter(sutCore);
   const runs: WrkResult[] = await Promise.all(urls.map((url) => runWrk({ ...load, url, connections: half, seconds })));
+  const shares = core?.read() ?? null;
   const cpuAfter = meters.cpu();
   const calls = (await meters.served()) - servedBefore;
   const [first, second] = runs as [WrkResult, WrkResult];
@@ -68,6 +80,7 @@ async function both(urls: [string, string], load: Load, connections: number, sec
     p99Us: Math.max(first.latencyUs.p99, second.latencyUs.p99),
     perProcessRps: sameProcess ? [first.rps + second.rps, 0] : [first.rps, second.rps],
     cpuUsPerCall: Object.fromEntries(Object.keys(cpuAfter).map((name) => [name, ((cpuAfter[name]! - cpuBefore[name]!) * 1e6) / calls])),
+    sutCore: shares,
   };
 }
 
@@ -81,12 +94,15 @@ export async function twoProcessRounds(o: {
   seconds: number;
   warmupSeconds: number;
   meters: Meters;
+  /** The core both processes run on, to record each round's steal (null when they have a core each). */
+  sutCore?: number | null;
 }): Promise<TwoProcessesRun> {
-  const warm = await both(o.urls, o.load, o.connections, o.warmupSeconds, o.meters);
+  const sutCore = o.sutCore ?? null;
+  const warm = await both(o.urls, o.load, o.connections, o.warmupSeconds, o.meters, null);
   const rounds: TwoProcessesRun["rounds"] = [];
   for (let i = 0; i < o.rounds; i++) {
-    const one = await both([o.urls[0], o.urls[0]], o.load, o.connections, o.seconds, o.meters);
-    const two = await both(o.urls, o.load, o.connections, o.seconds, o.meters);
+    const one = await both([o.urls[0], o.urls[0]], o.load, o.connections, o.seconds, o.meters, sutCore);
+    const two = await both(o.urls, o.load, o.connections, o.seconds, o.meters, sutCore);
     rounds.push({ one, two });
   }
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
