@@ -61,8 +61,6 @@ export interface CallJournalRepository {
   find(requestId: string): Promise<JournalEntry | null>;
   /** Which of these reservation ids belong to a journaled call (as its request or as its grant-day reservation). */
   journaled(reservationIds: string[]): Promise<Set<string>>;
-  /** Drops entries whose calls are settled some other way (the row is already written). */
-  close(requestIds: string[]): Promise<void>;
   /** How many entries wait for the reconciler, and how many calls run (for /metrics). */
   counts(): Promise<{ running: number; reconciling: number }>;
 }

@@ -133,7 +133,7 @@ describe.each(engines)("call journal on %s", (_name, open) => {
       expect(await store.usageLedger.insertBatch([rowOf("r1")])).toBe(1);
       expect(await journal.find("r1")).toBeNull();
       expect(await journal.journaled(["r1", "r1/grant-day", "r2"])).toEqual(new Set(["r2"]));
-      await journal.close(["r2"]);
+      expect(await store.usageLedger.insertBatch([rowOf("r2")])).toBe(1);
       expect(await journal.counts()).toEqual({ running: 0, reconciling: 0 });
       // Opening the same call twice keeps the first entry.
       await journal.record({ open: [entry("r3", "me", { reservedNano: 1 })], identify: [] });

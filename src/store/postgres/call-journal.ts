@@ -143,12 +143,6 @@ export class PostgresCallJournalRepository implements CallJournalRepository {
     return new Set(rows.map((r) => String(r.id)));
   }
 
-  async close(requestIds: string[]): Promise<void> {
-    if (requestIds.length === 0) return;
-    // The same function as the ledger writer's batch (migration 18): entries found by key.
-    await this.db.run((sql) => sql`SELECT call_journal_close(${sql.array(requestIds, "TEXT" as never)}::text[])`);
-  }
-
   async counts(): Promise<{ running: number; reconciling: number }> {
     const [row] = await this.db.run(
       (sql) =>

@@ -148,13 +148,6 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
     return found;
   }
 
-  async close(requestIds: string[]): Promise<void> {
-    const drop = this.db.query("DELETE FROM call_journal WHERE request_id = ?");
-    this.db.transaction(() => {
-      for (const id of requestIds) drop.run(id);
-    })();
-  }
-
   async counts(): Promise<{ running: number; reconciling: number }> {
     const row = this.db
       .query<{ running: number; reconciling: number }, []>(
