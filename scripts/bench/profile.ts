@@ -32,7 +32,7 @@
  *              rounds begin (its throughput and cost cells come first: hundreds of thousands of rows)
  *   --gc-log   the process's garbage collections over the load window, from JavaScriptCore's
  *              own log (BUN_JSC_logGC=1, lib/gc-log.ts): how many, their pauses and cycles
- *              per call, and what it allocated per call
+ *              per call, the longest pause and cycle, and what it allocated per call
  *   --pg-statements  arms f, g: the statements PostgreSQL ran over the load window
  *              (pg_stat_statements), per completed call: the round trips a call costs
  * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, arm g
@@ -131,7 +131,7 @@ function perRequestByThread(before: Map<string, { user: number; system: number }
   }
   return out;
 }
-/** The window's collections, per completed call (µs of pause and of cycle, kB allocated). */
+/** The window's collections, per completed call (µs of pause and of cycle, kB allocated), and the longest one's pause and cycle (ms). */
 function gcPerCall(gc: ReturnType<typeof readGcWindow>, calls: number) {
   return {
     eden: gc.eden,
@@ -139,6 +139,8 @@ function gcPerCall(gc: ReturnType<typeof readGcWindow>, calls: number) {
     pauseUsPerCall: Number(((gc.pauseMs * 1000) / calls).toFixed(2)),
     cycleUsPerCall: Number(((gc.cycleMs * 1000) / calls).toFixed(2)),
     allocatedKbPerCall: Number((gc.allocatedKb / calls).toFixed(2)),
+    longestPauseMs: Number(gc.longestPauseMs.toFixed(2)),
+    longestCycleMs: Number(gc.longestCycleMs.toFixed(2)),
   };
 }
 const args = process.argv.slice(2);

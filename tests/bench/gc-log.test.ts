@@ -31,10 +31,22 @@ describe("readGcWindow", () => {
     // From the first collection's end (25,346 kB) to the second's start (51,913 kB), then
     // from its end (27,137 kB) to the full collection's start (60,000 kB).
     expect(gc.allocatedKb).toBe(51913 - 25346 + (60000 - 27137));
+    // The longest of the main heap's own collections, not the worker's or the log's running
+    // "max", which covers every heap and the time before the window.
+    expect(gc.longestPauseMs).toBeCloseTo(5, 6);
+    expect(gc.longestCycleMs).toBeCloseTo(9, 6);
   });
 
   test("a window without collections reads as none", () => {
-    expect(readGcWindow(["GC END!", "plain output"])).toEqual({ eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0 });
+    expect(readGcWindow(["GC END!", "plain output"])).toEqual({
+      eden: 0,
+      full: 0,
+      pauseMs: 0,
+      cycleMs: 0,
+      allocatedKb: 0,
+      longestPauseMs: 0,
+      longestCycleMs: 0,
+    });
   });
 
   test("this Bun prints the log the reader knows, under the environment profile.ts sets", () => {

@@ -8,6 +8,8 @@
  * The lines this reads, as this Bun prints them (one collection may span several lines):
  *   [GC<0x…>: START M 46291kb => EdenCollection, … ]
  *   [GC<0x…>: M a=362kb … => 25346kb, p=2.101230ms (max 7.706677), cycle 4.384860ms END]
+ * `p` is that collection's pause; `max` is the longest the process has had so far, in any
+ * heap and before the window too, so the window's longest is taken from the `p`s.
  */
 export const GC_LOG_ENV = { BUN_JSC_logGC: "1" };
 
@@ -20,7 +22,13 @@ export interface GcWindow {
   cycleMs: number;
   /** Heap growth between collections in the window, summed (kB). */
   allocatedKb: number;
+  /** The longest one collection stopped the world (ms): what a call caught in it waited, at most. */
+  longestPauseMs: number;
+  /** The longest one collection's start to end (ms). */
+  longestCycleMs: number;
 }
+
+const NONE: GcWindow = { eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0, longestPauseMs: 0, longestCycleMs: 0 };
 
 /**
  * The window's collections of the process's busiest heap: the main thread's, where the
@@ -32,7 +40,7 @@ export function readGcWindow(lines: string[]): GcWindow {
     const id = /^\[GC<(0x[0-9a-f]+)>/.exec(line)?.[1];
     if (id === undefined) continue;
     let heap = heaps.get(id);
-    if (!heap) heaps.set(id, (heap = { eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0, heapAfterLast: null }));
+    if (!heap) heaps.set(id, (heap = { ...NONE, heapAfterLast: null }));
     const start = /START M (\d+)kb => (Eden|Full)Collection/.exec(line);
     if (start) {
       if (start[2] === "Eden") heap.eden++;
@@ -44,10 +52,12 @@ export function readGcWindow(lines: string[]): GcWindow {
       heap.heapAfterLast = Number(end[1]);
       heap.pauseMs += Number(end[2]);
       heap.cycleMs += Number(end[3]);
+      heap.longestPauseMs = Math.max(heap.longestPauseMs, Number(end[2]));
+      heap.longestCycleMs = Math.max(heap.longestCycleMs, Number(end[3]));
     }
   }
   const busiest = [...heaps.values()].sort((a, b) => b.eden + b.full - (a.eden + a.full))[0];
-  if (!busiest) return { eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0 };
+  if (!busiest) return { ...NONE };
   const { heapAfterLast: _last, ...window } = busiest;
   return window;
 }
