@@ -32,7 +32,8 @@
  *              rounds begin (its throughput and cost cells come first: hundreds of thousands of rows)
  *   --gc-log   the process's garbage collections over the load window, from JavaScriptCore's
  *              own log (BUN_JSC_logGC=1, lib/gc-log.ts): how many, their pauses and cycles
- *              per call, the longest pause and cycle, and what it allocated per call
+ *              per call, the longest pause and cycle, what it allocated per call, and the
+ *              heap after the window's last full collection
  *   --pg-statements  arms f, g: the statements PostgreSQL ran over the load window
  *              (pg_stat_statements), per completed call: the round trips a call costs
  * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, arm g
@@ -141,6 +142,7 @@ function gcPerCall(gc: ReturnType<typeof readGcWindow>, calls: number) {
     allocatedKbPerCall: Number((gc.allocatedKb / calls).toFixed(2)),
     longestPauseMs: Number(gc.longestPauseMs.toFixed(2)),
     longestCycleMs: Number(gc.longestCycleMs.toFixed(2)),
+    heapAfterFullKb: gc.heapAfterFullKb,
   };
 }
 const args = process.argv.slice(2);

@@ -35,6 +35,8 @@ describe("readGcWindow", () => {
     // "max", which covers every heap and the time before the window.
     expect(gc.longestPauseMs).toBeCloseTo(5, 6);
     expect(gc.longestCycleMs).toBeCloseTo(9, 6);
+    // After the full collection, not after the last eden one before it (27,137 kB).
+    expect(gc.heapAfterFullKb).toBe(20000);
   });
 
   test("a window without collections reads as none", () => {
@@ -46,6 +48,7 @@ describe("readGcWindow", () => {
       allocatedKb: 0,
       longestPauseMs: 0,
       longestCycleMs: 0,
+      heapAfterFullKb: null,
     });
   });
 

@@ -26,23 +26,26 @@ export interface GcWindow {
   longestPauseMs: number;
   /** The longest one collection's start to end (ms). */
   longestCycleMs: number;
+  /** The heap after the window's last full collection (kB; null: none ran): about what was live. */
+  heapAfterFullKb: number | null;
 }
 
-const NONE: GcWindow = { eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0, longestPauseMs: 0, longestCycleMs: 0 };
+const NONE: GcWindow = { eden: 0, full: 0, pauseMs: 0, cycleMs: 0, allocatedKb: 0, longestPauseMs: 0, longestCycleMs: 0, heapAfterFullKb: null };
 
 /**
  * The window's collections of the process's busiest heap: the main thread's, where the
  * maintenance thread (a worker) has a small heap of its own in the same log.
  */
 export function readGcWindow(lines: string[]): GcWindow {
-  const heaps = new Map<string, GcWindow & { heapAfterLast: number | null }>();
+  const heaps = new Map<string, GcWindow & { heapAfterLast: number | null; inFull: boolean }>();
   for (const line of lines) {
     const id = /^\[GC<(0x[0-9a-f]+)>/.exec(line)?.[1];
     if (id === undefined) continue;
     let heap = heaps.get(id);
-    if (!heap) heaps.set(id, (heap = { ...NONE, heapAfterLast: null }));
+    if (!heap) heaps.set(id, (heap = { ...NONE, heapAfterLast: null, inFull: false }));
     const start = /START M (\d+)kb => (Eden|Full)Collection/.exec(line);
     if (start) {
+      heap.inFull = start[2] === "Full";
       if (start[2] === "Eden") heap.eden++;
       else heap.full++;
       if (heap.heapAfterLast !== null) heap.allocatedKb += Math.max(0, Number(start[1]) - heap.heapAfterLast);
@@ -50,6 +53,7 @@ export function readGcWindow(lines: string[]): GcWindow {
     const end = /=> (\d+)kb, p=([\d.]+)ms .*cycle ([\d.]+)ms END\]/.exec(line);
     if (end) {
       heap.heapAfterLast = Number(end[1]);
+      if (heap.inFull) heap.heapAfterFullKb = heap.heapAfterLast;
       heap.pauseMs += Number(end[2]);
       heap.cycleMs += Number(end[3]);
       heap.longestPauseMs = Math.max(heap.longestPauseMs, Number(end[2]));
@@ -58,6 +62,6 @@ export function readGcWindow(lines: string[]): GcWindow {
   }
   const busiest = [...heaps.values()].sort((a, b) => b.eden + b.full - (a.eden + a.full))[0];
   if (!busiest) return { ...NONE };
-  const { heapAfterLast: _last, ...window } = busiest;
+  const { heapAfterLast: _last, inFull: _inFull, ...window } = busiest;
   return window;
 }
