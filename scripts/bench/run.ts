@@ -5,14 +5,15 @@
  *
  *   bun scripts/bench/run.ts [--seconds 10] [--warmup 3] [--connections 16,64,256]
  *     [--sequential 2000] [--streams 1000,2000] [--arms a,b,c,d,e,f,g,g2] [--upstream lean|mock]
- *     [--users 10000] [--user-rounds 2] [--fixed-calls 50000] [--g2-cores 1,1]
+ *     [--users 10000] [--user-rounds 2] [--max-stolen 0.02] [--fixed-calls 50000] [--g2-cores 1,1]
  *     [--wait-quiet 120] [--quick] [--out tmp/bench/results.json]
  *
  * Beside the throughput cells, at c=64 (issue 35):
  *   - cost per call: CPU µs per call of every process over --fixed-calls calls (lib/fixed-calls.ts),
  *     in every arm but (a); a service arm's figure above (b)'s is the cost of the service;
  *   - many users: each service arm with the load spread over --users connected users, against
- *     one user, in --user-rounds alternating rounds (lib/many-users.ts), and its cost per call;
+ *     one user, in --user-rounds alternating rounds (lib/many-users.ts; a pair with more than
+ *     --max-stolen of core 1 stolen on either side is set aside and run again), and its cost per call;
  *     (g)'s per-component costs over many users are the sizing table;
  *   - (g2): two service processes sharing Redis and PostgreSQL against one (lib/two-processes.ts).
  *
@@ -48,7 +49,7 @@ import { BUN, childEnv, CpuMeter, cpuSeconds, memoryMb, REPO_ROOT, resetPeakRss,
 import { renderReport, type ArmResult, type BenchResults, type LongRun, type SequentialResult, type ThroughputRun } from "./lib/report";
 import { runWrk, type WrkOptions } from "./lib/wrk";
 import { runFixedCalls, type FixedCallsRun } from "./lib/fixed-calls";
-import { manyUsersRounds } from "./lib/many-users";
+import { MAX_STOLEN, manyUsersRounds } from "./lib/many-users";
 import { stolenPercent } from "./lib/core-time";
 import { twoProcessRounds } from "./lib/two-processes";
 import { connectUsers, MANY_USERS_PREFIX } from "./lib/users";
@@ -82,6 +83,8 @@ const cfg = {
   /** Connected users the many-users runs spread their load over (0: no such runs). */
   users: Number(opt("users", "10000")),
   userRounds: Number(opt("user-rounds", quick ? "1" : "2")),
+  /** Many users: the steal on either side above which a pair of rounds is set aside (lib/many-users.ts; 1: never). */
+  maxStolen: Number(opt("max-stolen", String(MAX_STOLEN))),
   /** (g2): the core of each of its two service processes (lib/two-processes.ts: why 1,1). */
   g2Cores: opt("g2-cores", `${SUT_CORE},${SUT_CORE}`).split(",").map(Number) as [number, number],
   /** Calls in each cost-per-call run, at most; fewer for a slow arm (costPerCall says how many). */
@@ -230,13 +233,14 @@ async function manyUsers(
       rounds: cfg.userRounds,
       seconds: cfg.seconds,
       sutCore: SUT_CORE,
+      maxStolen: cfg.maxStolen,
     });
     result.manyUsers!.push(run);
     result.clientCompleted += run.completed;
     log(
       `${arm.id} ${shape} ${cfg.users} users against 1: calls/s ${run.rpsRatio.toFixed(2)}×, p99 ${run.p99Ratio.toFixed(2)}× ` +
         `(${run.rounds.map((r) => `${Math.round(r.many.rps)}/${Math.round(r.one.rps)}`).join(", ")}); ` +
-        `core ${SUT_CORE} stolen, many / one: ${run.rounds.map((r) => `${stolenPercent(r.many.sutCore)} / ${stolenPercent(r.one.sutCore)}`).join(", ")}; ` +
+        `core ${SUT_CORE} stolen, many / one: ${run.rounds.map((r) => `${stolenPercent(r.many.sutCore)} / ${stolenPercent(r.one.sutCore)}${r.setAside ? " (set aside)" : ""}`).join(", ")}; ` +
         `calls/s over the time not stolen ${run.rpsRatioUnstolen?.toFixed(2) ?? "unknown"}×`,
     );
     const manyRps = run.rounds.reduce((sum, r) => sum + r.many.rps, 0) / run.rounds.length;

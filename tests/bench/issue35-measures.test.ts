@@ -11,7 +11,7 @@ import { runWrk } from "../../scripts/bench/lib/wrk";
 import { aboveBare, renderManyUsers, renderSizing, renderTwoProcesses, scaleTargets } from "../../scripts/bench/lib/report-scale";
 import type { ArmResult, BenchResults } from "../../scripts/bench/lib/report";
 import type { FixedCallsRun } from "../../scripts/bench/lib/fixed-calls";
-import { unstolenRatio, type UsersRound } from "../../scripts/bench/lib/many-users";
+import { judgeRounds, quietPairs, unstolenRatio, type UsersRound } from "../../scripts/bench/lib/many-users";
 import type { TwoProcessesSide } from "../../scripts/bench/lib/two-processes";
 import { CoreTimeMeter, readCoreTicks, sharesBetween } from "../../scripts/bench/lib/core-time";
 
@@ -190,6 +190,50 @@ describe("results.md's issue-35 figures", () => {
     expect(unstolenRatio([{ one: side(100, 0), many: side(80, 0.2) }])).toBeCloseTo(1, 9);
     expect(unstolenRatio([{ one: side(100, 0.5), many: side(100, 0) }])).toBeCloseTo(0.5, 9);
     expect(unstolenRatio(rounds)).toBeNull();
+  });
+});
+
+describe("many-users pairs stolen past the bound (lib/many-users.ts)", () => {
+  const side = (rps: number, p99Ms: number, stolen?: number) => ({
+    rps,
+    ok: rps,
+    errors: 0,
+    latencyUs: { p50: 0, p90: 0, p99: p99Ms * 1000, max: 0, mean: 0 },
+    ...(stolen !== undefined && { sutCore: { stolen, idle: 0 } }),
+  });
+  // A quiet pair at 0.95×, one stolen on its many-users side (3 %), one on its one-user side.
+  const quiet = { one: side(100, 10, 0.01), many: side(95, 11, 0.02) };
+  const stolenMany = { one: side(100, 10, 0), many: side(50, 40, 0.03) };
+  const stolenOne = { one: side(50, 40, 0.13), many: side(100, 10, 0) };
+
+  test("a pair with more stolen than the bound on either side is set aside, listed, and left out of the ratios", () => {
+    const judged = judgeRounds([stolenMany, quiet, stolenOne], 0.02);
+    expect(judged.rounds.map((r) => r.setAside)).toEqual([true, false, true]);
+    expect(judged.rpsRatio).toBeCloseTo(0.95, 9);
+    expect(judged.p99Ratio).toBeCloseTo(1.1, 9);
+    expect(judged.rpsRatioUnstolen).toBeCloseTo(95 / 0.98 / (100 / 0.99), 9);
+    // The table marks it beside its steal.
+    const table = renderManyUsers(
+      results([
+        arm("c", { manyUsers: [{ shape: "json", connections: 64, users: 10_000, firstCalls: { ...side(50, 20), calls: 10_000 }, completed: 0, ...judged }] }),
+      ]),
+    ).join("\n");
+    expect(table).toContain("| 3 % / 0 % (set aside), 2 % / 1 %, 0 % / 13 % (set aside) |");
+  });
+
+  test("when no pair is within the bound every pair counts; with no bound, or a steal not read, none is set aside", () => {
+    const all = judgeRounds([stolenMany, stolenOne], 0.02);
+    expect(all.rounds.some((r) => r.setAside)).toBe(false);
+    expect(all.rpsRatio).toBeCloseTo(150 / 150, 9);
+    expect(judgeRounds([stolenMany, quiet], null).rounds.some((r) => r.setAside)).toBe(false);
+    const unread = { one: side(100, 10), many: side(90, 12) };
+    expect(judgeRounds([unread, quiet], 0.02).rounds.some((r) => r.setAside)).toBe(false);
+  });
+
+  test("the rounds go on until as many pairs within the bound as asked for", () => {
+    expect(quietPairs([stolenMany, quiet, stolenOne], 0.02)).toBe(1);
+    expect(quietPairs([stolenMany, quiet, stolenOne], 0.05)).toBe(2);
+    expect(quietPairs([stolenMany, stolenOne], null)).toBe(2);
   });
 });
 
