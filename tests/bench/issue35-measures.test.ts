@@ -182,7 +182,7 @@ describe("results.md's issue-35 figures", () => {
     const table = renderManyUsers(
       results([arm("c", { manyUsers: [{ shape: "json", connections: 64, users: 10_000, firstCalls, rounds, completed: 0, rpsRatio: 0.95, p99Ratio: 1.2 }] })]),
     ).join("\n");
-    expect(table).toContain("| 1.20× | 12 % / 0 %, – / – |");
+    expect(table).toContain("| 1.20× | 12.3 % / 0.0 %, – / – |");
 
     // Over the time not stolen: 80 calls/s with a fifth of the core stolen count as 100.
     const shares = (stolen: number) => ({ stolen, idle: 0 });
@@ -218,7 +218,7 @@ describe("many-users pairs stolen past the bound (lib/many-users.ts)", () => {
         arm("c", { manyUsers: [{ shape: "json", connections: 64, users: 10_000, firstCalls: { ...side(50, 20), calls: 10_000 }, completed: 0, ...judged }] }),
       ]),
     ).join("\n");
-    expect(table).toContain("| 3 % / 0 % (set aside), 2 % / 1 %, 0 % / 13 % (set aside) |");
+    expect(table).toContain("| 3.0 % / 0.0 % (set aside), 2.0 % / 1.0 %, 0.0 % / 13.0 % (set aside) |");
   });
 
   test("when no pair is within the bound every pair counts; with no bound, or a steal not read, none is set aside", () => {
@@ -264,7 +264,7 @@ describe("results.md's (g2) table", () => {
       ],
     });
     const table = renderTwoProcesses(results([g2])).join("\n");
-    expect(table).toContain("| 7 % / 0 %, – / – |");
+    expect(table).toContain("| 7.1 % / 0.4 %, – / – |");
   });
 });
 

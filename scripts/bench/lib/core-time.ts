@@ -56,7 +56,10 @@ export class CoreTimeMeter {
   }
 }
 
-/** The stolen share as a whole percentage for a table or a log line; "–" when not known. */
+/**
+ * The stolen share as a percentage for a table or a log line, to a tenth (a whole number
+ * would print 2.4 %, past the many-users rounds' 2 % bound, as "2 %"); "–" when not known.
+ */
 export function stolenPercent(shares: CoreShares | null | undefined): string {
-  return shares ? `${Math.round(shares.stolen * 100)} %` : "–";
+  return shares ? `${(shares.stolen * 100).toFixed(1)} %` : "–";
 }
