@@ -46,15 +46,12 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { connectUser, startBare, startRedis, startService, type RunningArm, type Upstream } from "./lib/arms";
 import { startBenchPostgres } from "./lib/postgres";
-import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, type Child } from "./lib/proc";
+import { BUN, childEnv, CpuMeter, REPO_ROOT, spawnPinned, SUT_CORE, type Child } from "./lib/proc";
 import { CoreTimeMeter } from "./lib/core-time";
 import { envFlags } from "./lib/flags";
 import { GC_LOG_ENV, readGcWindow } from "./lib/gc-log";
 import { runWrk } from "./lib/wrk";
 import { BODIES } from "./workload";
-
-/** The core the process under test runs on (the upstream, wrk and the stores have core 0). */
-const SUT_CORE = 1;
 
 /** CPU ticks (user, system) of every thread of `pid`, by thread name. */
 function threadCpu(pid: number): Map<string, { user: number; system: number }> {

@@ -45,18 +45,15 @@ import {
 } from "./lib/arms";
 import { startBenchPostgres, type BenchPostgres } from "./lib/postgres";
 import { describeMachine, loadAverage, waitForQuiet } from "./lib/machine";
-import { BUN, childEnv, CpuMeter, cpuSeconds, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, type Child } from "./lib/proc";
+import { BUN, CLIENT_CORE, childEnv, CpuMeter, cpuSeconds, memoryMb, REPO_ROOT, resetPeakRss, spawnPinned, SUT_CORE, type Child } from "./lib/proc";
 import { renderReport, type ArmResult, type BenchResults, type LongRun, type SequentialResult, type ThroughputRun } from "./lib/report";
 import { runWrk, type WrkOptions } from "./lib/wrk";
 import { runFixedCalls, type FixedCallsRun } from "./lib/fixed-calls";
 import { MAX_STOLEN, manyUsersRounds } from "./lib/many-users";
-import { stolenPercent } from "./lib/core-time";
+import { stolenPairs } from "./lib/core-time";
 import { twoProcessRounds } from "./lib/two-processes";
 import { connectUsers, MANY_USERS_PREFIX } from "./lib/users";
 import { BODIES, type Shape } from "./workload";
-
-const CLIENT_CORE = 0;
-const SUT_CORE = 1;
 
 const args = process.argv.slice(2);
 const has = (name: string) => args.includes(`--${name}`);
@@ -240,7 +237,11 @@ async function manyUsers(
     log(
       `${arm.id} ${shape} ${cfg.users} users against 1: calls/s ${run.rpsRatio.toFixed(2)}×, p99 ${run.p99Ratio.toFixed(2)}× ` +
         `(${run.rounds.map((r) => `${Math.round(r.many.rps)}/${Math.round(r.one.rps)}`).join(", ")}); ` +
-        `core ${SUT_CORE} stolen, many / one: ${run.rounds.map((r) => `${stolenPercent(r.many.sutCore)} / ${stolenPercent(r.one.sutCore)}${r.setAside ? " (set aside)" : ""}`).join(", ")}; ` +
+        `core ${SUT_CORE} stolen, many / one: ${stolenPairs(
+          run.rounds,
+          (r) => [r.many.sutCore, r.one.sutCore],
+          (r) => r.setAside === true,
+        )}; ` +
         `calls/s over the time not stolen ${run.rpsRatioUnstolen?.toFixed(2) ?? "unknown"}×`,
     );
     const manyRps = run.rounds.reduce((sum, r) => sum + r.many.rps, 0) / run.rounds.length;
@@ -441,7 +442,7 @@ async function benchTwoProcesses(upstream: Upstream, redis: RunningRedis, dbDir:
       result.clientCompleted += run.completed;
       log(
         `g2 ${shape}: two processes against one, calls/s ${run.rpsRatio.toFixed(2)}× (${run.rounds.map((r) => `${Math.round(r.two.rps)}/${Math.round(r.one.rps)}`).join(", ")}); ` +
-          `core stolen, two / one: ${run.rounds.map((r) => `${stolenPercent(r.two.sutCore)} / ${stolenPercent(r.one.sutCore)}`).join(", ")}`,
+          `core stolen, two / one: ${stolenPairs(run.rounds, (r) => [r.two.sutCore, r.one.sutCore])}`,
       );
     }
     // Calls wrk cut in flight are settled by the reconciler from the upstream's records,

@@ -63,3 +63,8 @@ export class CoreTimeMeter {
 export function stolenPercent(shares: CoreShares | null | undefined): string {
   return shares ? `${(shares.stolen * 100).toFixed(1)} %` : "–";
 }
+
+/** Each round pair's steal, "first / second", marked when the pair was set aside; for the log lines and results.md. */
+export function stolenPairs<R>(rounds: R[], sides: (round: R) => Array<CoreShares | null | undefined>, setAside: (round: R) => boolean = () => false): string {
+  return rounds.map((round) => `${sides(round).map(stolenPercent).join(" / ")}${setAside(round) ? " (set aside)" : ""}`).join(", ");
+}

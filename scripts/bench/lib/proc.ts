@@ -14,6 +14,10 @@ export { freePort } from "../../lib/free-port";
 export const REPO_ROOT = resolve(import.meta.dir, "../../..");
 export const BUN = process.execPath;
 
+/** The benches' cores (2 here): the process under test alone on SUT_CORE; wrk, the upstream and the stores on CLIENT_CORE. */
+export const CLIENT_CORE = 0;
+export const SUT_CORE = 1;
+
 /** The environment a child gets: only what it needs, plus `extra`. */
 export function childEnv(extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {};

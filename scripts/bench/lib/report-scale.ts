@@ -5,7 +5,7 @@
  */
 import type { ArmId } from "./arms";
 import type { FixedCallsRun } from "./fixed-calls";
-import { stolenPercent } from "./core-time";
+import { stolenPairs } from "./core-time";
 import type { ArmResult, BenchResults, ThroughputRun } from "./report";
 
 const int = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -121,7 +121,11 @@ export function renderManyUsers(r: BenchResults): string[] {
       const rps = m.rounds.map((u) => `${int(u.many.rps)} / ${int(u.one.rps)}`).join(", ");
       const p99 = m.rounds.map((u) => `${(u.many.latencyUs.p99 / 1000).toFixed(1)} / ${(u.one.latencyUs.p99 / 1000).toFixed(1)}`).join(", ");
       const first = m.firstCalls ? `${int(m.firstCalls.rps)}, ${(m.firstCalls.latencyUs.p99 / 1000).toFixed(1)}` : "–";
-      const steal = m.rounds.map((u) => `${stolenPercent(u.many.sutCore)} / ${stolenPercent(u.one.sutCore)}${u.setAside ? " (set aside)" : ""}`).join(", ");
+      const steal = stolenPairs(
+        m.rounds,
+        (u) => [u.many.sutCore, u.one.sutCore],
+        (u) => u.setAside === true,
+      );
       out.push(
         `| ${x.label} | ${m.shape.toUpperCase()} | ${int(m.users)}${connected} | ${first} | ${rps} | ${times(m.rpsRatio)} | ${p99} | ${times(m.p99Ratio)} | ${steal} |`,
       );
@@ -178,7 +182,7 @@ export function renderTwoProcesses(r: BenchResults): string[] {
     const p99 = t.rounds.map((u) => `${(u.two.p99Us / 1000).toFixed(1)} / ${(u.one.p99Us / 1000).toFixed(1)}`).join(", ");
     const last = t.rounds.at(-1);
     const cpu = last ? (["sut", "redis", "postgres"] as const).map((k) => `${us(last.two.cpuUsPerCall[k])} / ${us(last.one.cpuUsPerCall[k])}`).join(", ") : "–";
-    const steal = t.rounds.map((u) => `${stolenPercent(u.two.sutCore)} / ${stolenPercent(u.one.sutCore)}`).join(", ");
+    const steal = stolenPairs(t.rounds, (u) => [u.two.sutCore, u.one.sutCore]);
     out.push(`| ${t.shape.toUpperCase()} | ${int(t.users)} | ${rounds} | ${split} | ${times(t.rpsRatio)} | ${p99} | ${cpu} (last round) | ${steal} |`);
   }
   if (g2.rows) out.push("", `Ledger: ${int(g2.rows.ledgerRows)} rows for ${int(g2.rows.upstreamServed)} calls served (${int(g2.rows.lost)} lost).`);
