@@ -116,6 +116,8 @@ export interface BudgetLedger {
   orphans(): Promise<string[]>;
   /** At a clean shutdown, after every settle and the usage writer's last flush. */
   close?(): Promise<void>;
+  /** Accounts whose counters this process holds in memory (the embedded ledger; /metrics shows it). */
+  readonly accountsInMemory?: number;
 }
 
 /** A reservation to hold again (BudgetLedger.adopt). */
@@ -126,22 +128,46 @@ export interface AdoptedHold {
   capNano: number;
 }
 
+/** One account's counters in the embedded ledger. */
+interface LoadedAccount extends BudgetSnapshot {
+  frozenCapNano: number | null;
+  /** Reservations held on it now: an account with any is never forgotten. */
+  holds: number;
+  /** The ledger's sweep round in which it was last used (InMemoryBudgetLedger.forgetIdle). */
+  usedInRound: number;
+}
+
+/** How long the sweep holds the event loop before it lets other work run (each idle account costs two reads of the totals). */
+const SWEEP_TURN_MS = 2;
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /**
  * The embedded ledger: counters in this process, loaded per account from the durable
  * totals on first use (which is the "rebuild from the store at start"). JavaScript runs
  * one handler at a time, so each method body is atomic without locks once the account is
  * loaded: the only await comes before any counter is read.
+ *
+ * Accounts not used for a while are forgotten (`forgetIdle`), so memory follows the
+ * accounts in use rather than every account since start: a month's users, each grant and
+ * each day of an app's grants is an account of its own, about 200 bytes each. One is
+ * forgotten only when loading it again would give the same counters.
  */
 export class InMemoryBudgetLedger implements BudgetLedger {
   readonly recordsRows = false;
-  private readonly accounts = new Map<BudgetAccount, BudgetSnapshot & { frozenCapNano: number | null }>();
+  private readonly accounts = new Map<BudgetAccount, LoadedAccount>();
   private readonly loading = new Map<BudgetAccount, Promise<void>>();
   private readonly reservations = new Map<string, { account: BudgetAccount; amountNano: number; capNano: number }>();
+  /** Sweeps begun (forgetIdle): an account used since the one before the last is not idle. */
+  private round = 0;
 
   constructor(
     private readonly loadSpentNano: SpentLoader,
     private readonly loadFrozenCapNano: FrozenCapLoader = async () => null,
   ) {}
+
+  get accountsInMemory(): number {
+    return this.accounts.size;
+  }
 
   async reserve(account: BudgetAccount, requestId: string, capNano: number, minNano: number, desiredNano: number): Promise<ReserveOutcome> {
     const counters = await this.counters(account);
@@ -152,6 +178,7 @@ export class InMemoryBudgetLedger implements BudgetLedger {
     if (available < minNano) return { ok: false, spentNano, reservedNano };
     const grantedNano = Math.min(desiredNano, available);
     counters.reservedNano += grantedNano;
+    counters.holds++;
     this.reservations.set(requestId, { account, amountNano: grantedNano, capNano });
     return { ok: true, grantedNano };
   }
@@ -160,8 +187,10 @@ export class InMemoryBudgetLedger implements BudgetLedger {
     const reservation = this.reservations.get(requestId);
     if (!reservation) return;
     this.reservations.delete(requestId);
-    // Loaded: the reservation was made against it, and accounts are never evicted.
+    // Loaded: the reservation was made against it, and an account holding one is never forgotten.
     const counters = this.accounts.get(reservation.account)!;
+    counters.usedInRound = this.round;
+    counters.holds--;
     counters.reservedNano -= reservation.amountNano;
     counters.spentNano += actualNano;
     if (actualNano > reservation.amountNano) counters.frozenCapNano = Math.max(counters.frozenCapNano ?? 0, reservation.capNano);
@@ -177,6 +206,7 @@ export class InMemoryBudgetLedger implements BudgetLedger {
       const counters = await this.counters(hold.account);
       if (this.reservations.has(hold.requestId)) continue;
       counters.reservedNano += hold.amountNano;
+      counters.holds++;
       this.reservations.set(hold.requestId, { account: hold.account, amountNano: hold.amountNano, capNano: hold.capNano });
     }
   }
@@ -185,19 +215,56 @@ export class InMemoryBudgetLedger implements BudgetLedger {
     return [];
   }
 
-  /** The account's counters, loaded once: concurrent first uses share one load. */
-  private async counters(account: BudgetAccount) {
+  /**
+   * Begins a sweep round and forgets the accounts idle since the round before it began
+   * (called once an interval: an account is forgotten after one to two intervals unused)
+   * whose counters a load would give back as they are: nothing reserved, and the durable
+   * totals' spend and freeze equal to these. A settle's ledger row is written after it (the
+   * usage writer's next batch); until it is, the totals are behind and the account stays.
+   * The same goes for an overrun's freeze that no row carries (a grant day's). An account
+   * used while its totals were being read stays too. Returns how many were forgotten.
+   */
+  async forgetIdle(): Promise<number> {
+    const round = ++this.round;
+    const idle = (counters: LoadedAccount) => counters.usedInRound < round - 1 && counters.holds === 0;
+    let forgotten = 0;
+    let turnStarted = performance.now();
+    // The map's own iterator: it goes on past deletions and awaits, and accounts added
+    // meanwhile are in use, so they are passed over.
+    for (const [account, counters] of this.accounts) {
+      if (performance.now() - turnStarted > SWEEP_TURN_MS) {
+        await nextTurn();
+        turnStarted = performance.now();
+      }
+      if (!idle(counters)) continue;
+      const [spentNano, frozenCapNano] = await Promise.all([this.loadSpentNano(account), this.loadFrozenCapNano(account)]);
+      const same = counters.spentNano === spentNano && counters.frozenCapNano === frozenCapNano && counters.reservedNano === 0;
+      if (same && idle(counters) && this.accounts.get(account) === counters) {
+        this.accounts.delete(account);
+        forgotten++;
+      }
+    }
+    return forgotten;
+  }
+
+  /** The account's counters, loaded once: concurrent first uses share one load. Marks it used. */
+  private async counters(account: BudgetAccount): Promise<LoadedAccount> {
     const loaded = this.accounts.get(account);
-    if (loaded) return loaded;
+    if (loaded) {
+      loaded.usedInRound = this.round;
+      return loaded;
+    }
     let loading = this.loading.get(account);
     if (!loading) {
       loading = (async () => {
         const [spentNano, frozenCapNano] = await Promise.all([this.loadSpentNano(account), this.loadFrozenCapNano(account)]);
-        this.accounts.set(account, { spentNano, reservedNano: 0, frozenCapNano });
+        this.accounts.set(account, { spentNano, reservedNano: 0, frozenCapNano, holds: 0, usedInRound: this.round });
       })().finally(() => this.loading.delete(account));
       this.loading.set(account, loading);
     }
     await loading;
-    return this.accounts.get(account)!;
+    const counters = this.accounts.get(account)!;
+    counters.usedInRound = this.round;
+    return counters;
   }
 }
