@@ -57,6 +57,8 @@ export const ConfigSchema = t.Object({
   PRICING_REFRESH_SECONDS: t.Optional(t.Integer({ minimum: 10 })),
   UPSTREAM_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100 })),
   USAGE_FLUSH_MS: t.Optional(t.Integer({ minimum: 1, maximum: 10_000 })),
+  /** Embedded counters: a budget account unused for one to two of these is dropped from memory (loaded again at its next use). */
+  BUDGET_IDLE_SECONDS: t.Optional(t.Integer({ minimum: 1, maximum: 7 * 86_400 })),
   /** After a client disconnects mid-stream (or a call timed out), how long to keep reading the upstream for the usage. */
   DISCONNECT_DRAIN_MS: t.Optional(t.Integer({ minimum: 0 })),
   /** How often the call journal is looked at for calls to reconcile with the upstream's records. */
@@ -173,6 +175,7 @@ export interface Config {
   pricingRefreshSeconds: number;
   upstreamTimeoutMs: number;
   usageFlushMs: number;
+  budgetIdleMs: number;
   disconnectDrainMs: number;
   reconcile: { pollMs: number; giveUpMs: number };
   shutdownGraceMs: number;
@@ -306,6 +309,9 @@ function fromRaw(raw: RawConfig): Config {
     pricingRefreshSeconds: raw.PRICING_REFRESH_SECONDS ?? 600,
     upstreamTimeoutMs: raw.UPSTREAM_TIMEOUT_MS ?? 60_000,
     usageFlushMs: raw.USAGE_FLUSH_MS ?? 100,
+    // Ten minutes: a user between two questions keeps their counters; one gone for the day
+    // does not. Loading an account again costs two reads of its totals row.
+    budgetIdleMs: (raw.BUDGET_IDLE_SECONDS ?? 600) * 1000,
     // Five minutes: a long generation runs to its end whether or not anyone reads it (and a
     // provider that cannot cancel bills it all), so its usage is worth the wait; past it the
     // upstream's record of the generation settles the call.

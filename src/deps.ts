@@ -114,6 +114,7 @@ export function createDeps(config: Config, overrides: DepsOverrides): Deps {
     instanceId,
     loadSpent: (account: string) => store.usageTotals.spentNano(account),
     loadFrozenCap: (account: string) => store.usageTotals.frozenCapNano(account),
+    budgetIdleMs: config.budgetIdleMs,
   };
   const counters = config.redisUrl
     ? redisCounters({ url: config.redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs }, context)

@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Config } from "../config";
 import type { UsageWriter } from "../metering/usage-writer";
 import type { BudgetBackend } from "../store/engine";
+import type { BudgetLedger } from "../budget/ledger";
 import type { WebhookDispatcher } from "../webhooks/dispatcher";
 import type { ChatService } from "../services/chat";
 import type { Reconciler } from "../metering/reconciler";
@@ -15,6 +16,7 @@ export interface MetricsSources {
   config: Pick<Config, "metricsToken">;
   usageWriter: Pick<UsageWriter, "stats">;
   budgetBackend: Pick<BudgetBackend, "limiterFallback">;
+  budget: Pick<BudgetLedger, "accountsInMemory">;
   webhooks: Pick<WebhookDispatcher, "stats">;
 }
 
@@ -87,6 +89,11 @@ export class ProxyMetrics implements MetricsRecorder {
     gauge("proxy_webhook_failed_attempts", "Webhook attempts that failed (to be retried, or given up), since start.", () => webhooks.failedAttempts);
     gauge("proxy_webhook_given_up", "Webhook deliveries that failed for good after the last retry, since start.", () => webhooks.gaveUp);
     gauge("proxy_webhook_endpoints_disabled", "Webhook endpoints disabled because they answered 410 Gone, since start.", () => webhooks.endpointsDisabled);
+    gauge(
+      "proxy_budget_accounts_in_memory",
+      "Budget accounts whose live counters this process holds (embedded counters; 0 when Redis or PostgreSQL keeps them).",
+      () => deps.budget.accountsInMemory ?? 0,
+    );
     gauge("proxy_open_streams", "Chat streams open (relaying, or draining for their usage).", () => chat.activeStreams);
     const operatorKey = chat.operatorKey;
     // Counted by the chat service as it meets them (the access line sees only `upstream`), read when scraped.

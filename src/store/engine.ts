@@ -10,6 +10,7 @@ import type { Logger } from "../logger";
 import { InMemoryBudgetLedger, type BudgetLedger, type FrozenCapLoader, type SpentLoader } from "../budget/ledger";
 import type { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import { InMemoryRateLimiter, type RateLimiter } from "../ratelimit/rate-limiter";
+import { PeriodicTask } from "../periodic-task";
 import type { ChangeFeed } from "./change-feed";
 import type { Store } from ".";
 
@@ -51,6 +52,8 @@ export interface CountersContext {
   /** The durable totals, for counters that load an account on first use. */
   readonly loadSpent: SpentLoader;
   readonly loadFrozenCap: FrozenCapLoader;
+  /** Counters kept in this process: how long an account stays in memory unused (InMemoryBudgetLedger.forgetIdle). */
+  readonly budgetIdleMs: number;
 }
 
 /** A server of their own the counters live on (Redis), reported apart from the store. */
@@ -100,6 +103,9 @@ export interface Counters {
  */
 export function inProcessCounters(context: CountersContext): Counters {
   const ledger = new InMemoryBudgetLedger(context.loadSpent, context.loadFrozenCap);
+  const forgetting = new PeriodicTask(() =>
+    ledger.forgetIdle().catch((err) => context.logger.warn("forgetting idle budget accounts failed; retrying at the next round", { error: String(err) })),
+  );
   return {
     kind: "memory",
     ledger,
@@ -108,8 +114,11 @@ export function inProcessCounters(context: CountersContext): Counters {
     foldsLimiterChecks: false,
     keepsInstanceLease: false,
     server: null,
-    start: async () => true,
-    close: async () => {},
+    start: async () => {
+      forgetting.start(context.budgetIdleMs);
+      return true;
+    },
+    close: () => forgetting.stop(),
   };
 }
 
