@@ -86,9 +86,10 @@ interface TotalsDelta {
 /**
  * The INSERT of `rows` rows at once. ON CONFLICT, not OR IGNORE: only a replay (the same
  * request id) is skipped; OR IGNORE would also drop a row that breaks a CHECK, without a word.
+ * No RETURNING: naming every row inserted was 3–31 % of a batch's CPU, and a statement's
+ * count of changes says whether it skipped any (ARCHITECTURE.md §7 "Rows inserted, counted").
  */
-const insertSql = (rows: number) =>
-  `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${repeated(PLACEHOLDERS, rows)} ON CONFLICT (request_id) DO NOTHING RETURNING request_id`;
+const insertSql = (rows: number) => `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES ${repeated(PLACEHOLDERS, rows)} ON CONFLICT (request_id) DO NOTHING`;
 
 /**
  * Adds a batch's deltas to `rows` accounts' totals: (account, spent, requests, frozen cap)
@@ -142,17 +143,24 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
     this.inserts = new StatementsByRows(db, insertSql);
     this.addToTotals = new StatementsByRows(db, addToTotalsSql);
     this.closeJournal = new StatementsByRows(db, closeJournalSql);
-    // One transaction per batch. A row already present (a replay) is ignored, and RETURNING
-    // names only the rows really inserted, so only those are added to the totals.
+    const lastRowid = db.query<{ last: number }, []>("SELECT COALESCE(max(rowid), 0) AS last FROM usage_ledger");
+    const insertedAfter = db.query<{ request_id: string }, [number]>("SELECT request_id FROM usage_ledger WHERE rowid > ?");
+    // One transaction per batch. A row already present (a replay) is ignored, and only the
+    // rows really inserted are added to the totals. When every statement inserted all of its
+    // rows, that is every row; when one skipped some, the rows this transaction added are
+    // read back: rowids only grow (rows are never deleted, and a new row takes one past the
+    // largest), and no other connection writes until it commits.
     this.writeBatch = db.transaction((rows: UsageRow[]) => {
-      const inserted = new Set<string>();
+      const before = lastRowid.get()!.last;
+      let skipped = false;
       const values: LedgerValue[] = [];
       for (let at = 0; at < rows.length; at += ROWS_PER_STATEMENT) {
         const slice = rows.slice(at, at + ROWS_PER_STATEMENT);
         values.length = 0;
         for (const r of slice) pushValues(values, r);
-        for (const { request_id } of this.inserts.for(slice.length).all(...values) as Array<{ request_id: string }>) inserted.add(request_id);
+        if (this.inserts.for(slice.length).run(...values).changes !== slice.length) skipped = true;
       }
+      const inserted = skipped ? new Set(insertedAfter.all(before).map((r) => r.request_id)) : null;
       const deltas = new Map<string, TotalsDelta>();
       const add = (account: string, r: UsageRow, frozenCapNano: number | null) => {
         const delta = deltas.get(account) ?? { spentNano: 0, requests: 0, frozenCapNano: null };
@@ -163,7 +171,7 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
       };
       let count = 0;
       for (const r of rows) {
-        if (!inserted.delete(r.requestId)) continue;
+        if (inserted && !inserted.delete(r.requestId)) continue;
         count++;
         add(r.account, r, r.frozenCapNano ?? null);
         // A grant's spend also counts toward its app's daily ceiling on grants.

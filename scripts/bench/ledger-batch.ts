@@ -1,0 +1,79 @@
+/**
+ * The SQLite ledger's batch write alone (SqliteUsageLedgerRepository.insertBatch: the rows,
+ * their totals and the journal's end of each, in one transaction), without the usage
+ * writer's queue or the maintenance thread beside it: the CPU it costs per row.
+ *
+ *   taskset -c 1 bun scripts/bench/ledger-batch.ts [--root <checkout>] [--batches 100]
+ *     [--rows 1000] [--accounts 1000]
+ *
+ * --root: the checkout whose src/ is timed (a `git worktree` of another commit, for
+ * comparisons in turns); this one by default. A real file in a temp dir with the service's
+ * migrations and pragmas; 20 batches first, untimed. Prints one JSON line: CPU (user +
+ * system) and wall µs per row over the timed batches.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { flagReader } from "./lib/flags";
+import { REPO_ROOT } from "./lib/proc";
+import type { UsageRow } from "../../src/budget/usage-row";
+import type { openSqliteStore as OpenSqliteStore } from "../../src/store/sqlite";
+
+const flag = flagReader();
+const root = resolve(flag("root", REPO_ROOT));
+const batches = Number(flag("batches", "100"));
+const rowsPerBatch = Number(flag("rows", "1000"));
+const accounts = Number(flag("accounts", "1000"));
+
+const { openSqliteStore } = (await import(join(root, "src/store/sqlite"))) as { openSqliteStore: typeof OpenSqliteStore };
+const dir = mkdtempSync(join(tmpdir(), "bench-ledger-batch-"));
+try {
+  const store = openSqliteStore(join(dir, "proxy.sqlite"));
+  const now = Date.now();
+  let made = 0;
+  const batch = (): UsageRow[] =>
+    Array.from({ length: rowsPerBatch }, () => {
+      const i = made++;
+      const user = `user-${i % accounts}`;
+      return {
+        requestId: Bun.randomUUIDv7(),
+        account: `u/app_bench/2026-11/${user}`,
+        appId: "app_bench",
+        appUserId: user,
+        grantId: null,
+        period: "2026-11",
+        model: "openai/gpt-4o-mini",
+        generationId: `gen-${i}`,
+        promptTokens: 10,
+        completionTokens: 20,
+        costNano: 1_234,
+        source: "upstream",
+        status: "ok",
+        streamed: false,
+        startedAt: now + i,
+        finishedAt: now + i,
+        reservedNano: 2_000,
+        overrunNano: 0,
+      };
+    });
+  for (let i = 0; i < 20; i++) await store.usageLedger.insertBatch(batch());
+  const timed = Array.from({ length: batches }, batch);
+  const cpuBefore = process.cpuUsage();
+  const started = performance.now();
+  for (const rows of timed) await store.usageLedger.insertBatch(rows);
+  const cpu = process.cpuUsage(cpuBefore);
+  const wallMs = performance.now() - started;
+  const rows = batches * rowsPerBatch;
+  console.log(
+    JSON.stringify({
+      root,
+      rows,
+      accounts,
+      cpuUsPerRow: Math.round(((cpu.user + cpu.system) / rows) * 1000) / 1000,
+      wallUsPerRow: Math.round(((wallMs * 1000) / rows) * 1000) / 1000,
+    }),
+  );
+  await store.close();
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
