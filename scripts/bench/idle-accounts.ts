@@ -21,16 +21,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { flagReader } from "./lib/flags";
+import { benchAccount, BENCH_ROW_COST_NANO, benchLedgerRow } from "./lib/ledger-row";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
 import { InMemoryBudgetLedger } from "../../src/budget/ledger";
-import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
-import type { UsageRow } from "../../src/budget/usage-row";
 
 const flag = flagReader();
 const accounts = Number(flag("accounts", "100000"));
-const COST_NANO = 1_234;
 
 const liveHeap = () => {
   Bun.gc(true);
@@ -42,7 +40,7 @@ try {
   const store = openSqliteStore(join(dir, "proxy.sqlite"));
   const writer = new UsageWriter(store.usageLedger, memoryLogger(), 100, 1000);
   const now = Date.now();
-  for (let i = 0; i < accounts; i++) writer.enqueue(row(accountOf(i), i, now));
+  for (let i = 0; i < accounts; i++) writer.enqueue(benchLedgerRow(Bun.randomUUIDv7(), `user-${i}`, i, now));
   await writer.close(600_000);
 
   const ledger = new InMemoryBudgetLedger(
@@ -51,7 +49,7 @@ try {
   );
   const empty = liveHeap();
   // Each key made afresh, as a call makes it: the ledger's map holds the only reference.
-  for (let i = 0; i < accounts; i++) await ledger.snapshot(accountOf(i));
+  for (let i = 0; i < accounts; i++) await ledger.snapshot(benchAccount(`user-${i}`));
   const loaded = liveHeap();
 
   // The first round only begins the count; the second finds every account a round idle.
@@ -70,8 +68,8 @@ try {
   const after = liveHeap();
   if (forgotten !== accounts || ledger.accountsInMemory !== 0) throw new Error(`forgot ${forgotten} of ${accounts}`);
   // Loaded again from the totals: the same spend.
-  const back = await ledger.snapshot(accountOf(accounts - 1));
-  if (back.spentNano !== COST_NANO) throw new Error(`reloaded spend ${back.spentNano}, expected ${COST_NANO}`);
+  const back = await ledger.snapshot(benchAccount(`user-${accounts - 1}`));
+  if (back.spentNano !== BENCH_ROW_COST_NANO) throw new Error(`reloaded spend ${back.spentNano}, expected ${BENCH_ROW_COST_NANO}`);
 
   console.log(
     JSON.stringify({
@@ -85,31 +83,4 @@ try {
   store.close();
 } finally {
   rmSync(dir, { recursive: true, force: true });
-}
-
-function accountOf(i: number): string {
-  return userAccount("app_bench", "2026-11", `user-${i}`);
-}
-
-function row(account: string, i: number, at: number): UsageRow {
-  return {
-    requestId: Bun.randomUUIDv7(),
-    account,
-    appId: "app_bench",
-    appUserId: `user-${i}`,
-    grantId: null,
-    period: "2026-11",
-    model: "openai/gpt-4o-mini",
-    generationId: `gen-${i}`,
-    promptTokens: 10,
-    completionTokens: 20,
-    costNano: COST_NANO,
-    source: "upstream",
-    status: "ok",
-    streamed: false,
-    startedAt: at,
-    finishedAt: at,
-    reservedNano: COST_NANO,
-    overrunNano: 0,
-  };
 }

@@ -16,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { flagReader } from "./lib/flags";
 import { REPO_ROOT } from "./lib/proc";
+import { benchLedgerRow } from "./lib/ledger-row";
 import type { UsageRow } from "../../src/budget/usage-row";
 import type { openSqliteStore as OpenSqliteStore } from "../../src/store/sqlite";
 
@@ -34,27 +35,7 @@ try {
   const batch = (): UsageRow[] =>
     Array.from({ length: rowsPerBatch }, () => {
       const i = made++;
-      const user = `user-${i % accounts}`;
-      return {
-        requestId: Bun.randomUUIDv7(),
-        account: `u/app_bench/2026-11/${user}`,
-        appId: "app_bench",
-        appUserId: user,
-        grantId: null,
-        period: "2026-11",
-        model: "openai/gpt-4o-mini",
-        generationId: `gen-${i}`,
-        promptTokens: 10,
-        completionTokens: 20,
-        costNano: 1_234,
-        source: "upstream",
-        status: "ok",
-        streamed: false,
-        startedAt: now + i,
-        finishedAt: now + i,
-        reservedNano: 2_000,
-        overrunNano: 0,
-      };
+      return benchLedgerRow(Bun.randomUUIDv7(), `user-${i % accounts}`, i, now);
     });
   for (let i = 0; i < 20; i++) await store.usageLedger.insertBatch(batch());
   const timed = Array.from({ length: batches }, batch);

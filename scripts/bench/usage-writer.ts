@@ -22,11 +22,11 @@
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { flagReader } from "./lib/flags";
+import { benchLedgerRow } from "./lib/ledger-row";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { UsageWriter } from "../../src/metering/usage-writer";
-import { userAccount } from "../../src/budget/accounts";
 import { memoryLogger } from "../../src/logger";
 import { attachLedger, indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
 import { userIndexPath } from "../../src/store/sqlite/user-index";
@@ -59,27 +59,7 @@ try {
     for (let i = 0; i < n; i++) out.push(makeRow(i));
     return out;
   };
-  const makeRow = (i: number): UsageRow => {
-    const user = `user-${i % accounts}`;
-    return {
-      requestId: newId(),
-      account: userAccount("benchapp", "2026-11", user),
-      appId: "benchapp",
-      appUserId: user,
-      grantId: null,
-      period: "2026-11",
-      model: "openai/gpt-4o-mini",
-      generationId: `gen-${now}-${i.toString(36).padStart(12, "0")}`,
-      promptTokens: 27,
-      completionTokens: 20,
-      costNano: 16050,
-      source: "upstream",
-      status: "ok",
-      streamed: i % 2 === 0,
-      startedAt: now + i,
-      finishedAt: now + i + 3,
-    };
-  };
+  const makeRow = (i: number): UsageRow => benchLedgerRow(newId(), `user-${i % accounts}`, i, now);
   for (let done = 0; done < prefill; done += 10_000) await store.usageLedger.insertBatch(makeRows(Math.min(10_000, prefill - done)));
   rows.push(...makeRows(total));
   // The prefill's entries are indexed before the clock starts, as a running service's would be.
