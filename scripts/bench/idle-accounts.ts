@@ -11,7 +11,7 @@
  *   - heapPerAccountBytes: the live heap (after a full collection) added by the loaded
  *     accounts, per account, their keys included;
  *   - sweepUsPerAccount: wall time of the round that forgets them all (two reads of the
- *     totals per account), per account, on the event loop in chunks;
+ *     totals per account), per account, on the event loop in turns of at most 2 ms;
  *   - longestTurnMs: the longest the sweep held the event loop without a break (a timer
  *     checked every millisecond meanwhile);
  *   - heapAfterForgetBytes: the live heap left, per account, once forgotten.
@@ -80,7 +80,7 @@ try {
       heapAfterForgetBytes: Math.round((after - empty) / accounts),
     }),
   );
-  store.close();
+  await store.close();
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
