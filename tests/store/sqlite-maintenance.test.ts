@@ -9,7 +9,8 @@ import { rmSync, statSync } from "node:fs";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite";
 import { SqliteMaintenance } from "../../src/store/sqlite/maintenance";
 import { attachLedger, checkpoint, indexTail, tailLength } from "../../src/store/sqlite/maintenance-worker";
-import { userIndexPath } from "../../src/store/sqlite/user-index";
+import { openUserIndexReader, userIndexPath } from "../../src/store/sqlite/user-index";
+import { LIST_BEFORE_CURSOR, listForUserSql } from "../../src/store/sqlite/usage-ledger";
 import { memoryLogger } from "../../src/logger";
 import { userAccount } from "../../src/budget/accounts";
 import type { UsageRow } from "../../src/budget/usage-row";
@@ -99,6 +100,30 @@ test("a user's rows are listed the same before the index has them, after, and ha
   await store.usageLedger.insertBatch(more);
   expect(ids(await listAll(store, "alice", 2))).toEqual(ids(newestFirst([...alice, ...more])));
   expect(ids(await listAll(store, "bob", 10))).toHaveLength(1);
+});
+
+test("a listing reads the tail by rowid from the mark, never every row of the app, with the file's statistics or without", async () => {
+  const store = fileStore();
+  await store.usageLedger.insertBatch(Array.from({ length: 2000 }, (_, i) => row(`user-${i % 50}`)));
+  indexTail(store.index);
+  await store.usageLedger.insertBatch(Array.from({ length: 20 }, (_, i) => row(`user-${i % 50}`)));
+  const reader = openUserIndexReader(store.db, store.db.filename);
+  cleanups.push(() => reader.close());
+  const plan = (sql: string, ...params: Array<string | number>) =>
+    reader
+      .query<{ detail: string }, Array<string | number>>(`EXPLAIN QUERY PLAN ${sql}`)
+      .all(...params)
+      .map((step) => step.detail);
+  for (const analysed of [false, true]) {
+    if (analysed) store.db.exec("ANALYZE");
+    for (const cursor of [[], [0, ""]]) {
+      const sql = listForUserSql(cursor.length ? LIST_BEFORE_CURSOR : "");
+      const steps = plan(sql, "app1", "user-1", "2026-11", 50, ...cursor);
+      expect(steps).toContain("SEARCH usage_ledger USING INTEGER PRIMARY KEY (rowid>?)");
+      expect(steps.filter((step) => /usage_ledger USING|SCAN usage_ledger\b/.test(step) && !step.includes("rowid"))).toEqual([]);
+    }
+  }
+  expect(ids(await listAll(store, "user-1", 100))).toHaveLength(41);
 });
 
 test("a row both indexed and still in the tail (as a file written before entries and mark shared one transaction may hold) is listed once", async () => {
