@@ -176,7 +176,7 @@ test("the thread indexes the tail and checkpoints; the serving connection stops 
   expect(autocheckpoint()).toBe(0);
   const rows = Array.from({ length: 300 }, (_, i) => row(`user-${i % 7}`));
   await store.usageLedger.insertBatch(rows);
-  // The thread indexes a short tail within its `indexEveryMs` (one second by default).
+  // The thread indexes a short tail within its `indexEveryMs` (ten seconds by default).
   for (let waited = 0; store.maintenance!.stats.indexedEntries < 300 && waited < 20_000; waited += 50) await Bun.sleep(50);
   expect(store.maintenance!.stats.indexedEntries).toBe(300);
   expect(tailLength(store.index)).toBe(0);

@@ -16,11 +16,16 @@ const STOP_TIMEOUT_MS = 2000;
 
 export const DEFAULT_MAINTENANCE: Omit<MaintenanceSettings, "path" | "indexPath" | "busyTimeoutMs"> = {
   intervalMs: 100,
-  // About two seconds of a busy server's rows: long enough that a user's page takes many
-  // entries per write (the whole gain), short enough that reading the tail stays cheap.
+  // About three seconds of a busy server's rows: long enough that a user's page takes many
+  // entries per write (the whole gain), short enough that reading the tail stays cheap
+  // (listing a user's rows scans it on the event loop: about 3.7 ms at 16,384 rows).
   indexAtRows: 16_384,
   indexAtMostRows: 262_144,
-  indexEveryMs: 1000,
+  // A copy writes about one index page per user in it. Copied every second, a server at a
+  // few thousand calls/s over 10,000 users wrote over half a page per entry; so a shorter tail
+  // waits this long, and a busy one is copied when it reaches `indexAtRows`
+  // (ARCHITECTURE.md §7 "Index copies by length").
+  indexEveryMs: 10_000,
   checkpointEveryMs: 1000,
   // 1,000 pages is where SQLite's own automatic checkpoint runs; twice that leaves the
   // PASSIVE ones room to finish on their own before a RESTART holds writers up.
