@@ -1,12 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { ReadCache } from "../../src/store/cached-store";
 import type { ChangeFeed } from "../../src/store/change-feed";
+import { fixedRandom } from "../helpers/fixed-random";
 
 /**
  * A cache on a feed the test drives (`changed` says what changed; `feed.live` is settable),
  * with loads the test finishes when it chooses (`finishFirst`, `finishLast`).
  */
-function cacheUnderTest() {
+function cacheUnderTest(maxEntries?: number) {
   let listener: (key: string | null) => void = () => {};
   const feed: ChangeFeed & { live: boolean } = {
     live: true,
@@ -19,7 +20,7 @@ function cacheUnderTest() {
     finishFirst: (value: string) => waiting.shift()!(value),
     finishLast: (value: string) => waiting.pop()!(value),
   };
-  return { cache: new ReadCache(feed), feed, changed: (key: string | null) => listener(key), loads };
+  return { cache: new ReadCache(feed, maxEntries), feed, changed: (key: string | null) => listener(key), loads };
 }
 
 const answered = (value: string) => async () => value;
@@ -132,5 +133,58 @@ describe("ReadCache", () => {
     await cache.read("connections a u1", load);
     expect(loads).toBe(2);
     expect(cache.size).toBe(0);
+  });
+
+  test("past its bound the oldest entry goes, and only it", async () => {
+    const { cache } = cacheUnderTest(3);
+    const loads: string[] = [];
+    const read = (key: string) =>
+      cache.read(key, async () => {
+        loads.push(key);
+        return key;
+      });
+    for (const key of ["apps a", "connections a u1", "connections a u2", "connections a u3"]) await read(key);
+    expect(cache.size).toBe(3);
+    loads.length = 0;
+    for (const key of ["connections a u1", "connections a u2", "connections a u3"]) await read(key);
+    expect(loads).toEqual([]);
+    await read("apps a");
+    expect(loads).toEqual(["apps a"]);
+    // Read again, the app's entry is the newest: u1 went to make room for it.
+    loads.length = 0;
+    for (const key of ["connections a u2", "connections a u3", "apps a", "connections a u1"]) await read(key);
+    expect(loads).toEqual(["connections a u1"]);
+    expect(cache.size).toBe(3);
+  });
+
+  test("a seeded walk of reads, changes and clears keeps what a first-in, first-out model of the bound keeps", async () => {
+    const bound = 64;
+    const { cache, changed } = cacheUnderTest(bound);
+    // The model: the keys held, oldest first.
+    let model: string[] = [];
+    const pick = fixedRandom(35);
+    for (let step = 0; step < 20_000; step++) {
+      const key = `connections a u${pick(200)}`;
+      const roll = pick(100);
+      if (roll < 80) {
+        let loaded = false;
+        await cache.read(key, async () => {
+          loaded = true;
+          return key;
+        });
+        expect(loaded).toBe(!model.includes(key));
+        if (loaded) {
+          if (model.length >= bound) model.shift();
+          model.push(key);
+        }
+      } else if (roll < 99) {
+        changed(key);
+        model = model.filter((k) => k !== key);
+      } else {
+        changed(null);
+        model = [];
+      }
+      expect(cache.size).toBe(model.length);
+    }
   });
 });
