@@ -271,7 +271,7 @@ test("the binary runs the SQLite maintenance thread: the served rows reach the p
     const last = ledger.query<{ last: number }, []>("SELECT COALESCE(max(rowid), 0) AS last FROM usage_ledger").get()!.last;
     expect(last).toBeGreaterThan(0);
     const mark = () => index.query<{ upto: number }, []>("SELECT upto FROM usage_ledger_by_user_mark").get()!.upto;
-    // It indexes a short tail within a second; the deadline only bounds a failure.
+    // It indexes a short tail within ten seconds (`indexEveryMs`); the deadline only bounds a failure.
     for (let waited = 0; mark() < last && waited < 20_000; waited += 100) await Bun.sleep(100);
     expect(mark()).toBeGreaterThanOrEqual(last);
   } finally {
