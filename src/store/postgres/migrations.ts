@@ -1,4 +1,4 @@
-import type { SQL } from "bun";
+import type { ReservedSQL, SQL } from "bun";
 import { BUDGETS_SQL } from "./budgets-sql";
 import { BUDGETS_BATCH_SQL } from "./budgets-batch-sql";
 import { RATE_LIMITS_BATCH_SQL } from "./rate-limits-batch-sql";
@@ -17,7 +17,16 @@ import { JOURNAL_BY_KEY_SQL } from "./journal-by-key-sql";
  * Several instances may start at once: each takes the same advisory lock first, so one
  * applies what is pending and the others, once they get the lock, find nothing to do.
  */
-export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
+export type PgMigration =
+  | { version: number; name: string; sql: string }
+  /**
+   * Statements that cannot run in a transaction (`CREATE INDEX CONCURRENTLY`), run one by one
+   * without a statement timeout. Each must be safe to run again: a process that stops
+   * between them and the version's row runs them all again on its next start.
+   */
+  | { version: number; name: string; outsideTransaction: readonly string[] };
+
+export const PG_MIGRATIONS: ReadonlyArray<PgMigration> = [
   {
     version: 1,
     name: "apps, keys, connections, settings, usage ledger and totals, grants, idempotency keys",
@@ -311,17 +320,39 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
     name: "the journal's generation ids and ends by key, however small the table was when planned",
     sql: JOURNAL_BY_KEY_SQL,
   },
+  {
+    version: 19,
+    name: "listing an app's ledger rows by time (the usage export and reconcile) gets its own index",
+    // Without it each page of 1,000 rows read the whole ledger and sorted it: 166–241 ms a
+    // page at 1,000,000 rows (ARCHITECTURE.md §7 "App's rows by time"). Built CONCURRENTLY,
+    // so that the ledger's writes (settles too, without Redis) go on while it is built; a
+    // build cut short leaves an invalid index, which the next attempt drops first.
+    outsideTransaction: [
+      "DROP INDEX CONCURRENTLY IF EXISTS usage_ledger_by_app_time",
+      "CREATE INDEX CONCURRENTLY usage_ledger_by_app_time ON usage_ledger (app_id, started_at, request_id)",
+    ],
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */
 const MIGRATION_LOCK = 0x6d6d7031;
+
+/** How often an instance asks for the migration lock while another holds it. */
+const LOCK_POLL_MS = 50;
 
 /** Applies pending migrations under the advisory lock; returns the versions this call applied. */
 export async function migratePostgres(sql: SQL): Promise<number[]> {
   // One reserved connection: an advisory lock belongs to a session, not to the pool.
   const conn = await sql.reserve();
   try {
-    await conn`SELECT pg_advisory_lock(${MIGRATION_LOCK})`;
+    // Asked for again and again, not waited for in one statement: a session waiting in
+    // `pg_advisory_lock` holds a snapshot, and CREATE INDEX CONCURRENTLY waits for every older
+    // snapshot to end, so the holder's build and the waiter would wait for each other.
+    for (;;) {
+      const [row]: Array<{ locked: boolean }> = await conn`SELECT pg_try_advisory_lock(${MIGRATION_LOCK}) AS locked`;
+      if (row?.locked) break;
+      await Bun.sleep(LOCK_POLL_MS);
+    }
     try {
       await conn`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`;
       const rows: Array<{ version: number }> = await conn`SELECT version FROM schema_migrations`;
@@ -329,10 +360,15 @@ export async function migratePostgres(sql: SQL): Promise<number[]> {
       const ran: number[] = [];
       for (const m of PG_MIGRATIONS) {
         if (applied.has(m.version)) continue;
-        await conn.begin(async (tx) => {
-          await tx.unsafe(m.sql);
-          await tx`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${m.version}, ${m.name}, ${Date.now()})`;
-        });
+        if ("outsideTransaction" in m) {
+          await runOutsideTransaction(conn, m.outsideTransaction);
+          await conn`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${m.version}, ${m.name}, ${Date.now()})`;
+        } else {
+          await conn.begin(async (tx) => {
+            await tx.unsafe(m.sql);
+            await tx`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${m.version}, ${m.name}, ${Date.now()})`;
+          });
+        }
         ran.push(m.version);
       }
       return ran;
@@ -341,5 +377,15 @@ export async function migratePostgres(sql: SQL): Promise<number[]> {
     }
   } finally {
     conn.release();
+  }
+}
+
+/** An index built on a large ledger outlasts the service's statement timeout; the session's own comes back after. */
+async function runOutsideTransaction(conn: ReservedSQL, statements: readonly string[]): Promise<void> {
+  await conn`SET statement_timeout = 0`;
+  try {
+    for (const statement of statements) await conn.unsafe(statement);
+  } finally {
+    await conn`RESET statement_timeout`;
   }
 }
