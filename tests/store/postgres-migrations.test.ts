@@ -70,8 +70,9 @@ test("an app's rows are paged by time through their own index, not by reading th
 
 test("a migration outside a transaction runs again after a stop half-way, and the session's statement timeout comes back", async () => {
   const url = await pg.createDatabase();
-  const last = PG_MIGRATIONS.at(-1)!;
-  expect("outsideTransaction" in last).toBe(true);
+  // The first migration run outside a transaction (19), whichever comes after it.
+  const last = PG_MIGRATIONS.find((m) => "outsideTransaction" in m)!;
+  expect(last).toBeDefined();
   await (await openPostgresStore(url, { poolSize: 1 })).close();
   // As if the process stopped after the index was built, before the version's row.
   const sql = new SQL(url, { max: 1 });
