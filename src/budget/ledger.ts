@@ -221,7 +221,8 @@ export class InMemoryBudgetLedger implements BudgetLedger {
    * whose counters a load would give back as they are: nothing reserved, and the durable
    * totals' spend and freeze equal to these. A settle's ledger row is written after it (the
    * usage writer's next batch); until it is, the totals are behind and the account stays.
-   * The same goes for an overrun's freeze that no row carries (a grant day's). An account
+   * The same goes for an overrun's freeze that no row carries (a grant day's, when its call
+   * was settled from the journal: only this process's own calls know the day's hold). An account
    * used while its totals were being read stays too. Returns how many were forgotten.
    */
   async forgetIdle(): Promise<number> {

@@ -37,4 +37,10 @@ export interface UsageRow {
   overrunNano?: number;
   /** On an overrun: the cap the account is frozen at (see BudgetLedger.settle). */
   frozenCapNano?: number | null;
+  /**
+   * A grant call that cost more than its app's daily ceiling reserved for it: the ceiling its
+   * day is frozen at, as the ceiling's settle froze it in the live counters. Not a column of
+   * the ledger: the stores put it on the day's totals, so a restart keeps the day frozen.
+   */
+  dayFrozenCapNano?: number | null;
 }

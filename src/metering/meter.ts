@@ -33,6 +33,8 @@ export interface MeteringTicket {
   grantedNano: number;
   /** A grant call's reservation on its app's daily ceiling, settled to the same cost as the call. */
   ceilingReservationId?: string;
+  /** What that reservation holds (it may be more than the grant's own, never less). */
+  ceilingReservedNano?: number;
   streamed: boolean;
   startedAt: number;
   /** Recorded in the call journal by its reservation (BudgetLedger.journalsCalls): nothing left to record before the upstream. */
@@ -166,6 +168,9 @@ export class Meter implements SettleBarrier {
       overrunNano,
       frozenCapNano: overrunNano > 0 ? call.target.capNano : null,
     };
+    // Only rare overruns add the field, so the common row keeps its shape.
+    const dayFrozenCapNano = dayFreezeOf(call, charge.costNano);
+    if (dayFrozenCapNano !== null) row.dayFrozenCapNano = dayFrozenCapNano;
     const settleHolds = async () => {
       // A grant call's second reservation (its app's daily ceiling) settles to the same cost,
       // without a row of its own. Durably, the grant's row counts for both: the usage writer's
@@ -198,6 +203,11 @@ export interface MeteredCall {
   requestId: string;
   /** A grant call's reservation on its app's day, settled to the same cost; null otherwise. */
   ceilingReservationId: string | null;
+  /**
+   * What that reservation holds, when this process reserved it (a call settled from the
+   * journal does not know it: its day's freeze stays in the live counters only).
+   */
+  ceilingReservedNano: number | null;
   /** Whose budget: the account and cap, the app, user or grant, the period (and, for thresholds, the rest). */
   target: BudgetTarget;
   model: string;
@@ -206,10 +216,22 @@ export interface MeteredCall {
   reservedNano: number;
 }
 
+/**
+ * The ceiling a grant call that cost more than its daily ceiling's reservation freezes its
+ * app's day at (the ceiling's settle does so in the live counters; the row carries it to the
+ * day's totals), or null.
+ */
+function dayFreezeOf(call: MeteredCall, costNano: number): number | null {
+  const ceilingNano = call.target.dailyGrantCeilingNano;
+  if (call.ceilingReservedNano === null || ceilingNano === undefined || costNano <= call.ceilingReservedNano) return null;
+  return ceilingNano;
+}
+
 function meteredCallOf(ticket: MeteringTicket): MeteredCall {
   return {
     requestId: ticket.requestId,
     ceilingReservationId: ticket.ceilingReservationId ?? null,
+    ceilingReservedNano: ticket.ceilingReservedNano ?? null,
     target: ticket.target,
     model: ticket.model,
     streamed: ticket.streamed,

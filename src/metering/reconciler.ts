@@ -215,6 +215,7 @@ function meteredCallOf(entry: JournalEntry): MeteredCall {
   return {
     requestId: entry.requestId,
     ceilingReservationId: entry.ceilingReservationId,
+    ceilingReservedNano: null,
     target,
     model: entry.model,
     streamed: entry.streamed,

@@ -120,6 +120,7 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
     limits: grantedLimits(plan, bounds, outcome.grantedNano),
     grantedNano: outcome.grantedNano,
     ceilingReservationId: ceiling?.reservationId,
+    ceilingReservedNano: ceiling?.grantedNano,
     streamed,
     startedAt,
     journaled: journal !== undefined,

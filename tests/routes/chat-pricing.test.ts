@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { tmpdir } from "node:os";
 import { BILLING_MODELS, DEFAULT_MODELS } from "../../packages/mock-upstream/src";
 import { chatTestApp } from "../helpers/chat-app";
+import { obtainGrant } from "../helpers/consent";
 
 const json = async (r: Response): Promise<any> => r.json();
 const models = () => [...DEFAULT_MODELS, ...BILLING_MODELS].map((m) => ({ ...m, pricing: { ...m.pricing } }));
@@ -172,6 +173,31 @@ describe("an overrun (the upstream bills above its own catalogue)", () => {
     expect((await call()).status).toBe(402);
     second.clock.set(Date.UTC(2026, 1, 1, 0, 0, 1));
     expect((await call()).status).toBe(200);
+  });
+
+  test("a grant's overrun freezes its app's day too, for the app's other grants, and the day stays frozen after a restart", async () => {
+    const path = `${tmpdir()}/overrun-day-${crypto.randomUUID()}.sqlite`;
+    const env = { GRANT_DAILY_CEILING_USD: "5" };
+    const first = await chatTestApp({ mock: { models: models() }, storePath: path, env });
+    const [spender, bystander] = [await obtainGrant(first, { usd: "1" }), await obtainGrant(first, { usd: "1" })];
+    const withGrant = (grant: { grantToken: string }) => ({ "x-service-user": "", "x-service-grant": grant.grantToken });
+    first.mock.models.find((m) => m.id === "bill/search")!.pricing.web_search = "0.04";
+    expect((await first.chat(searching(), withGrant(spender))).status).toBe(200);
+    await first.flush();
+    const dayRefusal = async (res: Response) => {
+      expect(res.status).toBe(402);
+      const { error } = await json(res);
+      expect(error).toMatchObject({ code: "budget_exceeded", limitUsd: 5, remainingUsd: 0 });
+      expect(error.message).toContain("daily ceiling");
+    };
+    await dayRefusal(await first.chat(hi(), withGrant(bystander)));
+    await first.deps.store.close();
+
+    const second = await chatTestApp({ mock: { models: models() }, storePath: path, clock: first.clock, env });
+    const headers = { authorization: `Bearer ${first.secretKey}`, "content-type": "application/json", ...withGrant(bystander) };
+    const call = () => second.app.handle(new Request("http://localhost/api/v1/chat/completions", { method: "POST", headers, body: JSON.stringify(hi()) }));
+    await dayRefusal(await call());
+    expect(second.mock.served).toHaveLength(0);
   });
 });
 

@@ -286,6 +286,28 @@ describe.each(engines)("store contract on %s", (_name, open) => {
       expect(await store.usageTotals.spentNano("g/grtg1")).toBe(300);
     }));
 
+  test("usage ledger: a grant's overrun of its day's ceiling freezes the day's totals, its own cap the grant's; a replay changes nothing", () =>
+    withStore(async (store) => {
+      const day = Date.UTC(2026, 0, 15);
+      const grantRow = (requestId: string, appId: string, over: Partial<UsageRow>) =>
+        row({ requestId, account: `g/grt${requestId}`, appId, appUserId: null, grantId: `grt${requestId}`, startedAt: day + 1_000, ...over });
+      // Beside a plain grant row in the same batch, and another app's grant overrunning only its own reservation.
+      const over = grantRow("g1", "app1", { costNano: 12_000, reservedNano: 9_000, overrunNano: 3_000, frozenCapNano: 50_000, dayFrozenCapNano: 2_000_000 });
+      const batch = [grantRow("g2", "app1", { costNano: 10 }), over, grantRow("g3", "app2", { costNano: 9_500, overrunNano: 500, frozenCapNano: 40_000 })];
+      expect(await store.usageLedger.insertBatch(batch)).toBe(3);
+      expect(await store.usageTotals.frozenCapNano(grantDayAccount("app1", day))).toBe(2_000_000);
+      expect(await store.usageTotals.frozenCapNano("g/grtg1")).toBe(50_000);
+      expect(await store.usageTotals.frozenCapNano("g/grtg2")).toBeNull();
+      expect(await store.usageTotals.frozenCapNano(grantDayAccount("app2", day))).toBeNull();
+      expect(await store.usageTotals.frozenCapNano("g/grtg3")).toBe(40_000);
+      expect(await store.usageTotals.spentNano(grantDayAccount("app1", day))).toBe(12_010);
+      // Not a column of the ledger: the row reads back without it.
+      const { frozenCapNano: _f, dayFrozenCapNano: _d, ...expected } = over;
+      expect(await store.usageLedger.find(over.requestId)).toEqual(expected);
+      expect(await store.usageLedger.insertBatch([{ ...over, dayFrozenCapNano: 3_000_000 }])).toBe(0);
+      expect(await store.usageTotals.frozenCapNano(grantDayAccount("app1", day))).toBe(2_000_000);
+    }));
+
   test("grants: purging deletes used and expired consent requests in bounded batches, and keeps live ones", () =>
     withStore(async (store) => {
       const { app } = await createAppWithKey(store.apps, "purge", ["https://p.example"], 1);

@@ -77,8 +77,10 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
     // random (measured: ARCHITECTURE.md §7 "PostgreSQL ledger batches in index order").
     const rows = [...new Map(batch.map((r) => [r.requestId, r])).values()].sort(inUserIndexOrder);
     const column = <T>(pick: (r: UsageRow) => T) => rows.map(pick);
-    // Overruns are rare: their caps travel apart, so the common batch joins nothing.
-    const frozen = rows.filter((r) => r.frozenCapNano !== null && r.frozenCapNano !== undefined);
+    // Overruns are rare: their caps (the account's, and a grant's day's) travel apart, so the
+    // common batch joins nothing.
+    const capText = (cap: number | null | undefined) => (cap === null || cap === undefined ? null : String(cap));
+    const frozen = rows.filter((r) => capText(r.frozenCapNano) !== null || capText(r.dayFrozenCapNano) !== null);
     const text = (pick: (r: UsageRow) => string | number | null) =>
       column((r) => {
         const v = pick(r);
@@ -163,9 +165,12 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
             frozen.map((r) => r.requestId),
             "TEXT",
           )}::text[], ${a(
-            frozen.map((r) => String(r.frozenCapNano)),
+            frozen.map((r) => capText(r.frozenCapNano)),
             "TEXT",
-          )}::bigint[]) AS f(request_id, cap)
+          )}::bigint[], ${a(
+            frozen.map((r) => capText(r.dayFrozenCapNano)),
+            "TEXT",
+          )}::bigint[]) AS f(request_id, cap, day_cap)
         ), inserted AS (
           INSERT INTO usage_ledger (request_id, account, app_id, app_user_id, grant_id, period, model, generation_id, prompt_tokens,
                                     completion_tokens, cost_nano, source, status, streamed, started_at, finished_at, reserved_nano, overrun_nano)
@@ -178,7 +183,8 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
           -- Each new row counts for its account and, for a grant's row, toward its app's daily ceiling.
           SELECT i.request_id, i.account, i.cost_nano, f.cap AS frozen FROM inserted i LEFT JOIN frozen f USING (request_id)
           UNION ALL
-          SELECT i.request_id, s.grant_day, i.cost_nano, NULL FROM inserted i JOIN src s USING (request_id) WHERE s.grant_day IS NOT NULL
+          SELECT i.request_id, s.grant_day, i.cost_nano, f.day_cap FROM inserted i JOIN src s USING (request_id)
+            LEFT JOIN frozen f USING (request_id) WHERE s.grant_day IS NOT NULL
         ), closed AS (
           -- A call whose row is written is no longer in flight (src/store/call-journal.ts).
           -- A function, so that its plan reads each entry by key (migration 18); a SELECT in

@@ -180,8 +180,9 @@ export class SqliteUsageLedgerRepository implements UsageLedgerRepository {
         if (inserted && !inserted.delete(r.requestId)) continue;
         count++;
         add(r.account, r, r.frozenCapNano ?? null);
-        // A grant's spend also counts toward its app's daily ceiling on grants.
-        if (r.grantId !== null) add(grantDayAccount(r.appId, r.startedAt), r, null);
+        // A grant's spend also counts toward its app's daily ceiling on grants, and its
+        // overrun of the ceiling's reservation freezes that day.
+        if (r.grantId !== null) add(grantDayAccount(r.appId, r.startedAt), r, r.dayFrozenCapNano ?? null);
       }
       const totals = [...deltas];
       for (let at = 0; at < totals.length; at += ROWS_PER_STATEMENT) {
