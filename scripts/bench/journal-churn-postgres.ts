@@ -64,6 +64,8 @@ function call(owner: string): { entry: JournalEntry; row: UsageRow } {
       ...shared,
       owner,
       ceilingReservationId: null,
+      ceilingReservedNano: null,
+      ceilingCapNano: null,
       payer: "app",
       reservedNano: 1_000_000,
       capNano: 10_000_000_000,

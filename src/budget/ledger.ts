@@ -35,6 +35,13 @@ export interface FoldedRateLimit {
 export interface JournaledCall {
   /** A grant call's reservation on its app's day, made before its grant's (src/services/chat-reservation.ts); null otherwise. */
   ceilingReservationId: string | null;
+  /**
+   * What that reservation holds and the daily ceiling it was made under (null otherwise, and
+   * on entries from before they were journaled): a call settled from the journal freezes its
+   * day by them as this process's own calls do, and a restart holds the day's share again.
+   */
+  ceilingReservedNano: number | null;
+  ceilingCapNano: number | null;
   appId: string;
   appUserId: string | null;
   grantId: string | null;
@@ -221,8 +228,8 @@ export class InMemoryBudgetLedger implements BudgetLedger {
    * whose counters a load would give back as they are: nothing reserved, and the durable
    * totals' spend and freeze equal to these. A settle's ledger row is written after it (the
    * usage writer's next batch); until it is, the totals are behind and the account stays.
-   * The same goes for an overrun's freeze that no row carries (a grant day's, when its call
-   * was settled from the journal: only this process's own calls know the day's hold). An account
+   * The same goes for an overrun's freeze that no row carries (a grant day's, for a call
+   * journaled before the journal kept the day's hold). An account
    * used while its totals were being read stays too. Returns how many were forgotten.
    */
   async forgetIdle(): Promise<number> {

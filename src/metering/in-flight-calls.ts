@@ -38,6 +38,8 @@ export class InFlightCalls {
       owner: this.owner,
       account: target.account,
       ceilingReservationId: ticket.ceilingReservationId ?? null,
+      ceilingReservedNano: ticket.ceilingReservedNano ?? null,
+      ceilingCapNano: ticket.ceilingReservationId ? (target.dailyGrantCeilingNano ?? null) : null,
       appId: target.appId,
       appUserId: target.appUserId,
       grantId: target.grantId,

@@ -204,10 +204,12 @@ export interface MeteredCall {
   /** A grant call's reservation on its app's day, settled to the same cost; null otherwise. */
   ceilingReservationId: string | null;
   /**
-   * What that reservation holds, when this process reserved it (a call settled from the
-   * journal does not know it: its day's freeze stays in the live counters only).
+   * What that reservation holds and the ceiling it was made under; null for a user's call,
+   * and for a journal entry from before the journal kept them (its day's freeze then stays
+   * in the live counters only).
    */
   ceilingReservedNano: number | null;
+  ceilingCapNano: number | null;
   /** Whose budget: the account and cap, the app, user or grant, the period (and, for thresholds, the rest). */
   target: BudgetTarget;
   model: string;
@@ -222,9 +224,8 @@ export interface MeteredCall {
  * day's totals), or null.
  */
 function dayFreezeOf(call: MeteredCall, costNano: number): number | null {
-  const ceilingNano = call.target.dailyGrantCeilingNano;
-  if (call.ceilingReservedNano === null || ceilingNano === undefined || costNano <= call.ceilingReservedNano) return null;
-  return ceilingNano;
+  if (call.ceilingReservedNano === null || call.ceilingCapNano === null || costNano <= call.ceilingReservedNano) return null;
+  return call.ceilingCapNano;
 }
 
 function meteredCallOf(ticket: MeteringTicket): MeteredCall {
@@ -232,6 +233,7 @@ function meteredCallOf(ticket: MeteringTicket): MeteredCall {
     requestId: ticket.requestId,
     ceilingReservationId: ticket.ceilingReservationId ?? null,
     ceilingReservedNano: ticket.ceilingReservedNano ?? null,
+    ceilingCapNano: ticket.ceilingReservationId ? (ticket.target.dailyGrantCeilingNano ?? null) : null,
     target: ticket.target,
     model: ticket.model,
     streamed: ticket.streamed,

@@ -86,7 +86,16 @@ export class Reconciler {
     await this.budget.adopt(
       left.flatMap((e) => [
         { requestId: e.requestId, account: e.account, amountNano: e.reservedNano, capNano: e.capNano },
-        ...(e.ceilingReservationId ? [{ requestId: e.ceilingReservationId, account: dayAccountOf(e), amountNano: e.reservedNano, capNano: e.capNano }] : []),
+        ...(e.ceilingReservationId
+          ? [
+              {
+                requestId: e.ceilingReservationId,
+                account: dayAccountOf(e),
+                amountNano: e.ceilingReservedNano ?? e.reservedNano,
+                capNano: e.ceilingCapNano ?? e.capNano,
+              },
+            ]
+          : []),
       ]),
     );
     for (const owner of new Set(left.map((e) => e.owner))) await dropLease(owner);
@@ -215,7 +224,8 @@ function meteredCallOf(entry: JournalEntry): MeteredCall {
   return {
     requestId: entry.requestId,
     ceilingReservationId: entry.ceilingReservationId,
-    ceilingReservedNano: null,
+    ceilingReservedNano: entry.ceilingReservedNano,
+    ceilingCapNano: entry.ceilingCapNano,
     target,
     model: entry.model,
     streamed: entry.streamed,

@@ -71,6 +71,8 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
   const journal: JournaledCall | undefined = reserving.budget.journalsCalls
     ? {
         ceilingReservationId: ceiling?.reservationId ?? null,
+        ceilingReservedNano: ceiling?.grantedNano ?? null,
+        ceilingCapNano: ceiling ? target.dailyGrantCeilingNano! : null,
         appId: target.appId,
         appUserId: target.appUserId,
         grantId: target.grantId,

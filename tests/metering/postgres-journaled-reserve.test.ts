@@ -42,6 +42,8 @@ let seq = 0;
 const fresh = (label: string) => `${label}-${seq++}`;
 const call = (over: Partial<JournaledCall> = {}): JournaledCall => ({
   ceilingReservationId: null,
+  ceilingReservedNano: null,
+  ceilingCapNano: null,
   appId: "app1",
   appUserId: "alice",
   grantId: null,

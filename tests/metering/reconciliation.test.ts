@@ -9,6 +9,9 @@
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import { usdToNanoCeil } from "../../src/money";
+import { grantDayAccount } from "../../src/budget/accounts";
+import { BILLING_MODELS, DEFAULT_MODELS } from "../../packages/mock-upstream/src";
+import { obtainGrant } from "../helpers/consent";
 
 const MODEL = "openai/gpt-4o-mini";
 const ask = (directive: string, extra: Record<string, unknown> = {}) => ({
@@ -57,6 +60,22 @@ describe("a client that leaves a stream", () => {
     // The provider ran to the end after the proxy let go: the record bills all 30 tokens.
     expect(row.costNano).toBe(usdToNanoCeil(served.costUsd));
     expect(row.costNano).toBeGreaterThan(0);
+  });
+
+  test("a grant's stream settled from the record above what its app's day reserved freezes the day in the totals, as a live call does", async () => {
+    const models = [...DEFAULT_MODELS, ...BILLING_MODELS].map((m) => ({ ...m, pricing: { ...m.pricing } }));
+    const t = await chatTestApp({ env: { DISCONNECT_DRAIN_MS: "30", GRANT_DAILY_CEILING_USD: "5" }, mock: { models } });
+    const grant = await obtainGrant(t, { usd: "1" });
+    // The web-search price rises upstream after the proxy loaded the catalogue: the record bills above the reservation.
+    models.find((m) => m.id === "bill/search")!.pricing.web_search = "0.04";
+    const body = ask("[[mock tokens=30 pause_ms=20 no_cancel]]", { model: "bill/search", plugins: [{ id: "web" }], stream: true });
+    const res = await t.chat(body, { "x-service-user": "", "x-service-grant": grant.grantToken });
+    await leaveAfterFirstChunk(res);
+    await t.flush();
+    const row = await rowOf(t, res);
+    expect(row).toMatchObject({ status: "client_disconnected", source: "generation" });
+    expect(row.overrunNano).toBeGreaterThan(0);
+    expect(await t.deps.store.usageTotals.frozenCapNano(grantDayAccount(t.appId, row.startedAt))).toBe(usdToNanoCeil(5));
   });
 
   test("on a provider that can cancel: the record bills what was produced, and so does the row", async () => {
@@ -149,6 +168,36 @@ describe("a JSON call slower than UPSTREAM_TIMEOUT_MS", () => {
 });
 
 describe("the reconciler", () => {
+  test("a grant call left open by an earlier process is held again on its app's day at what the day's reservation held", async () => {
+    const t = await chatTestApp();
+    const startedAt = t.clock.now();
+    const left = {
+      requestId: "left-1",
+      owner: "a-process-that-died",
+      account: "g/grt-left",
+      ceilingReservationId: "left-1/grant-day",
+      ceilingReservedNano: 40_000,
+      ceilingCapNano: 5_000_000_000,
+      appId: t.appId,
+      appUserId: null,
+      grantId: "grt-left",
+      payer: "app" as const,
+      period: "2026-01",
+      model: MODEL,
+      streamed: true,
+      startedAt,
+      reservedNano: 30_000,
+      capNano: 1_000_000_000,
+      generationId: null,
+      reconcileReason: null,
+      attempts: 0,
+    };
+    await t.deps.store.callJournal.record({ open: [left], identify: [] });
+    expect(await t.app.decorator.reconciler.adoptLeftovers(async () => {})).toBe(1);
+    expect(await t.deps.budget.snapshot("g/grt-left")).toEqual({ spentNano: 0, reservedNano: 30_000 });
+    expect(await t.deps.budget.snapshot(grantDayAccount(t.appId, startedAt))).toEqual({ spentNano: 0, reservedNano: 40_000 });
+  });
+
   test("waits for a record that is late, holding the reservation, then settles at it", async () => {
     let upstreamNow = Date.now();
     const t = await chatTestApp({ env: { DISCONNECT_DRAIN_MS: "30" }, mock: { generationRecordDelayMs: 60_000, now: () => upstreamNow } });

@@ -16,6 +16,8 @@ const entry = (requestId: string, owner: string, over: Partial<JournalEntry> = {
   owner,
   account: "u/app1/2026-01/alice",
   ceilingReservationId: null,
+  ceilingReservedNano: null,
+  ceilingCapNano: null,
   appId: "app1",
   appUserId: "alice",
   grantId: null,
@@ -123,6 +125,26 @@ describe.each(engines)("call journal on %s", (_name, open) => {
       expect(await journal.claimDue("third", 1_000, 10, 60_000, "instance_died")).toEqual([]);
       expect((await journal.notOwnedBy("other")).map((e) => e.requestId)).toEqual(["a1"]);
       expect((await journal.ownedBy("other")).map((e) => e.requestId).sort()).toEqual(["d1", "d2"]);
+    }));
+
+  test("a grant call's entry keeps its hold on its app's day (what it holds, the ceiling) through a claim; a user's has none", () =>
+    withStore(async (store) => {
+      const journal = store.callJournal;
+      await store.instances.renew("me", 60_000);
+      const grantCall = entry("g1", "me", {
+        account: "g/grt1",
+        appUserId: null,
+        grantId: "grt1",
+        ceilingReservationId: "g1/grant-day",
+        ceilingReservedNano: 12_000,
+        ceilingCapNano: 5_000_000,
+      });
+      await journal.record({ open: [grantCall, entry("u1", "me")], identify: [] });
+      expect(await journal.find("g1")).toEqual(grantCall);
+      expect(await journal.find("u1")).toMatchObject({ ceilingReservedNano: null, ceilingCapNano: null });
+      await journal.toReconcile("g1", "client_disconnected", "gen-g", 5_000);
+      const [claimed] = await journal.claimDue("me", 5_000, 10, 60_000, "instance_died");
+      expect(claimed).toMatchObject({ requestId: "g1", ceilingReservedNano: 12_000, ceilingCapNano: 5_000_000 });
     }));
 
   test("a call's ledger row ends its entry; reservation ids are known as journaled by request or by grant day", () =>

@@ -33,6 +33,8 @@ type JournalColumns = ReturnType<typeof journalColumns>;
 function journalColumns(call: JournaledCall) {
   return {
     ceiling_reservation: call.ceilingReservationId,
+    ceiling_reserved_nano: call.ceilingReservedNano,
+    ceiling_cap_nano: call.ceilingCapNano,
     app_id: call.appId,
     app_user_id: call.appUserId,
     grant_id: call.grantId,

@@ -1,6 +1,6 @@
 import type { CallJournalRepository, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
 import { CallBatcher } from "../call-batcher";
-import { num, type PostgresDatabase } from "./database";
+import { num, numOrNull, type PostgresDatabase } from "./database";
 
 type Row = Record<string, unknown>;
 
@@ -9,6 +9,8 @@ const toEntry = (r: Row): JournalEntry => ({
   owner: String(r.owner),
   account: String(r.account),
   ceilingReservationId: (r.ceiling_reservation as string | null) ?? null,
+  ceilingReservedNano: numOrNull(r.ceiling_reserved_nano),
+  ceilingCapNano: numOrNull(r.ceiling_cap_nano),
   appId: String(r.app_id),
   appUserId: (r.app_user_id as string | null) ?? null,
   grantId: (r.grant_id as string | null) ?? null,
@@ -31,6 +33,8 @@ const toRecord = (e: JournalEntry) => ({
   owner: e.owner,
   account: e.account,
   ceiling_reservation: e.ceilingReservationId,
+  ceiling_reserved_nano: e.ceilingReservedNano,
+  ceiling_cap_nano: e.ceilingCapNano,
   app_id: e.appId,
   app_user_id: e.appUserId,
   grant_id: e.grantId,

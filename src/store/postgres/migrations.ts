@@ -332,6 +332,14 @@ export const PG_MIGRATIONS: ReadonlyArray<PgMigration> = [
       "CREATE INDEX CONCURRENTLY usage_ledger_by_app_time ON usage_ledger (app_id, started_at, request_id)",
     ],
   },
+  {
+    version: 20,
+    name: "the call journal records a grant call's hold on its app's day, so a call settled from it freezes the day as a live one does",
+    // Nullable without a default: no rewrite of the table, a moment's lock.
+    sql: `
+      ALTER TABLE call_journal ADD COLUMN IF NOT EXISTS ceiling_reserved_nano bigint, ADD COLUMN IF NOT EXISTS ceiling_cap_nano bigint;
+    `,
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */

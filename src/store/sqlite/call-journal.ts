@@ -7,6 +7,8 @@ interface JournalRow {
   owner: string;
   account: string;
   ceiling_reservation: string | null;
+  ceiling_reserved_nano: number | null;
+  ceiling_cap_nano: number | null;
   app_id: string;
   app_user_id: string | null;
   grant_id: string | null;
@@ -27,6 +29,8 @@ const toEntry = (r: JournalRow): JournalEntry => ({
   owner: r.owner,
   account: r.account,
   ceilingReservationId: r.ceiling_reservation,
+  ceilingReservedNano: r.ceiling_reserved_nano,
+  ceilingCapNano: r.ceiling_cap_nano,
   appId: r.app_id,
   appUserId: r.app_user_id,
   grantId: r.grant_id,
@@ -48,8 +52,8 @@ const ORPHANED = "owner <> ?1 AND NOT EXISTS (SELECT 1 FROM proxy_instances i WH
 /** The entries a turn opens, `rows` at once; an entry already there (the same request id) is kept as it is. */
 const openSql = (rows: number) =>
   `INSERT OR IGNORE INTO call_journal (request_id, owner, account, ceiling_reservation, app_id, app_user_id, grant_id, period, model,
-     streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts, payer)
-   VALUES ${repeated(`(${repeated("?", 17)})`, rows)}`;
+     streamed, started_at, reserved_nano, cap_nano, generation_id, reconcile_reason, attempts, payer, ceiling_reserved_nano, ceiling_cap_nano)
+   VALUES ${repeated(`(${repeated("?", 19)})`, rows)}`;
 
 type JournalValue = string | number | null;
 
@@ -73,6 +77,8 @@ function pushValues(out: JournalValue[], e: JournalEntry): void {
     e.reconcileReason,
     e.attempts,
     e.payer,
+    e.ceilingReservedNano,
+    e.ceilingCapNano,
   );
 }
 

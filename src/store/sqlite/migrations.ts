@@ -352,6 +352,16 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX call_journal_by_ceiling ON call_journal(ceiling_reservation) WHERE ceiling_reservation IS NOT NULL;
     `,
   },
+  {
+    version: 14,
+    name: "the call journal records a grant call's hold on its app's day, so a call settled from it freezes the day as a live one does",
+    sql: `
+      -- What the day's reservation holds and the ceiling it was made under; null for a
+      -- user's call and on entries from before (which settle as they did).
+      ALTER TABLE call_journal ADD COLUMN ceiling_reserved_nano INTEGER;
+      ALTER TABLE call_journal ADD COLUMN ceiling_cap_nano INTEGER;
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {
