@@ -64,7 +64,15 @@ test("a granted reservation opens the call's entry in its own statement, with wh
   const account = fresh("acct");
   const requestId = fresh("req");
   trips = 0;
-  const outcome = await ledger.reserve(account, requestId, 1000, 100, 700, undefined, call({ ceilingReservationId: `${requestId}/grant-day`, grantId: "g1" }));
+  const outcome = await ledger.reserve(
+    account,
+    requestId,
+    1000,
+    100,
+    700,
+    undefined,
+    call({ ceilingReservationId: `${requestId}/grant-day`, ceilingReservedNano: 800, ceilingCapNano: 5000, grantId: "g1" }),
+  );
   expect(outcome).toEqual({ ok: true, grantedNano: 700, rateLimit: undefined });
   expect(trips).toBe(1);
   const row = await entry(requestId);
@@ -88,6 +96,9 @@ test("a granted reservation opens the call's entry in its own statement, with wh
   expect(Number(row!.reserved_nano)).toBe(700);
   expect(Number(row!.cap_nano)).toBe(1000);
   expect(Number(row!.started_at)).toBe(1_767_225_600_000);
+  // The grant call's hold on its app's day, for a settle from the journal and a restart.
+  expect(Number(row!.ceiling_reserved_nano)).toBe(800);
+  expect(Number(row!.ceiling_cap_nano)).toBe(5000);
 
   // Its settle ends the entry with the reservation.
   await ledger.settle(requestId, 0);
