@@ -39,7 +39,7 @@ export class InFlightCalls {
       account: target.account,
       ceilingReservationId: ticket.ceilingReservationId ?? null,
       ceilingReservedNano: ticket.ceilingReservedNano ?? null,
-      ceilingCapNano: ticket.ceilingReservationId ? (target.dailyGrantCeilingNano ?? null) : null,
+      ceilingCapNano: ticket.ceilingCapNano ?? null,
       appId: target.appId,
       appUserId: target.appUserId,
       grantId: target.grantId,

@@ -33,8 +33,9 @@ export interface MeteringTicket {
   grantedNano: number;
   /** A grant call's reservation on its app's daily ceiling, settled to the same cost as the call. */
   ceilingReservationId?: string;
-  /** What that reservation holds (it may be more than the grant's own, never less). */
+  /** What that reservation holds (it may be more than the grant's own, never less), and the ceiling it was made under. */
   ceilingReservedNano?: number;
+  ceilingCapNano?: number;
   streamed: boolean;
   startedAt: number;
   /** Recorded in the call journal by its reservation (BudgetLedger.journalsCalls): nothing left to record before the upstream. */
@@ -233,7 +234,7 @@ function meteredCallOf(ticket: MeteringTicket): MeteredCall {
     requestId: ticket.requestId,
     ceilingReservationId: ticket.ceilingReservationId ?? null,
     ceilingReservedNano: ticket.ceilingReservedNano ?? null,
-    ceilingCapNano: ticket.ceilingReservationId ? (ticket.target.dailyGrantCeilingNano ?? null) : null,
+    ceilingCapNano: ticket.ceilingCapNano ?? null,
     target: ticket.target,
     model: ticket.model,
     streamed: ticket.streamed,

@@ -65,6 +65,8 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
   // until the call settles (never less).
   const ceiling = target.dailyGrantCeilingNano === undefined ? null : await reserveDailyCeiling(reserving, request, plan, startedAt);
   const rateLimit = ceiling ? undefined : request.rateLimit;
+  // The ceiling a grant call's day reservation was made under: an overrun freezes the day there.
+  const ceilingCapNano = ceiling ? target.dailyGrantCeilingNano : undefined;
   const model = shape.modelIds[0]!;
   const streamed = body.stream === true;
   // A ledger that can journal the call in the reservation's own step does (one round trip before the upstream).
@@ -72,7 +74,7 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
     ? {
         ceilingReservationId: ceiling?.reservationId ?? null,
         ceilingReservedNano: ceiling?.grantedNano ?? null,
-        ceilingCapNano: ceiling ? target.dailyGrantCeilingNano! : null,
+        ceilingCapNano: ceilingCapNano ?? null,
         appId: target.appId,
         appUserId: target.appUserId,
         grantId: target.grantId,
@@ -123,6 +125,7 @@ export async function reserveChat(reserving: Reserving, request: ReservationRequ
     grantedNano: outcome.grantedNano,
     ceilingReservationId: ceiling?.reservationId,
     ceilingReservedNano: ceiling?.grantedNano,
+    ceilingCapNano,
     streamed,
     startedAt,
     journaled: journal !== undefined,
