@@ -33,7 +33,8 @@
  *   --gc-log   the process's garbage collections over the load window, from JavaScriptCore's
  *              own log (BUN_JSC_logGC=1, lib/gc-log.ts): how many, their pauses and cycles
  *              per call, the longest pause and cycle, what it allocated per call, and the
- *              heap after the window's last full collection
+ *              heap after the window's last full collection; with --sequential, the same
+ *              over the one-at-a-time calls, in their own figures
  *   --pg-statements  arms f, g: the statements PostgreSQL ran over the load window
  *              (pg_stat_statements), per completed call: the round trips a call costs
  * Arm d adds redis-server, arm f a durable PostgreSQL (fsync on) as the only store, arm g
@@ -294,6 +295,10 @@ try {
   let sequential: unknown;
   if (sequentialCount > 0) {
     if (postgres && countStatements) await postgres.statementsSinceLast();
+    // With --gc-log, the one-at-a-time calls' collections too: one in a slow call's way is
+    // what a tail one at a time is made of, or not.
+    const GC_SEQUENTIAL_FROM = "-- one at a time starts --";
+    if (gcLog) arm.lines?.push(GC_SEQUENTIAL_FROM);
     const client = spawnPinned(
       "sequential",
       0,
@@ -308,6 +313,11 @@ try {
     );
     children.push(client);
     sequential = await client.firstJson(120_000);
+    const seqFrom = gcLog && arm.lines ? arm.lines.lastIndexOf(GC_SEQUENTIAL_FROM) : -1;
+    if (seqFrom >= 0) {
+      const calls = sequentialCount + Math.ceil(sequentialCount / 10);
+      sequential = { ...(sequential as object), gc: gcPerCall(readGcWindow(arm.lines!.slice(seqFrom + 1)), calls) };
+    }
     if (postgres && countStatements) {
       // The warm-up's calls count too: sequential.ts makes count + warm-up calls.
       const calls = sequentialCount + Math.ceil(sequentialCount / 10);

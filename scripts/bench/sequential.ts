@@ -61,11 +61,13 @@ function summary(values: number[]) {
   return { p50: round(at(0.5)), p90: round(at(0.9)), p99: round(at(0.99)), max: round(sorted[sorted.length - 1]!), mean: round(mean) };
 }
 
-// Every sample, for finding what the slow ones have in common (their spacing, say).
+// Every sample, for finding what the slow ones have in common (their spacing, say). Its
+// wall-clock start (`epochMs`) lines it up with a `perf record -k CLOCK_REALTIME` of the
+// service's core: which threads ran during a slow call.
 const samplesOut = flag("samples-out", "");
 if (samplesOut) {
   const start = samples[0]?.at ?? 0;
-  await Bun.write(samplesOut, samples.map((s) => JSON.stringify({ ...s, at: s.at - start })).join("\n") + "\n");
+  await Bun.write(samplesOut, samples.map((s) => JSON.stringify({ ...s, at: s.at - start, epochMs: performance.timeOrigin + s.at })).join("\n") + "\n");
 }
 
 console.log(
