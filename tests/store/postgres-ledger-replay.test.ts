@@ -8,9 +8,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { SQL } from "bun";
 import { openPostgresStore, type PostgresStore } from "../../src/store/postgres";
-import { userAccount } from "../../src/budget/accounts";
 import type { UsageRow } from "../../src/budget/usage-row";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { usageRow } from "../helpers/usage-rows";
 
 let pg: TestPostgres;
 let first: PostgresStore;
@@ -31,31 +31,8 @@ afterAll(async () => {
 });
 
 let seq = 0;
-function row(user: number, overrides: Partial<UsageRow> = {}): UsageRow {
-  seq++;
-  return {
-    requestId: `req-${seq}`,
-    account: userAccount("app1", "2026-11", `user-${user}`),
-    appId: "app1",
-    appUserId: `user-${user}`,
-    grantId: null,
-    period: "2026-11",
-    model: "m",
-    generationId: null,
-    promptTokens: 1,
-    completionTokens: 1,
-    costNano: 100 + user,
-    source: "upstream",
-    status: "ok",
-    streamed: false,
-    startedAt: 1_000 + seq,
-    finishedAt: 2_000 + seq,
-    reservedNano: 1_000,
-    overrunNano: 0,
-    frozenCapNano: null,
-    ...overrides,
-  };
-}
+/** A new row for `user-<user>`, costing 100 + user nano. */
+const row = (user: number, overrides: Partial<UsageRow> = {}): UsageRow => ({ ...usageRow(seq++, `user-${user}`, 100 + user), ...overrides });
 
 async function totals(): Promise<Map<string, { spent: number; n: number }>> {
   const rows: Array<{ account: string; spent: string; n: string }> = await sql`SELECT account, spent_nano AS spent, request_count AS n FROM usage_totals`;
