@@ -106,7 +106,7 @@ export class PostgresUsageLedgerRepository implements UsageLedgerRepository {
   /** `rows`: distinct request ids, in the per-user index's order; `frozen`: those that carry a cap. */
   private async writeBatch(rows: UsageRow[], frozen: UsageRow[], skipExisting: boolean): Promise<number> {
     const column = <T>(pick: (r: UsageRow) => T) => rows.map(pick);
-    const capText = (cap: number | null | undefined) => (cap === null || cap === undefined ? null : String(cap));
+    const capText = (cap: number | null | undefined) => (isCap(cap) ? String(cap) : null);
     const text = (pick: (r: UsageRow) => string | number | null) =>
       column((r) => {
         const v = pick(r);
