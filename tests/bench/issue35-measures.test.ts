@@ -7,12 +7,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runWrk } from "../../scripts/bench/lib/wrk";
+import { runWrk, type WrkOptions, type WrkResult } from "../../scripts/bench/lib/wrk";
 import { aboveBare, renderManyUsers, renderSizing, renderTwoProcesses, scaleTargets } from "../../scripts/bench/lib/report-scale";
 import type { ArmResult, BenchResults } from "../../scripts/bench/lib/report";
 import type { FixedCallsRun } from "../../scripts/bench/lib/fixed-calls";
-import { judgeRounds, quietPairs, unstolenRatio, type UsersRound } from "../../scripts/bench/lib/many-users";
-import type { TwoProcessesSide } from "../../scripts/bench/lib/two-processes";
+import { judgeRounds, manyUsersRounds, quietPairs, unstolenRatio, type UsersRound } from "../../scripts/bench/lib/many-users";
+import { inTurns } from "../../scripts/bench/lib/in-turns";
+import { twoProcessRounds, type TwoProcessesSide } from "../../scripts/bench/lib/two-processes";
 import { CoreTimeMeter, readCoreTicks, sharesBetween } from "../../scripts/bench/lib/core-time";
 
 const hasWrk = Bun.spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
@@ -234,6 +235,94 @@ describe("many-users pairs stolen past the bound (lib/many-users.ts)", () => {
     expect(quietPairs([stolenMany, quiet, stolenOne], 0.02)).toBe(1);
     expect(quietPairs([stolenMany, quiet, stolenOne], 0.05)).toBe(2);
     expect(quietPairs([stolenMany, stolenOne], null)).toBe(2);
+  });
+});
+
+describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-processes.ts take them)", () => {
+  test("each pair runs in the other order from the last, after one call for every user, and its rounds land on their sides", async () => {
+    const ran: string[] = [];
+    // Stands in for wrk: one user's rounds at 100 calls/s, many users' at 90.
+    const fakeWrk = async (o: WrkOptions): Promise<WrkResult> => {
+      const side = o.stopAfter !== undefined ? "first calls" : o.users ? "many" : "one";
+      ran.push(side);
+      const rps = side === "one" ? 100 : 90;
+      return {
+        connections: o.connections,
+        requests: rps,
+        ok: rps,
+        seconds: 1,
+        rps,
+        errors: 0,
+        errorDetail: {},
+        latencyUs: { p50: 0, p90: 0, p99: side === "one" ? 10_000 : 12_000, max: 0, mean: 0 },
+        wrkCpu: 0,
+      };
+    };
+    const run = await manyUsersRounds({
+      wrk: { url: "http://127.0.0.1:1/", bodyFile: "", headers: {}, connections: 64, core: null },
+      shape: "json",
+      users: { count: 3, prefix: "u-" },
+      rounds: 3,
+      seconds: 1,
+      runWrk: fakeWrk,
+    });
+    expect(ran).toEqual(["first calls", "one", "many", "many", "one", "one", "many"]);
+    expect(run.rounds.map((r) => [r.one.rps, r.many.rps])).toEqual([
+      [100, 90],
+      [100, 90],
+      [100, 90],
+    ]);
+    expect(run.rpsRatio).toBeCloseTo(0.9, 9);
+    expect(run.p99Ratio).toBeCloseTo(1.2, 9);
+  });
+
+  test("(g2) takes its pairs in the same turns: one process first, then two; two first, then one", async () => {
+    const layouts: string[] = [];
+    const started: string[] = [];
+    // Stands in for wrk: each call is one of the two loaders of a round; a round's layout is
+    // known once both have started (one process: both at the first URL).
+    const fakeWrk = async (o: WrkOptions): Promise<WrkResult> => {
+      started.push(o.url);
+      if (started.length === 2) {
+        layouts.push(started[0] === started[1] ? "one" : "two");
+        started.length = 0;
+      }
+      return {
+        connections: o.connections,
+        requests: 50,
+        ok: 50,
+        seconds: 1,
+        rps: 50,
+        errors: 0,
+        errorDetail: {},
+        latencyUs: { p50: 0, p90: 0, p99: 0, max: 0, mean: 0 },
+        wrkCpu: 0,
+      };
+    };
+    let served = 0;
+    const run = await twoProcessRounds({
+      urls: ["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"],
+      load: { bodyFile: "", headers: {}, core: null },
+      shape: "json",
+      connections: 64,
+      rounds: 3,
+      seconds: 1,
+      warmupSeconds: 1,
+      meters: { cpu: () => ({ sut: 0 }), served: async () => (served += 100) },
+      runWrk: fakeWrk,
+    });
+    expect(layouts).toEqual(["two", "one", "two", "two", "one", "one", "two"]);
+    expect(run.rounds.map((r) => r.one.perProcessRps)).toEqual([
+      [100, 0],
+      [100, 0],
+      [100, 0],
+    ]);
+    expect(run.rounds.map((r) => r.two.perProcessRps)).toEqual([
+      [50, 50],
+      [50, 50],
+      [50, 50],
+    ]);
+    expect([0, 1].map((i) => inTurns(i, "A", "B").join(""))).toEqual(["AB", "BA"]);
   });
 });
 

@@ -1,8 +1,9 @@
 /**
  * Issue 35's "many users": the same arm at the same concurrency, with every call for one
  * user and with the calls spread round-robin over N connected users (each its own budget
- * account, rate-limit key and ledger rows), in alternating rounds on the same process so
- * that the host's drift falls on both sides alike.
+ * account, rate-limit key and ledger rows), in alternating rounds on the same process, each
+ * pair in the other order from the last (./in-turns.ts), so that the host's drift falls on
+ * both sides alike.
  *
  * A pair of rounds in which the hypervisor took more than `maxStolen` of the service's core
  * on either side is set aside, and another pair is run in its place (at most as many extra
@@ -12,6 +13,7 @@
  * kernel's steal counter, the same rule for both sides, and every pair stays in the results.
  */
 import { CoreTimeMeter, type CoreShares } from "./core-time";
+import { inTurns } from "./in-turns";
 import { runWrk, type WrkOptions, type WrkResult } from "./wrk";
 
 type RoundSide = Pick<WrkResult, "rps" | "ok" | "errors" | "latencyUs"> & {
@@ -60,9 +62,9 @@ const keep = (r: WrkResult): RoundSide => ({ rps: r.rps, ok: r.ok, errors: r.err
 const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
 
 /** One wrk run, with how `sutCore` was shared meanwhile when it is given. */
-async function measuredRound(options: WrkOptions, sutCore: number | null): Promise<RoundSide> {
+async function measuredRound(options: WrkOptions, sutCore: number | null, run: typeof runWrk): Promise<RoundSide> {
   const meter = sutCore === null ? null : new CoreTimeMeter(sutCore);
-  const result = await runWrk(options);
+  const result = await run(options);
   return { ...keep(result), sutCore: meter?.read() ?? null };
 }
 
@@ -108,6 +110,8 @@ export async function manyUsersRounds(o: {
   sutCore?: number | null;
   /** See the top of this file; by default MAX_STOLEN when `sutCore` is given. */
   maxStolen?: number;
+  /** What runs each round: wrk, unless a test stands in for it. */
+  runWrk?: typeof runWrk;
 }): Promise<ManyUsersRun> {
   const sutCore = o.sutCore ?? null;
   const maxStolen = sutCore === null ? null : (o.maxStolen ?? MAX_STOLEN);
@@ -115,13 +119,16 @@ export async function manyUsersRounds(o: {
   // process, and the rounds measure the steady state after it (the warm-up's own rate is
   // kept, as the cost of a first call). wrk's round-robin starts at the first user on every
   // run, so a warm-up bounded in time would leave the later users' first calls to the rounds.
-  const warm = await runWrk({ ...o.wrk, seconds: 300, users: o.users, stopAfter: o.users.count });
+  const run = o.runWrk ?? runWrk;
+  const warm = await run({ ...o.wrk, seconds: 300, users: o.users, stopAfter: o.users.count });
   const rounds: UsersRound[] = [];
   const mostPairs = maxStolen === null ? o.rounds : 2 * o.rounds;
   while (rounds.length < mostPairs && quietPairs(rounds, maxStolen) < o.rounds) {
-    const one = await measuredRound({ ...o.wrk, seconds: o.seconds }, sutCore);
-    const many = await measuredRound({ ...o.wrk, seconds: o.seconds, users: o.users }, sutCore);
-    rounds.push({ one, many });
+    const pair: Partial<Record<"one" | "many", RoundSide>> = {};
+    for (const side of inTurns(rounds.length, "one" as const, "many" as const)) {
+      pair[side] = await measuredRound({ ...o.wrk, seconds: o.seconds, ...(side === "many" && { users: o.users }) }, sutCore, run);
+    }
+    rounds.push({ one: pair.one!, many: pair.many! });
   }
   return {
     shape: o.shape,

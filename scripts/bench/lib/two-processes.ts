@@ -1,6 +1,7 @@
 /**
  * Arm (g2): two service processes sharing one Redis and one PostgreSQL, against one of them
- * alone, in alternating rounds on the same two running processes and the same database.
+ * alone, in alternating rounds on the same two running processes and the same database,
+ * each pair in the other order from the last (./in-turns.ts).
  *
  * The loader is two wrk processes of c/2 connections each, in both layouts: one process
  * gets both of them, or each process gets one. So the loader, the stores and the users are
@@ -15,6 +16,7 @@
  * no fewer calls/s than one" asks; scaling across cores is what the sizing table is for.
  */
 import { CoreTimeMeter, type CoreShares } from "./core-time";
+import { inTurns } from "./in-turns";
 import { runWrk, type WrkOptions, type WrkResult } from "./wrk";
 
 export interface TwoProcessesSide {
@@ -62,12 +64,13 @@ async function both(
   seconds: number,
   meters: Meters,
   sutCore: number | null,
+  run: typeof runWrk,
 ): Promise<TwoProcessesSide> {
   const half = Math.max(1, Math.round(connections / 2));
   const servedBefore = await meters.served();
   const cpuBefore = meters.cpu();
   const core = sutCore === null ? null : new CoreTimeMeter(sutCore);
-  const runs: WrkResult[] = await Promise.all(urls.map((url) => runWrk({ ...load, url, connections: half, seconds })));
+  const runs: WrkResult[] = await Promise.all(urls.map((url) => run({ ...load, url, connections: half, seconds })));
   const shares = core?.read() ?? null;
   const cpuAfter = meters.cpu();
   const calls = (await meters.served()) - servedBefore;
@@ -96,14 +99,19 @@ export async function twoProcessRounds(o: {
   meters: Meters;
   /** The core both processes run on, to record each round's steal (null when they have a core each). */
   sutCore?: number | null;
+  /** What runs each wrk: wrk, unless a test stands in for it. */
+  runWrk?: typeof runWrk;
 }): Promise<TwoProcessesRun> {
   const sutCore = o.sutCore ?? null;
-  const warm = await both(o.urls, o.load, o.connections, o.warmupSeconds, o.meters, null);
+  const run = o.runWrk ?? runWrk;
+  const warm = await both(o.urls, o.load, o.connections, o.warmupSeconds, o.meters, null, run);
   const rounds: TwoProcessesRun["rounds"] = [];
   for (let i = 0; i < o.rounds; i++) {
-    const one = await both([o.urls[0], o.urls[0]], o.load, o.connections, o.seconds, o.meters, sutCore);
-    const two = await both(o.urls, o.load, o.connections, o.seconds, o.meters, sutCore);
-    rounds.push({ one, two });
+    const pair: Partial<Record<"one" | "two", TwoProcessesSide>> = {};
+    for (const side of inTurns(i, "one" as const, "two" as const)) {
+      pair[side] = await both(side === "one" ? [o.urls[0], o.urls[0]] : o.urls, o.load, o.connections, o.seconds, o.meters, sutCore, run);
+    }
+    rounds.push({ one: pair.one!, two: pair.two! });
   }
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
   return {
