@@ -239,24 +239,26 @@ describe("many-users pairs stolen past the bound (lib/many-users.ts)", () => {
 });
 
 describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-processes.ts take them)", () => {
+  /** What wrk would have said of a round at `rps` calls/s. */
+  const wrkSaid = (o: WrkOptions, rps: number, p99Us = 0): WrkResult => ({
+    connections: o.connections,
+    requests: rps,
+    ok: rps,
+    seconds: 1,
+    rps,
+    errors: 0,
+    errorDetail: {},
+    latencyUs: { p50: 0, p90: 0, p99: p99Us, max: 0, mean: 0 },
+    wrkCpu: 0,
+  });
+
   test("each pair runs in the other order from the last, after one call for every user, and its rounds land on their sides", async () => {
     const ran: string[] = [];
     // Stands in for wrk: one user's rounds at 100 calls/s, many users' at 90.
     const fakeWrk = async (o: WrkOptions): Promise<WrkResult> => {
       const side = o.stopAfter !== undefined ? "first calls" : o.users ? "many" : "one";
       ran.push(side);
-      const rps = side === "one" ? 100 : 90;
-      return {
-        connections: o.connections,
-        requests: rps,
-        ok: rps,
-        seconds: 1,
-        rps,
-        errors: 0,
-        errorDetail: {},
-        latencyUs: { p50: 0, p90: 0, p99: side === "one" ? 10_000 : 12_000, max: 0, mean: 0 },
-        wrkCpu: 0,
-      };
+      return side === "one" ? wrkSaid(o, 100, 10_000) : wrkSaid(o, 90, 12_000);
     };
     const run = await manyUsersRounds({
       wrk: { url: "http://127.0.0.1:1/", bodyFile: "", headers: {}, connections: 64, core: null },
@@ -287,17 +289,7 @@ describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-pro
         layouts.push(started[0] === started[1] ? "one" : "two");
         started.length = 0;
       }
-      return {
-        connections: o.connections,
-        requests: 50,
-        ok: 50,
-        seconds: 1,
-        rps: 50,
-        errors: 0,
-        errorDetail: {},
-        latencyUs: { p50: 0, p90: 0, p99: 0, max: 0, mean: 0 },
-        wrkCpu: 0,
-      };
+      return wrkSaid(o, 50);
     };
     let served = 0;
     const run = await twoProcessRounds({
