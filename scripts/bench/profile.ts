@@ -294,6 +294,9 @@ try {
   const sequentialCount = Number(opt("sequential", "0"));
   let sequential: unknown;
   if (sequentialCount > 0) {
+    const sequentialWarmup = Math.ceil(sequentialCount / 10);
+    // The warm-up's calls count too, for the collections and the statements alike.
+    const sequentialCalls = sequentialCount + sequentialWarmup;
     if (postgres && countStatements) await postgres.statementsSinceLast();
     // With --gc-log, the one-at-a-time calls' collections too: one in a slow call's way is
     // what a tail one at a time is made of, or not.
@@ -306,7 +309,7 @@ try {
         BUN,
         "scripts/bench/sequential.ts",
         ...["--url", arm.url, "--body-file", bodyFile, "--headers", JSON.stringify(arm.headers)],
-        ...["--count", String(sequentialCount), "--warmup", String(Math.ceil(sequentialCount / 10))],
+        ...["--count", String(sequentialCount), "--warmup", String(sequentialWarmup)],
         ...(samplesOut ? ["--samples-out", resolve(samplesOut)] : []),
       ],
       childEnv(),
@@ -315,12 +318,10 @@ try {
     sequential = await client.firstJson(120_000);
     const seqFrom = gcLog && arm.lines ? arm.lines.lastIndexOf(GC_SEQUENTIAL_FROM) : -1;
     if (seqFrom >= 0) {
-      const calls = sequentialCount + Math.ceil(sequentialCount / 10);
-      sequential = { ...(sequential as object), gc: gcPerCall(readGcWindow(arm.lines!.slice(seqFrom + 1)), calls) };
+      sequential = { ...(sequential as object), gc: gcPerCall(readGcWindow(arm.lines!.slice(seqFrom + 1)), sequentialCalls) };
     }
     if (postgres && countStatements) {
-      // The warm-up's calls count too: sequential.ts makes count + warm-up calls.
-      const calls = sequentialCount + Math.ceil(sequentialCount / 10);
+      const calls = sequentialCalls;
       const seqStatements = await postgres.statementsSinceLast();
       sequential = {
         ...(sequential as object),
