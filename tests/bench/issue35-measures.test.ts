@@ -256,7 +256,7 @@ describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-pro
     const ran: string[] = [];
     // Stands in for wrk: one user's rounds at 100 calls/s, many users' at 90.
     const fakeWrk = async (o: WrkOptions): Promise<WrkResult> => {
-      const side = o.stopAfter !== undefined ? "first calls" : o.users ? "many" : "one";
+      const side = o.stopAfter !== undefined ? "first calls" : o.users!.count > 1 ? "many" : "one";
       ran.push(side);
       return side === "one" ? wrkSaid(o, 100, 10_000) : wrkSaid(o, 90, 12_000);
     };
@@ -276,6 +276,25 @@ describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-pro
     ]);
     expect(run.rpsRatio).toBeCloseTo(0.9, 9);
     expect(run.p99Ratio).toBeCloseTo(1.2, 9);
+  });
+
+  test("both sides load the service the same way: wrk's prepared requests, the one user being the first of the many", async () => {
+    const loads: Array<WrkOptions["users"]> = [];
+    const fakeWrk = async (o: WrkOptions): Promise<WrkResult> => {
+      if (o.stopAfter === undefined) loads.push(o.users);
+      return wrkSaid(o, 100);
+    };
+    await manyUsersRounds({
+      wrk: { url: "http://127.0.0.1:1/", bodyFile: "", headers: {}, connections: 64, core: null },
+      shape: "json",
+      users: { count: 3, prefix: "u-" },
+      rounds: 2,
+      seconds: 1,
+      runWrk: fakeWrk,
+    });
+    const one = { count: 1, prefix: "u-" };
+    const many = { count: 3, prefix: "u-" };
+    expect(loads).toEqual([one, many, many, one]);
   });
 
   test("(g2) takes its pairs in the same turns: one process first, then two; two first, then one", async () => {

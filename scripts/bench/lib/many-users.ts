@@ -11,6 +11,12 @@
  * call costs (about +16 % with 4 % or more stolen, the benchmarks log of 2026-11-27), so a
  * burst that falls on one side of a pair decides its ratio. The choice rests only on the
  * kernel's steal counter, the same rule for both sides, and every pair stays in the results.
+ *
+ * Both sides load the service the same way: wrk-post.lua's prepared requests, one per user,
+ * sent in turn by its `request()` (the one user is the first of the many). Without a user
+ * list wrk would send its one static request instead, a cheaper way for the loader, which
+ * shares core 0 with the upstream and the stores: where core 0 sets the pace (PostgreSQL's
+ * arms), the many-users side alone would pay the loader's extra work.
  */
 import { CoreTimeMeter, type CoreShares } from "./core-time";
 import { inTurns } from "./in-turns";
@@ -121,12 +127,13 @@ export async function manyUsersRounds(o: {
   // run, so a warm-up bounded in time would leave the later users' first calls to the rounds.
   const run = o.runWrk ?? runWrk;
   const warm = await run({ ...o.wrk, seconds: 300, users: o.users, stopAfter: o.users.count });
+  const oneUser = { count: 1, prefix: o.users.prefix };
   const rounds: UsersRound[] = [];
   const mostPairs = maxStolen === null ? o.rounds : 2 * o.rounds;
   while (rounds.length < mostPairs && quietPairs(rounds, maxStolen) < o.rounds) {
     const pair: Partial<Record<"one" | "many", RoundSide>> = {};
     for (const side of inTurns(rounds.length, "one" as const, "many" as const)) {
-      pair[side] = await measuredRound({ ...o.wrk, seconds: o.seconds, ...(side === "many" && { users: o.users }) }, sutCore, run);
+      pair[side] = await measuredRound({ ...o.wrk, seconds: o.seconds, users: side === "many" ? o.users : oneUser }, sutCore, run);
     }
     rounds.push({ one: pair.one!, many: pair.many! });
   }
