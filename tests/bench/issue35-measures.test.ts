@@ -252,6 +252,17 @@ describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-pro
     wrkCpu: 0,
   });
 
+  /** Many-users rounds over three users "u-0".."u-2", with `runWrk` standing in for wrk. */
+  const threeUsersRounds = (rounds: number, runWrk: (o: WrkOptions) => Promise<WrkResult>) =>
+    manyUsersRounds({
+      wrk: { url: "http://127.0.0.1:1/", bodyFile: "", headers: {}, connections: 64, core: null },
+      shape: "json",
+      users: { count: 3, prefix: "u-" },
+      rounds,
+      seconds: 1,
+      runWrk,
+    });
+
   test("each pair runs in the other order from the last, after one call for every user, and its rounds land on their sides", async () => {
     const ran: string[] = [];
     // Stands in for wrk: one user's rounds at 100 calls/s, many users' at 90.
@@ -260,14 +271,7 @@ describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-pro
       ran.push(side);
       return side === "one" ? wrkSaid(o, 100, 10_000) : wrkSaid(o, 90, 12_000);
     };
-    const run = await manyUsersRounds({
-      wrk: { url: "http://127.0.0.1:1/", bodyFile: "", headers: {}, connections: 64, core: null },
-      shape: "json",
-      users: { count: 3, prefix: "u-" },
-      rounds: 3,
-      seconds: 1,
-      runWrk: fakeWrk,
-    });
+    const run = await threeUsersRounds(3, fakeWrk);
     expect(ran).toEqual(["first calls", "one", "many", "many", "one", "one", "many"]);
     expect(run.rounds.map((r) => [r.one.rps, r.many.rps])).toEqual([
       [100, 90],
@@ -284,14 +288,7 @@ describe("rounds in turns (lib/in-turns.ts, as lib/many-users.ts and lib/two-pro
       if (o.stopAfter === undefined) loads.push(o.users);
       return wrkSaid(o, 100);
     };
-    await manyUsersRounds({
-      wrk: { url: "http://127.0.0.1:1/", bodyFile: "", headers: {}, connections: 64, core: null },
-      shape: "json",
-      users: { count: 3, prefix: "u-" },
-      rounds: 2,
-      seconds: 1,
-      runWrk: fakeWrk,
-    });
+    await threeUsersRounds(2, fakeWrk);
     const one = { count: 1, prefix: "u-" };
     const many = { count: 3, prefix: "u-" };
     expect(loads).toEqual([one, many, many, one]);
