@@ -321,14 +321,13 @@ try {
       sequential = { ...(sequential as object), gc: gcPerCall(readGcWindow(arm.lines!.slice(seqFrom + 1)), sequentialCalls) };
     }
     if (postgres && countStatements) {
-      const calls = sequentialCalls;
       const seqStatements = await postgres.statementsSinceLast();
       sequential = {
         ...(sequential as object),
-        pgStatementsPerCall: Number((seqStatements.total / calls).toFixed(3)),
+        pgStatementsPerCall: Number((seqStatements.total / sequentialCalls).toFixed(3)),
         pgStatements: seqStatements.byQuery
-          .filter((q) => q.calls / calls >= 0.01)
-          .map((q) => ({ perCall: Number((q.calls / calls).toFixed(3)), query: q.query })),
+          .filter((q) => q.calls / sequentialCalls >= 0.01)
+          .map((q) => ({ perCall: Number((q.calls / sequentialCalls).toFixed(3)), query: q.query })),
       };
     }
   }

@@ -8,3 +8,14 @@
 export function inTurns<Side>(pairIndex: number, baseline: Side, other: Side): [Side, Side] {
   return pairIndex % 2 === 0 ? [baseline, other] : [other, baseline];
 }
+
+/**
+ * Runs pair `pairIndex`'s two rounds one after the other in its turn's order, and returns
+ * them as [baseline, other] whichever ran first.
+ */
+export async function pairInTurns<Round>(pairIndex: number, baseline: () => Promise<Round>, other: () => Promise<Round>): Promise<[Round, Round]> {
+  const [first, second] = inTurns(pairIndex, baseline, other);
+  const firstRound = await first();
+  const secondRound = await second();
+  return first === baseline ? [firstRound, secondRound] : [secondRound, firstRound];
+}

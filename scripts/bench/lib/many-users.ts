@@ -19,7 +19,7 @@
  * arms), the many-users side alone would pay the loader's extra work.
  */
 import { CoreTimeMeter, type CoreShares } from "./core-time";
-import { inTurns } from "./in-turns";
+import { pairInTurns } from "./in-turns";
 import { runWrk, type WrkOptions, type WrkResult } from "./wrk";
 
 type RoundSide = Pick<WrkResult, "rps" | "ok" | "errors" | "latencyUs"> & {
@@ -131,11 +131,9 @@ export async function manyUsersRounds(o: {
   const rounds: UsersRound[] = [];
   const mostPairs = maxStolen === null ? o.rounds : 2 * o.rounds;
   while (rounds.length < mostPairs && quietPairs(rounds, maxStolen) < o.rounds) {
-    const pair: Partial<Record<"one" | "many", RoundSide>> = {};
-    for (const side of inTurns(rounds.length, "one" as const, "many" as const)) {
-      pair[side] = await measuredRound({ ...o.wrk, seconds: o.seconds, users: side === "many" ? o.users : oneUser }, sutCore, run);
-    }
-    rounds.push({ one: pair.one!, many: pair.many! });
+    const roundFor = (users: typeof o.users) => () => measuredRound({ ...o.wrk, seconds: o.seconds, users }, sutCore, run);
+    const [one, many] = await pairInTurns(rounds.length, roundFor(oneUser), roundFor(o.users));
+    rounds.push({ one, many });
   }
   return {
     shape: o.shape,

@@ -16,7 +16,7 @@
  * no fewer calls/s than one" asks; scaling across cores is what the sizing table is for.
  */
 import { CoreTimeMeter, type CoreShares } from "./core-time";
-import { inTurns } from "./in-turns";
+import { pairInTurns } from "./in-turns";
 import { runWrk, type WrkOptions, type WrkResult } from "./wrk";
 
 export interface TwoProcessesSide {
@@ -107,11 +107,9 @@ export async function twoProcessRounds(o: {
   const warm = await both(o.urls, o.load, o.connections, o.warmupSeconds, o.meters, null, run);
   const rounds: TwoProcessesRun["rounds"] = [];
   for (let i = 0; i < o.rounds; i++) {
-    const pair: Partial<Record<"one" | "two", TwoProcessesSide>> = {};
-    for (const side of inTurns(i, "one" as const, "two" as const)) {
-      pair[side] = await both(side === "one" ? [o.urls[0], o.urls[0]] : o.urls, o.load, o.connections, o.seconds, o.meters, sutCore, run);
-    }
-    rounds.push({ one: pair.one!, two: pair.two! });
+    const layout = (urls: [string, string]) => () => both(urls, o.load, o.connections, o.seconds, o.meters, sutCore, run);
+    const [one, two] = await pairInTurns(i, layout([o.urls[0], o.urls[0]]), layout(o.urls));
+    rounds.push({ one, two });
   }
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
   return {
