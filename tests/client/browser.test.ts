@@ -144,12 +144,16 @@ describe("@metered-proxy/client/browser in Chromium", () => {
   test("requestGrant() resolves with the grant the user approved; Deny rejects with GrantDeniedError", async () => {
     const page = await appPage();
     const approved = await withPopup(page, "requestGrant", { usd: 0.5, maxUses: 2, state: "s1" });
+    const approvedClosed = approved.popup.waitForEvent("close", WAIT);
     await approved.popup.click("#approve");
     const { value } = await approved.result;
     expect(value).toMatchObject({ usd: 0.5, maxUses: 2, state: "s1" });
     const grant = await server.fetch("/api/v1/grants/current", { headers: { authorization: `Bearer ${app.secretKey}`, "x-service-grant": value.grantToken } });
     expect(Object.keys(value).sort()).toEqual(["expiresAt", "grantToken", "maxUses", "state", "usd"]);
     expect(await grant.json()).toMatchObject({ status: "active", usdCap: 0.5, maxUses: 2 });
+    // The library opens its popups under one window name: asked again before the answered
+    // popup has closed, the browser would reuse that closing window instead of opening one.
+    await approvedClosed;
 
     const denied = await withPopup(page, "requestGrant", { usd: 0.5 });
     await denied.popup.click("#deny");
