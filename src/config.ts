@@ -27,6 +27,8 @@ export const ConfigSchema = t.Object({
   DEFAULT_APP_KEY_FILE: t.Optional(t.String({ minLength: 1 })),
   DATABASE_POOL_SIZE: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
   DATABASE_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100, maximum: 60_000 })),
+  /** SQLite: `full` syncs every commit to disk, so a power cut loses no committed call (src/store/sqlite/database.ts). */
+  SQLITE_SYNCHRONOUS: t.Optional(t.Union([t.Literal("normal"), t.Literal("full")])),
   UPSTREAM_BASE_URL: t.Optional(t.String({ pattern: "^https?://.+$" })),
   UPSTREAM_API_KEY: t.Optional(t.String({ minLength: 1 })),
   /** Where browsers reach this service (an origin, optionally a path prefix): the upstream's PKCE page sends users back here. */
@@ -128,7 +130,8 @@ const SECRET_KEYS = new Set([
 
 type RawConfig = Static<typeof ConfigSchema>;
 
-export type DatabaseTarget = { engine: "sqlite"; path: string } | { engine: "postgres"; url: string };
+/** `synchronous`: SQLITE_SYNCHRONOUS (default `normal`). */
+export type DatabaseTarget = { engine: "sqlite"; path: string; synchronous?: "normal" | "full" } | { engine: "postgres"; url: string };
 
 export interface Config {
   env: "production" | "development" | "test";
@@ -267,7 +270,9 @@ function usdAmountProblems(parsed: RawConfig, given: Record<string, unknown>, re
 function fromRaw(raw: RawConfig): Config {
   const env = raw.NODE_ENV ?? "development";
   const dbUrl = raw.DATABASE_URL ?? "sqlite:data/proxy.sqlite";
-  const database: DatabaseTarget = dbUrl.startsWith("sqlite:") ? { engine: "sqlite", path: dbUrl.slice("sqlite:".length) } : { engine: "postgres", url: dbUrl };
+  const database: DatabaseTarget = dbUrl.startsWith("sqlite:")
+    ? { engine: "sqlite", path: dbUrl.slice("sqlite:".length), synchronous: raw.SQLITE_SYNCHRONOUS ?? "normal" }
+    : { engine: "postgres", url: dbUrl };
   if (env === "production" && !raw.UPSTREAM_API_KEY) {
     throw new ConfigError(["UPSTREAM_API_KEY: required when NODE_ENV=production (demo mode is for development only)"]);
   }

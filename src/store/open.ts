@@ -42,7 +42,7 @@ export async function openStoreEngine(
 }
 
 async function openEngine(target: DatabaseTarget, options: OpenStoreOptions & { secrets: SecretBox }): Promise<OpenedStoreEngine> {
-  if (target.engine === "sqlite") return sqliteEngine(openSqliteStore(target.path, options.secrets));
+  if (target.engine === "sqlite") return sqliteEngine(openSqliteStore(target.path, options.secrets, target.synchronous));
   // Loaded only for PostgreSQL, so the embedded mode does not pay for the driver.
   const { openPostgresEngine } = await import("./postgres/engine");
   return openPostgresEngine(target.url, options);

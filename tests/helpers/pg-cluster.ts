@@ -6,7 +6,7 @@
  */
 import { SQL } from "bun";
 import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
-import { startPostgres, type TestPostgres } from "./postgres";
+import { startPostgres, type PostgresOptions, type TestPostgres } from "./postgres";
 import { startRedis, type TestRedis } from "./redis";
 import { cliCreateApp, connectOverHttp, startServer, type RunningServer } from "./server";
 import { CLUSTER_JWT_SECRET, CLUSTER_METRICS_TOKEN, OPERATOR_AUTH, type Health } from "./cluster";
@@ -43,8 +43,10 @@ export interface PgCluster {
   stop(): Promise<void>;
 }
 
-export async function startPgCluster(options: { instances?: number; redis?: boolean; env?: Record<string, string> } = {}): Promise<PgCluster> {
-  const postgres = await startPostgres();
+export async function startPgCluster(
+  options: { instances?: number; redis?: boolean; env?: Record<string, string>; postgres?: PostgresOptions } = {},
+): Promise<PgCluster> {
+  const postgres = await startPostgres(options.postgres);
   const databaseUrl = await postgres.createDatabase();
   const redis = options.redis ? await startRedis() : null;
   const upstream = await startMockUpstream({ recordServed: true });

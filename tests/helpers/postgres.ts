@@ -16,6 +16,11 @@ export interface TestPostgres {
   dataDir: string;
   /** Fast shutdown (SIGINT); the data stays. */
   stop(): Promise<void>;
+  /**
+   * A crash: `pg_ctl stop -m immediate` (every server process quits at once, no checkpoint,
+   * WAL not yet written is lost); the next start() recovers from the WAL.
+   */
+  crash(): Promise<void>;
   /** Starts it again on the same port and data dir. */
   start(): Promise<void>;
   /** Creates a fresh empty database (a unique name unless one is given); returns its postgres:// url. */
@@ -64,7 +69,20 @@ export function userPrefix(root: string): string[] {
   return [...deathSig, "--reuid", uid, "--regid", gid, "--init-groups", "--"];
 }
 
-export async function startPostgres(options: { fsync?: boolean } = {}): Promise<TestPostgres> {
+export interface PostgresOptions {
+  /** fsync on, as on a production server (off by default: tests do not survive power loss anyway). */
+  fsync?: boolean;
+  /**
+   * Commits wait for their WAL to be written (synchronous_commit on, the server's default),
+   * with fsync still off unless asked: what a process crash of PostgreSQL cannot undo.
+   * Off by default, like fsync.
+   */
+  durableCommits?: boolean;
+  /** More server settings, `name=value` each. */
+  settings?: string[];
+}
+
+export async function startPostgres(options: PostgresOptions = {}): Promise<TestPostgres> {
   const initdb = pgBinary("initdb");
   const server = pgBinary("postgres");
   if (!initdb || !server) throw new Error("PostgreSQL not found: install Debian's `postgresql` package (npm test does)");
@@ -76,7 +94,11 @@ export async function startPostgres(options: { fsync?: boolean } = {}): Promise<
   const asUser = userPrefix(root);
   run([...asUser, initdb, "-D", dataDir, "-U", "proxy", "--auth=trust", "-E", "UTF8", "--no-locale"]);
 
-  const durability = options.fsync ? [] : ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"];
+  const durability = [
+    ...(options.fsync ? [] : ["-c", "fsync=off", "-c", "full_page_writes=off"]),
+    ...(options.fsync || options.durableCommits ? [] : ["-c", "synchronous_commit=off"]),
+    ...(options.settings ?? []).flatMap((setting) => ["-c", setting]),
+  ];
   let proc: Subprocess<"ignore", "ignore", "pipe"> | null = null;
   let postmasterPid = 0;
   const stderrTail: string[] = [];
@@ -102,6 +124,14 @@ export async function startPostgres(options: { fsync?: boolean } = {}): Promise<
     } catch {
       // already gone
     }
+    await exited;
+    proc = null;
+    postmasterPid = 0;
+  };
+  const crash = async () => {
+    if (!proc) return;
+    const exited = proc.exited;
+    run([...asUser, pgBinary("pg_ctl")!, "stop", "-D", dataDir, "-m", "immediate", "-w"]);
     await exited;
     proc = null;
     postmasterPid = 0;
@@ -147,7 +177,7 @@ export async function startPostgres(options: { fsync?: boolean } = {}): Promise<
     await destroy();
     throw err;
   }
-  return { url: `postgres://proxy@127.0.0.1:${port}/postgres`, port, dataDir, start, stop, createDatabase, destroy };
+  return { url: `postgres://proxy@127.0.0.1:${port}/postgres`, port, dataDir, start, stop, crash, createDatabase, destroy };
 }
 
 /** Alive and not a zombie (our own child stays a zombie: nothing reaps it during exit). */

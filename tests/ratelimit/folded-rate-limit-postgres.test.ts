@@ -129,7 +129,7 @@ describe("the chat rate limit folded into the PostgreSQL reservation", () => {
     t.statements.length = 0;
     for (let i = 0; i < 3; i++) expect((await t.chat("alice")).status).toBe(200);
     expect(t.statements.filter((s) => s.includes("rate_limit_take_many"))).toHaveLength(0);
-    expect(t.statements.filter((s) => s.includes("budget_reserve_limited_many"))).toHaveLength(3);
+    expect(t.statements.filter((s) => s.includes("budget_reserve_durable"))).toHaveLength(3);
     expect(await hitsOf(t.store, t.appId, "alice")).toBe(3);
   });
 
@@ -188,7 +188,7 @@ describe("the chat rate limit folded into the PostgreSQL reservation", () => {
     // The degraded limiter answers from memory; the call itself still reserves in PostgreSQL, without a check.
     expect((await t.chat("dave")).status).toBe(200);
     expect(limiter.state.degraded).toBe(true);
-    expect(t.statements.filter((s) => s.includes("budget_reserve_limited_many"))).toHaveLength(1);
+    expect(t.statements.filter((s) => s.includes("budget_reserve_durable"))).toHaveLength(1);
     expect(await hitsOf(t.store, t.appId, "dave")).toBe(1);
     primary.check = check;
     // Back: the next call's own check reaches PostgreSQL, and the one after is folded again.

@@ -70,8 +70,8 @@ interface SettleItem {
  *
  * Given the PostgreSQL rate limiter of the same database, a chat call's rate-limit check
  * goes in its reservation's statement (migration 9's budget_reserve_limited_many,
- * ../store/postgres/reserve-limited-batch-sql.ts): one round trip before the upstream
- * instead of two, as with Redis. The call's journal entry goes in that statement too
+ * ../store/postgres/reserve-limited-batch-sql.ts, run by migration 21's budget_reserve_durable,
+ * ./durable-reserve-sql.ts): one round trip before the upstream instead of two, as with Redis. The call's journal entry goes in that statement too
  * (`journalsCalls`): one round trip in all before the upstream.
  *
  * Each instance renews a lease; every instance sweeps now and then and releases the
@@ -221,11 +221,10 @@ export class PostgresBudgetLedger implements BudgetLedger {
    *
    * The journal entries are opened by the same statement, from what budget_reserve_limited_many
    * decided (the INSERT reads its rows, so it runs after it): a granted call is journaled with
-   * what it was granted, a refused one is not, and the two commit together, as each did alone
-   * (budget_reserve_many turns synchronous_commit off for the transaction, as call_journal_open
-   * does: both guard against an instance dying, which a commit in the server's memory
-   * survives). The entries are new rows on their own primary key, locked by no reserve or
-   * settle before an account row, so this adds no deadlock.
+   * what it was granted, a refused one is not, and the two commit together, as each did alone,
+   * durably (budget_reserve_durable, migration 21: the call goes upstream only once a
+   * PostgreSQL crash can no longer lose them). The entries are new rows on their own primary
+   * key, locked by no reserve or settle before an account row, so this adds no deadlock.
    */
   private async reserveMany(items: ReserveItem[]): Promise<Array<ReserveOutcome | Error>> {
     const json = JSON.stringify(items);
@@ -233,7 +232,7 @@ export class PostgresBudgetLedger implements BudgetLedger {
     const rows = await this.db.run((sql) =>
       journaling
         ? sql`WITH input AS (SELECT ${json}::text::jsonb AS items, ${this.instanceId}::text AS instance),
-          decided AS (SELECT d.* FROM input, budget_reserve_limited_many(input.items, input.instance) AS d),
+          decided AS (SELECT d.* FROM input, budget_reserve_durable(input.items, input.instance) AS d),
           opened AS (
             -- Granted items with a journal entry: the row as call_journal_open would write it,
             -- with what was granted. Refused ones leave none.
@@ -245,9 +244,9 @@ export class PostgresBudgetLedger implements BudgetLedger {
             WHERE d.status = 1 AND input.items -> d.item ? 'journal'
             ON CONFLICT (request_id) DO NOTHING)
           SELECT item, status, a, b, allowed, remaining, reset_ms FROM decided`
-        : sql`SELECT item, status, a, b, allowed, remaining, reset_ms FROM budget_reserve_limited_many(${json}::text::jsonb, ${this.instanceId})`,
+        : sql`SELECT item, status, a, b, allowed, remaining, reset_ms FROM budget_reserve_durable(${json}::text::jsonb, ${this.instanceId})`,
     );
-    if (rows.length !== items.length) throw new Error(`budget_reserve_limited_many answered ${rows.length} of ${items.length} reserves`);
+    if (rows.length !== items.length) throw new Error(`budget_reserve_durable answered ${rows.length} of ${items.length} reserves`);
     const outcomes = new Array<ReserveOutcome | Error>(items.length);
     for (const r of rows) {
       const at = num(r.item);

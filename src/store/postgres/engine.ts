@@ -5,6 +5,7 @@ import type { PostgresDatabase } from "./database";
 import { PostgresBudgetLedger } from "./budget-ledger";
 import { PostgresRateLimiter } from "./rate-limiter";
 import { postgresChangeFeed } from "./change-feed";
+import { warnIfCommitsNotDurable } from "./commit-durability";
 
 /**
  * The PostgreSQL engine's parts, all on the store's pool: the store, its change feed, and,
@@ -19,8 +20,8 @@ export function postgresEngine(store: PostgresStore): OpenedStoreEngine {
     writerConcurrency: 2,
     counters: (context) => postgresCounters(database, context),
     openChangeFeed: (logger) => postgresChangeFeed(database.sql, logger),
-    // PostgreSQL keeps its own house (checkpoints, vacuum): nothing runs here.
-    startMaintenance: () => {},
+    // PostgreSQL keeps its own house (checkpoints, vacuum): only its durability is looked at, once.
+    startMaintenance: (logger) => void warnIfCommitsNotDurable(database, logger),
     schemaVersion: async () => {
       const rows: Array<{ version: number }> = await database.sql`SELECT max(version) AS version FROM schema_migrations`;
       return Number(rows[0]!.version);

@@ -8,6 +8,7 @@ import { RESERVE_LIMITED_BATCH_SQL } from "./reserve-limited-batch-sql";
 import { CALL_JOURNAL_SQL } from "./call-journal-sql";
 import { SETTLE_SET_SQL } from "./settle-set-sql";
 import { JOURNAL_BY_KEY_SQL } from "./journal-by-key-sql";
+import { DURABLE_RESERVE_SQL } from "./durable-reserve-sql";
 
 /**
  * PostgreSQL migrations: numbered and append-only like the SQLite ones (../sqlite/migrations.ts),
@@ -339,6 +340,11 @@ export const PG_MIGRATIONS: ReadonlyArray<PgMigration> = [
     sql: `
       ALTER TABLE call_journal ADD COLUMN IF NOT EXISTS ceiling_reserved_nano bigint, ADD COLUMN IF NOT EXISTS ceiling_cap_nano bigint;
     `,
+  },
+  {
+    version: 21,
+    name: "reservations and journal entries commit durably: a PostgreSQL crash loses none of a call that went upstream",
+    sql: DURABLE_RESERVE_SQL,
   },
 ];
 

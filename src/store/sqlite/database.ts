@@ -4,10 +4,20 @@ import { migrate } from "./migrations";
 import { createPrivateFile, ensurePrivateFolder, tightenFile } from "../../secrets/private-files";
 
 /**
+ * How long a commit waits for the disk (SQLITE_SYNCHRONOUS). `normal`: a commit is durable
+ * across a crash of the process (its WAL frames are in the OS's hands), and an OS crash or a
+ * power cut can lose the last commits since the WAL was last synced (at each checkpoint):
+ * ledger rows, and reservations' journal entries of calls already sent upstream. `full`:
+ * every commit syncs the WAL first, so neither can lose a committed call, at the cost of an
+ * fsync per commit (the usage writer and the journal commit once per event-loop turn).
+ */
+export type SqliteSynchronous = "normal" | "full";
+
+/**
  * Opens (creating if needed) the SQLite file, in WAL mode so readers never block the
  * usage writer, and applies pending migrations. `:memory:` gives a private database.
  */
-export function openDatabase(path: string): Database {
+export function openDatabase(path: string, synchronous: SqliteSynchronous = "normal"): Database {
   if (path !== ":memory:") {
     // 0600 before SQLite opens it (an empty file is a new database to SQLite), 0700 folder:
     // the file holds what the service keeps (src/secrets/private-files.ts).
@@ -22,10 +32,8 @@ export function openDatabase(path: string): Database {
   switchToWal(db, "main");
   // New ones take the database's mode; these tighten the ones an older version left loose.
   if (path !== ":memory:") for (const sidecar of ["-wal", "-shm"]) tightenFile(path + sidecar);
-  // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the
-  // last transactions: at most the last flush interval of ledger rows, a loss we accept
-  // for not waiting on fsync at every commit.
-  db.exec("PRAGMA synchronous = NORMAL");
+  // See SqliteSynchronous: NORMAL survives the process, FULL the machine too.
+  db.exec(`PRAGMA synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
   db.exec("PRAGMA foreign_keys = ON");
   migrate(db);
   return db;

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Store } from "..";
-import { BUSY_TIMEOUT_MS, openDatabase } from "./database";
+import { BUSY_TIMEOUT_MS, openDatabase, type SqliteSynchronous } from "./database";
 import { SqliteAppRepository } from "./apps";
 import { SqliteConnectionRepository } from "./connections";
 import { SqliteSettingsRepository } from "./settings";
@@ -26,10 +26,10 @@ export interface SqliteStore extends Store {
 /**
  * Opens (creating and migrating) a SQLite file, or `:memory:` for a private database.
  * `secrets` seals what it keeps; without one, this process's random key (tests: the service
- * and the CLI open through openStore, with the configured key).
+ * and the CLI open through openStore, with the configured key). `synchronous`: SQLITE_SYNCHRONOUS.
  */
-export function openSqliteStore(path: string, secrets: SecretBox = processSecretBox()): SqliteStore {
-  const db = openDatabase(path);
+export function openSqliteStore(path: string, secrets: SecretBox = processSecretBox(), synchronous: SqliteSynchronous = "normal"): SqliteStore {
+  const db = openDatabase(path, synchronous);
   // Started by the service only (src/store/engine.ts startMaintenance): a CLI command's
   // connection checkpoints as SQLite does by default.
   const userIndexReader = openUserIndexReader(db, path);
