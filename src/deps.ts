@@ -21,6 +21,9 @@ import { BudgetWatcher } from "./webhooks/budget-watcher";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { InstanceLease } from "./metering/instance-lease";
 
+/** Set the first time shared counters (Redis) serve the store: from then on, a loss of theirs may leave calls in flight. */
+const COUNTERS_EPOCH_SETTING = "shared_counters_since";
+
 /**
  * Everything createApp needs. Each external effect sits behind one of these so tests can
  * build as many apps as they like with a memory store, a manual clock and a fake upstream.
@@ -114,6 +117,8 @@ export function createDeps(config: Config, overrides: DepsOverrides): Deps {
     instanceId,
     loadSpent: (account: string) => store.usageTotals.spentNano(account),
     loadFrozenCap: (account: string) => store.usageTotals.frozenCapNano(account),
+    loadTruth: (account: string) => store.usageTotals.truth(account),
+    claimFirstCountersEpoch: () => store.settings.claim(COUNTERS_EPOCH_SETTING, new Date(clock.now()).toISOString()),
     budgetIdleMs: config.budgetIdleMs,
   };
   const counters = config.redisUrl

@@ -20,3 +20,15 @@ export function grantAccount(grantId: string): BudgetAccount {
 export function grantDayAccount(appId: string, at: number): BudgetAccount {
   return `gd/${appId}/${new Date(at).toISOString().slice(0, 10)}`;
 }
+
+/**
+ * The app and UTC day (start and end, ms) of a grant-day account, or null for any other
+ * account: the journal keeps a grant call's hold on its day by app and start time, not by
+ * account (src/store/call-journal.ts).
+ */
+export function grantDayOf(account: BudgetAccount): { appId: string; start: number; end: number } | null {
+  const match = /^gd\/([^/]+)\/(\d{4}-\d{2}-\d{2})$/.exec(account);
+  if (!match) return null;
+  const start = Date.parse(`${match[2]}T00:00:00.000Z`);
+  return Number.isNaN(start) ? null : { appId: match[1]!, start, end: start + 86_400_000 };
+}

@@ -106,6 +106,19 @@ export interface BudgetLedger {
    * (the PostgreSQL ledger); otherwise the caller queues the row in the usage writer.
    */
   readonly recordsRows: boolean;
+  /**
+   * True when a hold may be settled only once its call's ledger row is in the store (the
+   * Redis ledger, whose counters can outlive this process, and be rebuilt from the store:
+   * what the store counts and what the counters settled must never differ for a call, so no
+   * process may die between the two with the counters ahead of the store).
+   */
+  readonly settlesAfterRow?: boolean;
+  /**
+   * Whether a reserved call may go upstream now that it is journaled, for a ledger whose
+   * counters can lose data while a call is between the two (src/store/redis/budget-scripts.ts):
+   * false when its hold is gone; the caller then releases the call unsent. Absent: always.
+   */
+  confirmHeld?(requestId: string): Promise<boolean>;
   snapshot(account: BudgetAccount): Promise<BudgetSnapshot>;
   /**
    * Holds again what a previous process on this store held when it stopped: its journaled

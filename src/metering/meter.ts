@@ -63,7 +63,10 @@ export interface SettleBarrier {
  */
 export async function ownWritesVisible(settles: SettleBarrier, writer: UsageWriter): Promise<void> {
   await settles.settled();
-  if (writer.stats.pending > 0) await writer.flush();
+  if (writer.stats.pending === 0) return;
+  await writer.flush();
+  // A ledger that settles after the row (BudgetLedger.settlesAfterRow) began those settles as the rows were written.
+  await settles.settled();
 }
 
 /** Settles reservations to actual cost and records the ledger row. */
@@ -125,6 +128,33 @@ export class Meter implements SettleBarrier {
     return done;
   }
 
+  /**
+   * The row first, then the holds, for a ledger that settles after the row: the settle starts
+   * in the step its row is written (UsageWriter.onWritten), and counts among the settles under
+   * way from then on (a read's barrier). A JSON answer waits for its row, not for the settle;
+   * the reconciler waits for both.
+   */
+  private async settleAfterRow(row: UsageRow, write: "queued" | "durable" | "reconciled", settleHolds: () => Promise<void>): Promise<void> {
+    let settled!: Promise<void>;
+    const written = new Promise<void>((resolve) =>
+      this.writer.onWritten(row, () => {
+        settled = settleHolds();
+        this.settling.add(settled);
+        const forget = () => this.settling.delete(settled);
+        settled.then(forget, forget);
+        resolve();
+      }),
+    );
+    if (write === "queued") return this.writer.enqueue(row);
+    const durable = this.writer.enqueueDurable(row);
+    if (write === "durable") {
+      await durable;
+      return;
+    }
+    await written;
+    await settled;
+  }
+
   private settle(ticket: MeteringTicket, outcome: RequestOutcome, durable: boolean): Promise<Charge> {
     const charge: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
@@ -183,6 +213,7 @@ export class Meter implements SettleBarrier {
       await ceiling;
     };
     if (this.budget.recordsRows) await settleHolds();
+    else if (this.budget.settlesAfterRow) await this.settleAfterRow(row, write, settleHolds);
     else if (write === "reconciled") {
       await this.writer.enqueueDurable(row);
       await settleHolds();

@@ -72,6 +72,8 @@ export class Reconciler {
     private readonly owner: string,
     private readonly options: ReconcilerOptions,
     private readonly openUserKey: OpenUserKey,
+    /** The cost a call's ledger row charged, null without a row: what an ended call's leftover hold settles at. */
+    private readonly rowCost: (requestId: string) => Promise<number | null> = async () => null,
   ) {}
 
   /**
@@ -183,18 +185,29 @@ export class Reconciler {
     }
   }
 
-  /** Holds that dead processes left (Redis) for calls that never went upstream: nothing to charge. */
+  /**
+   * Holds nobody else will settle (Redis: a dead process's, or one a rebuild made again from
+   * the journal) whose calls are no longer in the journal: a call that never went upstream,
+   * settled at nothing, or one whose row is written (its process died, or Redis lost the
+   * settle, before the hold was settled), settled at its row's cost. The row and the end of
+   * the journal entry are one transaction, so an entry gone means its row is there, if any.
+   */
   private async releaseUnjournaledOrphans(): Promise<void> {
     const orphans = await this.budget.orphans();
     if (orphans.length === 0) return;
     const journaled = await this.journal.journaled(orphans);
     for (const id of orphans) {
       if (journaled.has(id)) continue;
-      await this.budget.settle(id, 0);
-      this.stats.released++;
+      // A grant call's hold on its day settles at its call's cost (src/services/chat-reservation.ts).
+      const cost = await this.rowCost(id.endsWith(GRANT_DAY_SUFFIX) ? id.slice(0, -GRANT_DAY_SUFFIX.length) : id);
+      await this.budget.settle(id, cost ?? 0);
+      if (cost === null) this.stats.released++;
     }
   }
 }
+
+/** How a grant call's reservation on its app's day is named after the call's (src/services/chat-reservation.ts). */
+const GRANT_DAY_SUFFIX = "/grant-day";
 
 /** The time spent waiting once `attempts` lookups have failed. */
 function waitedMs(attempts: number): number {

@@ -36,6 +36,8 @@ export class UsageWriter {
   private readonly queue: UsageRow[] = [];
   /** Rows queued with enqueueDurable, each with what to call once it is written (or its batch failed). */
   private readonly durableWaiters = new Map<UsageRow, (written: boolean) => void>();
+  /** What to call once a row is written, however many attempts that takes (see onWritten). */
+  private readonly writtenCallbacks = new Map<UsageRow, () => void>();
   private timer: ReturnType<typeof setTimeout> | null = null;
   /** Drains running now: at most `concurrency`, each writing its own batches. */
   private readonly drains = new Set<Promise<void>>();
@@ -86,6 +88,16 @@ export class UsageWriter {
     this.queue.push(row);
     void this.flush();
     return written;
+  }
+
+  /**
+   * Calls `then` in the same step as the batch that writes `row` succeeds (never if it is not
+   * written: a process stopping with rows unwritten leaves them to the call journal). Set it
+   * before the row is queued. What must follow the row and never precede it: a Redis hold's
+   * settle (src/metering/meter.ts).
+   */
+  onWritten(row: UsageRow, then: () => void): void {
+    this.writtenCallbacks.set(row, then);
   }
 
   /** Writes everything queued now; resolves when written, or when a failure left rows for the retry. */
@@ -190,6 +202,14 @@ export class UsageWriter {
   }
 
   private tellWaiters(batch: UsageRow[], written: boolean): void {
+    if (written && this.writtenCallbacks.size > 0) {
+      for (const row of batch) {
+        const then = this.writtenCallbacks.get(row);
+        if (!then) continue;
+        this.writtenCallbacks.delete(row);
+        then();
+      }
+    }
     if (this.durableWaiters.size === 0) return;
     for (const row of batch) {
       const waiter = this.durableWaiters.get(row);

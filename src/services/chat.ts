@@ -103,6 +103,12 @@ export class ChatService implements CallFinisher {
       this.logger.error("the call journal refused a call; it was not sent upstream", { requestId: ticket.requestId, error: String(err) });
       throw new ApiError("unavailable", "the proxy could not record the call; nothing was sent or charged, try again");
     }
+    if (!(await this.stillHeld(ticket))) {
+      // The counters lost the reservation before the journal had the call (src/store/redis/budget-scripts.ts):
+      // sent now, the call could be counted nowhere. Its entry ends with a row of nothing.
+      await this.release(ticket, "budget_store_reset");
+      throw new ApiError("unavailable", "the budget store lost its counters while this call was admitted; nothing was sent or charged, try again");
+    }
     const stream = request.body.stream === true;
     const upstreamBody = JSON.stringify(upstreamRequestBody(request.body, ticket));
 
@@ -198,6 +204,18 @@ export class ChatService implements CallFinisher {
       },
     );
     return new Response(body, { status: 200, headers });
+  }
+
+  /** Whether the call's holds are still counted, now that it is journaled (BudgetLedger.confirmHeld); a store that cannot say is a no. */
+  private async stillHeld(ticket: MeteringTicket): Promise<boolean> {
+    const { budget } = this.reserving;
+    if (!budget.confirmHeld) return true;
+    const ids = ticket.ceilingReservationId ? [ticket.requestId, ticket.ceilingReservationId] : [ticket.requestId];
+    try {
+      return (await Promise.all(ids.map((id) => budget.confirmHeld!(id)))).every(Boolean);
+    } catch {
+      return false;
+    }
   }
 
   /** The call's usage was not seen: its reservation stays held until the reconciler settles it. */

@@ -8,6 +8,7 @@
  */
 import type { Logger } from "../logger";
 import { InMemoryBudgetLedger, type BudgetLedger, type FrozenCapLoader, type SpentLoader } from "../budget/ledger";
+import type { TruthLoader } from "../budget/truth";
 import type { FallbackRateLimiter } from "../ratelimit/fallback-rate-limiter";
 import { InMemoryRateLimiter, type RateLimiter } from "../ratelimit/rate-limiter";
 import { PeriodicTask } from "../periodic-task";
@@ -52,6 +53,10 @@ export interface CountersContext {
   /** The durable totals, for counters that load an account on first use. */
   readonly loadSpent: SpentLoader;
   readonly loadFrozenCap: FrozenCapLoader;
+  /** An account's settled spend and journaled holds in one snapshot: what counters that may lose data rebuild from. */
+  readonly loadTruth: TruthLoader;
+  /** Records that shared counters (Redis) serve this store; true the first time ever (src/store/redis/counters-epoch.ts). */
+  readonly claimFirstCountersEpoch: () => Promise<boolean>;
   /** Counters kept in this process: how long an account stays in memory unused (InMemoryBudgetLedger.forgetIdle). */
   readonly budgetIdleMs: number;
 }

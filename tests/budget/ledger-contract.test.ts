@@ -10,6 +10,7 @@ import { RedisBudgetLedger } from "../../src/store/redis/budget-ledger";
 import { ApiError } from "../../src/errors";
 import { memoryLogger } from "../../src/logger";
 import { startRedis, type TestRedis } from "../helpers/redis";
+import { fakeTruth } from "../helpers/redis-truth";
 
 /** What the durable store says each account has spent; the ledger's loader reads it. */
 type Durable = Map<string, number>;
@@ -56,7 +57,7 @@ const SUBJECTS: Record<string, Subject> = {
   memory: { make: async (durable, loads, frozen = new Map()) => new InMemoryBudgetLedger(loaderOf(durable, loads), frozenLoaderOf(frozen)) },
   redis: {
     make: async (durable, loads, frozen = new Map()) =>
-      new RedisBudgetLedger(await redisClient(), loaderOf(durable, loads), memoryLogger(), frozenLoaderOf(frozen)),
+      new RedisBudgetLedger(await redisClient(), fakeTruth({ spent: durable, frozen, loads }), memoryLogger()),
   },
 };
 
@@ -202,14 +203,13 @@ for (const [kind, subject] of Object.entries(SUBJECTS)) {
 describe("RedisBudgetLedger: data loss and outages", () => {
   test("after FLUSHALL (data loss) the next reserve reloads from the store, not from zero", async () => {
     const account = fresh("acct");
-    const durable: Durable = new Map();
-    const loads: string[] = [];
-    const ledger = new RedisBudgetLedger(await redisClient(), loaderOf(durable, loads), memoryLogger());
+    const store = fakeTruth();
+    const ledger = new RedisBudgetLedger(await redisClient(), store, memoryLogger());
     const r = fresh("req");
     expect(await ledger.reserve(account, `${r}-1`, 1000, 100, 900)).toEqual({ ok: true, grantedNano: 900 });
+    store.writeRow(account, `${r}-1`, 850); // the usage writer wrote the row; then the hold is settled
     await ledger.settle(`${r}-1`, 850);
-    durable.set(account, 850); // the usage writer flushed the row
-    expect(loads).toEqual([account]);
+    expect(store.loads).toEqual([account]);
 
     const admin = redis.client();
     await admin.flushall();
@@ -217,22 +217,25 @@ describe("RedisBudgetLedger: data loss and outages", () => {
 
     // Against zero this would be granted; against the store's 850 it cannot be.
     expect(await ledger.reserve(account, `${r}-2`, 1000, 200, 200)).toEqual({ ok: false, spentNano: 850, reservedNano: 0 });
-    expect(loads).toEqual([account, account]);
+    expect(store.loads).toEqual([account, account]);
     expect(await ledger.reserve(account, `${r}-3`, 1000, 100, 500)).toEqual({ ok: true, grantedNano: 150 });
     expect(await ledger.snapshot(account)).toEqual({ spentNano: 850, reservedNano: 150 });
   });
 
-  test("a request in flight when Redis lost the account still counts when it settles", async () => {
+  test("a call in flight when Redis lost the account stays held (it is journaled), and its settle counts once", async () => {
     const account = fresh("acct");
-    const durable: Durable = new Map();
-    const ledger = new RedisBudgetLedger(await redisClient(), loaderOf(durable, []), memoryLogger());
+    const store = fakeTruth();
+    const ledger = new RedisBudgetLedger(await redisClient(), store, memoryLogger());
     const r = fresh("req");
     expect(await ledger.reserve(account, `${r}-1`, 1000, 100, 900)).toEqual({ ok: true, grantedNano: 900 });
+    store.journalCall(account, `${r}-1`, 900, ledger.lease.id, 1000);
     const admin = redis.client();
     await admin.flushall();
     admin.disconnect();
-    // Rebuilt from the store, which does not know r1 yet.
-    expect(await ledger.reserve(account, `${r}-2`, 1000, 100, 100)).toEqual({ ok: true, grantedNano: 100 });
+    // Rebuilt from the store: the journal still lists r1, so only 100 is left.
+    expect(await ledger.reserve(account, `${r}-2`, 1000, 100, 200)).toEqual({ ok: true, grantedNano: 100 });
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 1000 });
+    store.writeRow(account, `${r}-1`, 850);
     await ledger.settle(`${r}-1`, 850);
     await ledger.settle(`${r}-1`, 850); // still idempotent
     await ledger.settle(`${r}-2`, 50);
@@ -240,10 +243,49 @@ describe("RedisBudgetLedger: data loss and outages", () => {
     expect(await ledger.reserve(account, `${r}-3`, 1000, 200, 200)).toMatchObject({ ok: false, spentNano: 900 });
   });
 
+  test("a settle retried after the loss, whose row the rebuild already counted, counts once", async () => {
+    const account = fresh("acct");
+    const store = fakeTruth();
+    const ledger = new RedisBudgetLedger(await redisClient(), store, memoryLogger());
+    const r = fresh("req");
+    expect(await ledger.reserve(account, `${r}-1`, 1000, 100, 600)).toEqual({ ok: true, grantedNano: 600 });
+    store.writeRow(account, `${r}-1`, 500);
+    const admin = redis.client();
+    await admin.flushall();
+    admin.disconnect();
+    // Rebuilt with the row in it; then the settle (retried after the outage, say) arrives.
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 500, reservedNano: 0 });
+    await ledger.settle(`${r}-1`, 500);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 500, reservedNano: 0 });
+  });
+
+  test("a hold rebuilt from the journal whose call ended before its owner could settle it is settled once, at its row", async () => {
+    const account = fresh("acct");
+    const store = fakeTruth();
+    const owner = new RedisBudgetLedger(await redisClient(), store, memoryLogger());
+    const other = new RedisBudgetLedger(await redisClient(), store, memoryLogger());
+    const r = fresh("req");
+    expect(await owner.reserve(account, r, 1000, 100, 600)).toEqual({ ok: true, grantedNano: 600 });
+    store.journalCall(account, r, 600, owner.lease.id, 1000);
+    // Its settle lands in Redis, then Redis loses it before the row is written.
+    await owner.settle(r, 400);
+    const admin = redis.client();
+    await admin.flushall();
+    admin.disconnect();
+    expect(await other.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 600 });
+    store.writeRow(account, r, 400);
+    // Its owner settled already: the reconciler finds the hold listed, its journal entry ended, and settles it at the row.
+    expect(await other.orphans()).toContain(r);
+    await other.settle(r, 400);
+    await owner.settle(r, 400);
+    expect(await other.orphans()).not.toContain(r);
+    expect(await other.snapshot(account)).toEqual({ spentNano: 400, reservedNano: 0 });
+  });
+
   test("snapshot after data loss reloads from the store too", async () => {
     const account = fresh("acct");
-    const durable: Durable = new Map([[account, 400]]);
-    const ledger = new RedisBudgetLedger(await redisClient(), loaderOf(durable, []), memoryLogger());
+    const store = fakeTruth({ spent: new Map([[account, 400]]) });
+    const ledger = new RedisBudgetLedger(await redisClient(), store, memoryLogger());
     await ledger.reserve(account, fresh("req"), 1000, 10, 10);
     const admin = redis.client();
     await admin.flushall();
@@ -254,7 +296,7 @@ describe("RedisBudgetLedger: data loss and outages", () => {
   test("with Redis down, reserve and snapshot throw ApiError `unavailable`; it recovers without a new client", async () => {
     const account = fresh("acct");
     const client = await redisClient();
-    const ledger = new RedisBudgetLedger(client, loaderOf(new Map(), []), memoryLogger());
+    const ledger = new RedisBudgetLedger(client, fakeTruth(), memoryLogger());
     expect((await ledger.reserve(account, fresh("req"), 1000, 10, 10)).ok).toBe(true);
 
     await redis.stop();

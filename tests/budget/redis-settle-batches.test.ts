@@ -9,6 +9,7 @@ import Redis from "ioredis";
 import { RedisBudgetLedger } from "../../src/store/redis/budget-ledger";
 import { memoryLogger } from "../../src/logger";
 import { startRedis, type TestRedis } from "../helpers/redis";
+import { fakeTruth } from "../helpers/redis-truth";
 
 let redis: TestRedis;
 const clients: Redis[] = [];
@@ -34,7 +35,7 @@ async function client(autoPipelining = true): Promise<Redis> {
 }
 
 async function ledgerOn(c: Redis): Promise<RedisBudgetLedger> {
-  const ledger = new RedisBudgetLedger(c, async () => 0, memoryLogger());
+  const ledger = new RedisBudgetLedger(c, fakeTruth(), memoryLogger());
   ledger.lease.stop();
   return ledger;
 }

@@ -44,11 +44,11 @@ export interface PgCluster {
 }
 
 export async function startPgCluster(
-  options: { instances?: number; redis?: boolean; env?: Record<string, string>; postgres?: PostgresOptions } = {},
+  options: { instances?: number; redis?: boolean | { snapshots: true }; env?: Record<string, string>; postgres?: PostgresOptions } = {},
 ): Promise<PgCluster> {
   const postgres = await startPostgres(options.postgres);
   const databaseUrl = await postgres.createDatabase();
-  const redis = options.redis ? await startRedis() : null;
+  const redis = options.redis ? await startRedis(options.redis === true ? {} : options.redis) : null;
   const upstream = await startMockUpstream({ recordServed: true });
   const sql = new SQL(databaseUrl, { max: 2 });
   const servers: RunningServer[] = [];

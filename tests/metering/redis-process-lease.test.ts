@@ -12,6 +12,7 @@ import { RedisBudgetLedger } from "../../src/store/redis/budget-ledger";
 import { leaseKeyOf } from "../../src/store/redis/process-lease";
 import { memoryLogger } from "../../src/logger";
 import { startRedis, type TestRedis } from "../helpers/redis";
+import { fakeTruth, type FakeTruth } from "../helpers/redis-truth";
 
 let redis: TestRedis;
 const clients: Redis[] = [];
@@ -24,13 +25,13 @@ afterAll(async () => {
   await redis.stop();
 });
 
-/** A ledger on its own client (a process), whose loader reads `durable` (the store). */
-async function processLedger(durable: Map<string, number>): Promise<RedisBudgetLedger> {
+/** A ledger on its own client (a process), whose rebuilds read `store`. */
+async function processLedger(store: FakeTruth): Promise<RedisBudgetLedger> {
   const client = new Redis(redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
   client.on("error", () => {});
   clients.push(client);
   if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
-  const ledger = new RedisBudgetLedger(client, async (account) => durable.get(account) ?? 0, memoryLogger());
+  const ledger = new RedisBudgetLedger(client, store, memoryLogger());
   ledger.lease.stop();
   await ledger.lease.renew();
   return ledger;
@@ -55,9 +56,9 @@ const fresh = (label: string) => `${label}-${Date.now().toString(36)}-${seq++}`;
 describe("a process that dies holding reservations", () => {
   test("its holds become orphans once its lease runs out, not before, and stay counted until settled; live holds stay counted", async () => {
     const account = fresh("acct");
-    const durable = new Map<string, number>();
-    const dying = await processLedger(durable);
-    const live = await processLedger(durable);
+    const store = fakeTruth();
+    const dying = await processLedger(store);
+    const live = await processLedger(store);
     const dyingRequest = fresh("req");
     expect(await dying.reserve(account, dyingRequest, 1000, 100, 300)).toEqual({ ok: true, grantedNano: 300 });
     expect(await live.reserve(account, fresh("req"), 1000, 100, 200)).toEqual({ ok: true, grantedNano: 200 });
@@ -84,53 +85,51 @@ describe("a process that dies holding reservations", () => {
 
   test("an orphan settled after its call's row is written counts the row's cost, from the store", async () => {
     const account = fresh("acct");
-    const durable = new Map<string, number>();
-    const dying = await processLedger(durable);
-    const live = await processLedger(durable);
+    const store = fakeTruth();
+    const dying = await processLedger(store);
+    const live = await processLedger(store);
     const request = fresh("req");
     await dying.reserve(account, request, 1000, 100, 600);
     await expire(dying);
     await sweep(live);
-    // The reconciler writes the call's row (the store's total), then settles the orphan.
-    durable.set(account, 420);
+    // The reconciler writes the call's row, then settles the orphan.
+    store.writeRow(account, request, 420);
     await live.settle(request, 420);
     expect(await live.snapshot(account)).toEqual({ spentNano: 420, reservedNano: 0 });
   });
 
-  test("accounts it settled in reload their spend from the store: rows it never flushed stop counting", async () => {
+  test("what it settled stays counted: a hold is settled only once its row is in the store, so nothing is reloaded", async () => {
     const account = fresh("acct");
-    const durable = new Map<string, number>();
-    const dying = await processLedger(durable);
-    const live = await processLedger(durable);
-    const flushed = fresh("req");
-    const unflushed = fresh("req");
-    await dying.reserve(account, flushed, 10_000, 100, 1000);
-    await dying.settle(flushed, 400);
-    durable.set(account, 400); // its writer flushed this row, then it died before the next flush
-    await dying.reserve(account, unflushed, 10_000, 100, 1000);
-    await dying.settle(unflushed, 700);
+    const store = fakeTruth();
+    const dying = await processLedger(store);
+    const live = await processLedger(store);
+    const written = fresh("req");
+    await dying.reserve(account, written, 10_000, 100, 1000);
+    store.writeRow(account, written, 400);
+    await dying.settle(written, 400);
     const liveRequest = fresh("req");
     await live.reserve(account, liveRequest, 10_000, 100, 1000);
-    expect(await live.snapshot(account)).toEqual({ spentNano: 1100, reservedNano: 1000 });
+    expect(await live.snapshot(account)).toEqual({ spentNano: 400, reservedNano: 1000 });
 
     await expire(dying);
     await sweep(live);
     expect(await live.snapshot(account)).toEqual({ spentNano: 400, reservedNano: 1000 });
-    // The live process's hold settles as usual in the reloaded account.
+    // The live process's hold settles as usual.
+    store.writeRow(account, liveRequest, 250);
     await live.settle(liveRequest, 250);
     expect(await live.snapshot(account)).toEqual({ spentNano: 650, reservedNano: 0 });
   });
 
   test("a process that was only slow (its lease ran out, then it settled) has its cost counted once", async () => {
     const account = fresh("acct");
-    const durable = new Map<string, number>();
-    const slow = await processLedger(durable);
-    const other = await processLedger(durable);
+    const store = fakeTruth();
+    const slow = await processLedger(store);
+    const other = await processLedger(store);
     const request = fresh("req");
     await slow.reserve(account, request, 1000, 100, 600);
     await expire(slow);
     expect(await sweep(other)).toBeGreaterThanOrEqual(1);
-    // The sweep marked the account stale; the store has nothing yet; the hold stays.
+    // An orphan now; the hold stays.
     expect(await other.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 600 });
 
     await slow.settle(request, 450);
@@ -144,19 +143,19 @@ describe("a process that dies holding reservations", () => {
 });
 
 describe("a process that stops cleanly", () => {
-  test("leaves the registry at once when it holds nothing, so the others never reload its accounts", async () => {
+  test("leaves the registry at once when it holds nothing", async () => {
     const account = fresh("acct");
-    const durable = new Map<string, number>();
-    const leaving = await processLedger(durable);
-    const live = await processLedger(durable);
+    const store = fakeTruth();
+    const leaving = await processLedger(store);
+    const live = await processLedger(store);
     const done = fresh("req");
     await leaving.reserve(account, done, 10_000, 100, 1000);
+    store.writeRow(account, done, 300);
     await leaving.settle(done, 300);
-    durable.set(account, 300);
-    // The live process settled spend its writer has not flushed yet: a reload would forget it.
-    const unflushed = fresh("req");
-    await live.reserve(account, unflushed, 10_000, 100, 1000);
-    await live.settle(unflushed, 200);
+    const other = fresh("req");
+    await live.reserve(account, other, 10_000, 100, 1000);
+    store.writeRow(account, other, 200);
+    await live.settle(other, 200);
 
     await leaving.close();
     await expire(leaving);
@@ -166,9 +165,9 @@ describe("a process that stops cleanly", () => {
 
   test("stays registered while it still holds a reservation, so that hold becomes an orphan later", async () => {
     const account = fresh("acct");
-    const durable = new Map<string, number>();
-    const leaving = await processLedger(durable);
-    const live = await processLedger(durable);
+    const store = fakeTruth();
+    const leaving = await processLedger(store);
+    const live = await processLedger(store);
     const request = fresh("req");
     await leaving.reserve(account, request, 10_000, 100, 1000);
     await leaving.close();

@@ -65,7 +65,7 @@ describe("the chat rate limit folded into the Redis reservation", () => {
     const touchingWindow = commands.filter((args) => args.includes(windowKey(t, "alice")));
     expect(touchingWindow).toHaveLength(3);
     for (const args of touchingWindow) {
-      expect(args[0]?.toLowerCase()).toBe("evalsha");
+      expect(args[0]?.toLowerCase()).toBe("fcall"); // a function of the budget library (src/store/redis/budget-library.ts)
       expect(args.some((arg) => arg.startsWith("bl:"))).toBe(true); // the budget account: the same script
     }
     // Nothing else carries a rate-limit key: no separate check.

@@ -2,177 +2,73 @@ import type Redis from "ioredis";
 import { ApiError } from "../../errors";
 import type { Logger } from "../../logger";
 import type { BudgetAccount } from "../../budget/accounts";
-import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, FrozenCapLoader, ReserveOutcome, SpentLoader } from "../../budget/ledger";
-import { rateLimitKeyOf, SLIDING_WINDOW_STEP } from "./rate-limiter";
-import { heldKeyOf, orphansKey, processesKey, ProcessLease, settledKeyOf } from "./process-lease";
+import type { BudgetLedger, BudgetSnapshot, FoldedRateLimit, ReserveOutcome } from "../../budget/ledger";
+import { rateLimitKeyOf } from "./rate-limiter";
+import { heldKeyOf, leaseKeyOf, orphansKey, processesKey, ProcessLease } from "./process-lease";
 import { SettleBatches } from "./settle-batch";
+import { CONFIRM_AFTER_MS } from "./budget-scripts";
+import { callBudgetFunction } from "./budget-library";
+import { CountersEpoch, accountKeyOf, rebuiltKey, type TruthSource } from "./counters-epoch";
 
 /**
  * The budget ledger shared by every process through Redis. Each account is a hash
- * {spent, reserved}; each reservation a hash {account, amount} with a TTL. A reserve is
- * one Lua script (with the chat rate limit folded in), and so is each batch of settles
- * (./settle-batch.ts), so they are atomic across processes: a call takes one round trip
- * and a share of a settle batch.
+ * {spent, reserved, epoch}; each reservation a hash {account, amount, cap, epoch, owner}
+ * with a TTL. A reserve is one Lua script (with the chat rate limit folded in), and so is
+ * each batch of settles (./settle-batch.ts), so they are atomic across processes: a call
+ * takes one round trip and a share of a settle batch.
  *
- * An account that is not in Redis (first use, or Redis restarted and lost it) is never
- * admitted against: the reserve script answers "not loaded", the ledger loads the spend
- * from the store and retries. Budgets fail closed: Redis trouble during reserve is 503.
- * A settle that fails is retried in the background so a reservation is not left inflating
- * `reserved` after a short outage. The holds of a process that dies before settling stay
- * held as orphans until the reconciler settles them (./process-lease.ts); an account
- * it settled in is marked `stale` then, and counts as not loaded until its spend is
- * reloaded from the store.
+ * Nothing is admitted against counters that may have lost data (ARCHITECTURE.md §3 "The
+ * hard cap": a live counter is never lower than the truth). Every reserve checks the
+ * counters' epoch against the server (./budget-scripts.ts); an account counts as loaded only
+ * once it was rebuilt, in the current epoch, from the store's truth: its settled spend plus
+ * the holds the call journal still lists (./counters-epoch.ts). A hold is settled only once
+ * its call's row is in the store (src/metering/meter.ts), and only in its own epoch, so a
+ * settle counts once whatever the order of row, settle and rebuild. Budgets fail closed:
+ * Redis trouble during reserve is 503. A settle that fails is retried in the background, so
+ * a reservation is not left inflating `reserved` after a short outage. The holds of a
+ * process that dies before settling stay held as orphans until the reconciler settles them
+ * (./process-lease.ts).
  */
-// KEYS: account, reservation, this process's held hash, the process registry.
-// ARGV: cap, min, desired, reservation TTL, account TTL, process id.
-// Returns {status, granted | spent, reserved, epoch}; status -1: not loaded, 0: refused,
-// 1: granted, 2: frozen (see BudgetLedger.settle), 3: rate limited (the folded variant).
-const reserveLua = (rateLimitStep: string, rateLimitResult: string) => `
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'stale') == 1 then return {-1, 0, 0, ''} end
-if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('ERR duplicate reservation') end
-local epoch = redis.call('HGET', KEYS[1], 'epoch') or ''
-${rateLimitStep}
-local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
-local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
-local frozen = redis.call('HGET', KEYS[1], 'frozen')
-if frozen and tonumber(ARGV[1]) <= tonumber(frozen) then return {2, spent, reserved, epoch${rateLimitResult}} end
-local available = tonumber(ARGV[1]) - spent - reserved
-if available < tonumber(ARGV[2]) then return {0, spent, reserved, epoch${rateLimitResult}} end
-local granted = math.min(tonumber(ARGV[3]), available)
-local grantedText = string.format('%d', granted)
-redis.call('HINCRBY', KEYS[1], 'reserved', grantedText)
-redis.call('HSET', KEYS[2], 'account', KEYS[1], 'amount', grantedText, 'cap', ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('HSET', KEYS[3], KEYS[2], grantedText .. ' ' .. epoch .. ' ' .. KEYS[1])
-redis.call('PEXPIRE', KEYS[3], ARGV[5])
-redis.call('SADD', KEYS[4], ARGV[6])
-return {1, granted, 0, epoch${rateLimitResult}}
-`;
-
-const RESERVE_LUA = reserveLua("", "");
-
-// The same with the chat rate limit folded in, checked once the account is known to be
-// loaded (a "not loaded" answer is retried, and must not count the call twice) and before
-// the budget (a call over its rate limit is refused as such, whatever its budget).
-// KEYS[5]: the limit's window; ARGV 7-9: limit, window (ms), member (the request id).
-// Returns also rlRemaining and rlReset; status 3 is a refusal by the rate limit.
-const RESERVE_WITH_RATE_LIMIT_LUA = reserveLua(
-  `local rlKey, rlLimit, rlWindow, rlMember = KEYS[5], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
-${SLIDING_WINDOW_STEP}
-if rlAllowed == 0 then return {3, 0, 0, epoch, rlRemaining, rlReset} end`,
-  ", rlRemaining, rlReset",
-);
-
-// A stale account (see process-lease.ts) takes the store's spend but keeps its
-// epoch and `reserved`: the holds of live processes in it are still counted and settle as usual.
-// ARGV[4]: the cap an overrun froze the account at, per the store ('' when none).
-const INIT_LUA = `
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', '0', 'epoch', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif redis.call('HEXISTS', KEYS[1], 'stale') == 1 then
-  redis.call('HSET', KEYS[1], 'spent', ARGV[1])
-  redis.call('HDEL', KEYS[1], 'stale')
-else
-  return 1
-end
-if ARGV[4] ~= '' then
-  local frozen = tonumber(redis.call('HGET', KEYS[1], 'frozen') or '0')
-  redis.call('HSET', KEYS[1], 'frozen', string.format('%d', math.max(frozen, tonumber(ARGV[4]))))
-end
-return 1
-`;
-
-// KEYS: reservation, the orphans hash. The hold of a process that died, settled by the
-// reconciler once the call's row is in the store: the hold is released (under the epoch it
-// was made in) and the account marked stale, so its spend is reloaded from the store, row
-// included, before anything more is admitted. 0 when it is no orphan (settled already).
-const SETTLE_ORPHAN_LUA = `
-local entry = redis.call('HGET', KEYS[2], KEYS[1])
-if not entry then return 0 end
-redis.call('HDEL', KEYS[2], KEYS[1])
-redis.call('DEL', KEYS[1])
-local amount, epoch, account = string.match(entry, '^(%d+) (%S*) (.+)$')
-if amount and redis.call('EXISTS', account) == 1 then
-  if redis.call('HGET', account, 'epoch') == epoch then redis.call('HINCRBY', account, 'reserved', '-' .. amount) end
-  redis.call('HSET', account, 'stale', '1')
-end
-return 1
-`;
 
 /**
- * Reservation keys outlive any request; the expiry only cleans the key up. A hold is freed
- * by its settle (retried while Redis is away) or, if its process died, by a reclaim.
+ * Reservation keys outlive any call, its reconciliation included (RECONCILE_GIVE_UP_SECONDS
+ * is at most 7 days); the expiry only cleans up. A hold is freed by its settle (retried while
+ * Redis is away) or, if its process died, by the reconciler.
  */
-const RESERVATION_TTL_MS = 6 * 60 * 60 * 1000;
+const RESERVATION_TTL_MS = 8 * 24 * 60 * 60 * 1000;
 /** Account counters outlive their period; the store keeps the history. */
 const ACCOUNT_TTL_MS = 40 * 24 * 60 * 60 * 1000;
+/** Reserve attempts through epoch renewals, rebuilds and lease renewals before a 503. */
+const RESERVE_ATTEMPTS = 5;
 
-/** status, granted | spent, reserved, epoch; with a folded rate limit also remaining and reset (ms). */
+/** status, granted | spent, reserved | Redis's time, epoch; with a folded rate limit also remaining and reset (ms). */
 type ReserveReply = [number, number, number, string, number?, number?];
-
-interface LedgerCommands {
-  budgetReserve(
-    account: string,
-    reservation: string,
-    held: string,
-    registry: string,
-    cap: number,
-    min: number,
-    desired: number,
-    resvTtl: number,
-    accountTtl: number,
-    processId: string,
-  ): Promise<ReserveReply>;
-  budgetReserveWithRateLimit(
-    account: string,
-    reservation: string,
-    held: string,
-    registry: string,
-    rateLimitWindow: string,
-    cap: number,
-    min: number,
-    desired: number,
-    resvTtl: number,
-    accountTtl: number,
-    processId: string,
-    limit: number,
-    windowMs: number,
-    member: string,
-  ): Promise<ReserveReply>;
-  budgetInit(account: string, spent: number, accountTtl: number, epoch: string, frozenCap: string): Promise<number>;
-  budgetSettleOrphan(reservation: string, orphans: string): Promise<number>;
-}
 
 export class RedisBudgetLedger implements BudgetLedger {
   readonly kind = "redis";
   readonly recordsRows = false;
-  private readonly commands: LedgerCommands;
+  /** A hold is settled once its row is durable (src/metering/meter.ts): what a rebuild counts never moves again. */
+  readonly settlesAfterRow = true;
   private readonly retrying = new Map<string, number>();
-  /** This process's open reservations: which account, under which epoch of it. */
-  private readonly held = new Map<string, { accountKey: string; epoch: string }>();
+  /** This process's open reservations: when each reserve was sent (monotonic ms). */
+  private readonly held = new Map<string, number>();
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   /** This process's lease: while it is renewed, nobody reclaims this process's holds. */
   readonly lease: ProcessLease;
   /** This process's settles, sent to Redis in batches (./settle-batch.ts). */
   readonly settles: SettleBatches;
+  private readonly epoch: CountersEpoch;
 
   constructor(
     private readonly redis: Redis,
-    private readonly loadSpentNano: SpentLoader,
+    truth: TruthSource,
     private readonly logger: Logger,
-    private readonly loadFrozenCapNano: FrozenCapLoader = async () => null,
     /** This process's instance id (its journal entries' owner). */
     instanceId: string = crypto.randomUUID(),
   ) {
-    redis.defineCommand("budgetReserve", { numberOfKeys: 4, lua: RESERVE_LUA });
-    redis.defineCommand("budgetReserveWithRateLimit", { numberOfKeys: 5, lua: RESERVE_WITH_RATE_LIMIT_LUA });
-    redis.defineCommand("budgetInit", { numberOfKeys: 1, lua: INIT_LUA });
-    redis.defineCommand("budgetSettleOrphan", { numberOfKeys: 2, lua: SETTLE_ORPHAN_LUA });
-    this.commands = redis as unknown as LedgerCommands;
     this.lease = new ProcessLease(redis, logger, instanceId);
-    this.settles = new SettleBatches(redis, { held: heldKeyOf(this.lease.id), settled: settledKeyOf(this.lease.id), orphans: orphansKey }, ACCOUNT_TTL_MS);
+    this.epoch = new CountersEpoch(redis, truth, logger, { accountTtlMs: ACCOUNT_TTL_MS, reservationTtlMs: RESERVATION_TTL_MS });
+    this.settles = new SettleBatches(redis, { held: heldKeyOf(this.lease.id), orphans: orphansKey, rebuilt: rebuiltKey }, ACCOUNT_TTL_MS);
     this.lease.start();
   }
 
@@ -186,46 +82,35 @@ export class RedisBudgetLedger implements BudgetLedger {
   ): Promise<ReserveOutcome> {
     const accountKey = accountKeyOf(account);
     const reservationKey = reservationKeyOf(requestId);
-    const heldKey = heldKeyOf(this.lease.id);
+    const keys = [CountersEpoch.key, accountKey, reservationKey, heldKeyOf(this.lease.id), processesKey, leaseKeyOf(this.lease.id)];
+    const args = [capNano, minNano, desiredNano, RESERVATION_TTL_MS, ACCOUNT_TTL_MS, this.lease.id];
     const send = (): Promise<ReserveReply> =>
       rateLimit
-        ? this.commands.budgetReserveWithRateLimit(
-            accountKey,
-            reservationKey,
-            heldKey,
-            processesKey,
-            rateLimitKeyOf(rateLimit.rule, rateLimit.key),
-            capNano,
-            minNano,
-            desiredNano,
-            RESERVATION_TTL_MS,
-            ACCOUNT_TTL_MS,
-            this.lease.id,
-            rateLimit.rule.limit,
-            rateLimit.rule.windowMs,
-            requestId,
+        ? callBudgetFunction(
+            this.redis,
+            "reserve_limited",
+            [...keys, rateLimitKeyOf(rateLimit.rule, rateLimit.key)],
+            [...args, rateLimit.rule.limit, rateLimit.rule.windowMs, requestId],
           )
-        : this.commands.budgetReserve(
-            accountKey,
-            reservationKey,
-            heldKey,
-            processesKey,
-            capNano,
-            minNano,
-            desiredNano,
-            RESERVATION_TTL_MS,
-            ACCOUNT_TTL_MS,
-            this.lease.id,
-          );
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const [status, a, b, epoch, remaining, resetMs] = await this.guard(send);
+        : callBudgetFunction(this.redis, "reserve", keys, args);
+    for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
+      const sentAt = performance.now();
+      const [status, a, b, marker, remaining, resetMs] = await this.guard(send);
+      if (status === -2) {
+        await this.guard(() => this.epoch.renew());
+        continue;
+      }
       if (status === -1) {
-        await this.load(account);
+        await this.guard(() => this.epoch.rebuild(account, marker, b));
+        continue;
+      }
+      if (status === -3) {
+        await this.lease.renew();
         continue;
       }
       const decision = rateLimit && { allowed: status !== 3, limit: rateLimit.rule.limit, remaining: remaining!, resetMs: resetMs! };
       if (status === 1) {
-        this.held.set(requestId, { accountKey, epoch });
+        this.held.set(requestId, sentAt);
         return { ok: true, grantedNano: a, rateLimit: decision };
       }
       if (status === 3) return { ok: false, spentNano: 0, reservedNano: 0, rateLimit: decision };
@@ -236,25 +121,32 @@ export class RedisBudgetLedger implements BudgetLedger {
   }
 
   /**
-   * A hold of this process settles as usual; any other is a dead process's orphan, settled
-   * by the reconciler once the call's row is written (see SETTLE_ORPHAN_LUA).
+   * Whether the call may go upstream now that it is journaled: a reserve answered quickly
+   * was journaled before any rebuild could read the journal without it (REBUILD_WAIT_MS);
+   * a slower one asks Redis whether its hold is still there, in this epoch.
+   */
+  async confirmHeld(requestId: string): Promise<boolean> {
+    const sentAt = this.held.get(requestId);
+    if (sentAt === undefined) return false;
+    if (performance.now() - sentAt < CONFIRM_AFTER_MS) return true;
+    return (await this.guard(() => callBudgetFunction<number>(this.redis, "confirm", [CountersEpoch.key, reservationKeyOf(requestId)], []))) === 1;
+  }
+
+  /**
+   * Settles a hold of this process, or (the reconciler) of another: an orphan, or one a
+   * rebuild made again. The caller has the call's row in the store already.
    */
   async settle(requestId: string, actualNano: number): Promise<void> {
-    const held = this.held.get(requestId);
-    if (!held) {
-      // Never throws: an orphan not settled now is still listed by `orphans()`, and the
-      // reconciler's next round releases it (its row, if any, is in the store by then).
-      await this.commands.budgetSettleOrphan(reservationKeyOf(requestId), orphansKey).catch((err: unknown) => {
-        this.logger.warn("settling a dead process's hold failed; the reconciler retries", { requestId, error: String(err) });
-      });
-      return;
-    }
+    const own = this.held.has(requestId);
     try {
-      await this.settles.settle({ reservationKey: reservationKeyOf(requestId), accountKey: held.accountKey, actualNano, epoch: held.epoch });
+      await this.settles.settle({ reservationKey: reservationKeyOf(requestId), actualNano });
       this.held.delete(requestId);
       this.retrying.delete(requestId);
     } catch (err) {
+      // Another process's hold is listed by `orphans()` until settled: the reconciler's next
+      // round settles it again. This process's own is retried here.
       this.logger.warn("budget settle failed; will retry", { requestId, error: err instanceof Error ? err.message : String(err) });
+      if (!own) return;
       this.retrying.set(requestId, actualNano);
       this.scheduleRetry();
     }
@@ -267,33 +159,27 @@ export class RedisBudgetLedger implements BudgetLedger {
   /** A dead process's holds stay in Redis (as orphans), so nothing is adopted here. */
   async adopt(): Promise<void> {}
 
+  /** Holds nobody else will settle: dead processes' (orphans), and those a rebuild made again. */
   async orphans(): Promise<string[]> {
-    const keys = await this.guard(() => this.redis.hkeys(orphansKey));
-    return keys.map((key) => key.slice(RESERVATION_PREFIX.length));
+    const [orphaned, rebuilt] = await this.guard(() => Promise.all([this.redis.hkeys(orphansKey), this.redis.hkeys(rebuiltKey)]));
+    return [...new Set([...orphaned, ...rebuilt])].map((key) => key.slice(RESERVATION_PREFIX.length));
   }
 
   async snapshot(account: BudgetAccount): Promise<BudgetSnapshot> {
-    const read = () => this.guard(() => this.redis.hmget(accountKeyOf(account), "spent", "reserved", "stale"));
-    const first = await read();
-    let [spent, reserved] = first;
-    const stale = first[2];
-    if (spent === null || stale !== null) {
-      await this.load(account);
-      [spent, reserved] = await read();
+    for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
+      const [status, a, b] = await this.guard(() =>
+        callBudgetFunction<[number, number, number | string]>(this.redis, "read", [CountersEpoch.key, accountKeyOf(account)], []),
+      );
+      if (status === 1) return { spentNano: a, reservedNano: Number(b) };
+      if (status === -2) await this.guard(() => this.epoch.renew());
+      else await this.guard(() => this.epoch.rebuild(account, String(b), a));
     }
-    return { spentNano: Number(spent ?? 0), reservedNano: Number(reserved ?? 0) };
+    throw new ApiError("unavailable", "the budget store could not load this budget; try again");
   }
 
   /** Settles still waiting for Redis to come back. */
   get pendingSettles(): number {
     return this.retrying.size;
-  }
-
-  private async load(account: BudgetAccount): Promise<void> {
-    const [spent, frozenCap] = await this.guard(() => Promise.all([this.loadSpentNano(account), this.loadFrozenCapNano(account)]));
-    await this.guard(() =>
-      this.commands.budgetInit(accountKeyOf(account), spent, ACCOUNT_TTL_MS, crypto.randomUUID(), frozenCap === null ? "" : String(frozenCap)),
-    );
   }
 
   private scheduleRetry(): void {
@@ -318,6 +204,5 @@ export class RedisBudgetLedger implements BudgetLedger {
   }
 }
 
-const accountKeyOf = (account: BudgetAccount) => `bl:${account}`;
 const RESERVATION_PREFIX = "br:";
 const reservationKeyOf = (requestId: string) => `${RESERVATION_PREFIX}${requestId}`;

@@ -18,7 +18,12 @@ export interface RedisOptions {
  */
 export function redisCounters(options: RedisOptions, context: CountersContext): Counters {
   const redis = connectRedis(options, context.logger);
-  const ledger = new RedisBudgetLedger(redis, context.loadSpent, context.logger, context.loadFrozenCap, context.instanceId);
+  const ledger = new RedisBudgetLedger(
+    redis,
+    { load: context.loadTruth, claimFirstEpoch: context.claimFirstCountersEpoch },
+    context.logger,
+    context.instanceId,
+  );
   return {
     kind: "redis",
     ledger,
@@ -28,7 +33,11 @@ export function redisCounters(options: RedisOptions, context: CountersContext): 
     foldsLimiterChecks: true,
     keepsInstanceLease: false,
     server: { name: "Redis", ready: () => redis.status === "ready" },
-    start: (timeoutMs) => waitUntilReady(redis, timeoutMs, context.logger),
+    start: async (timeoutMs) => {
+      const ready = await waitUntilReady(redis, timeoutMs, context.logger);
+      if (ready) void warnIfEvicting(redis, context.logger);
+      return ready;
+    },
     close: async () => {
       await ledger.close();
       redis.disconnect();
@@ -45,6 +54,22 @@ async function waitUntilReady(redis: Redis, timeoutMs: number, logger: Logger): 
   const ready = await Promise.race([new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))), Bun.sleep(timeoutMs).then(() => false)]);
   if (!ready) logger.warn("Redis is not reachable yet; budgets answer 503 until it is", { timeoutMs });
   return ready;
+}
+
+/**
+ * The counters are a store, not a cache: an account Redis evicts is rebuilt from the store
+ * without the wait a lost epoch gets (src/store/redis/budget-scripts.ts), so a call reserved on
+ * it just before could go uncounted. Says so at start when Redis may evict. Best effort: a
+ * managed Redis may refuse CONFIG.
+ */
+export async function warnIfEvicting(redis: Redis, logger: Logger): Promise<void> {
+  try {
+    const [, policy] = (await redis.config("GET", "maxmemory-policy")) as [string, string];
+    if (policy && policy !== "noeviction")
+      logger.warn("Redis may evict keys (maxmemory-policy is not noeviction): set it to noeviction, budget counters must not be evicted", { policy });
+  } catch (err) {
+    logger.debug("could not read Redis's maxmemory-policy", { error: String(err) });
+  }
 }
 
 /**

@@ -5,27 +5,24 @@ import type { Logger } from "../../logger";
  * What a process that dies without settling (SIGKILL, OOM, power) leaves in the shared
  * Redis budgets, and how the surviving processes clean it up.
  *
- * Left behind: (1) its open reservations, which would keep `reserved` up, and so every
- * user's remaining budget down, forever; (2) spend it settled whose ledger rows were still
- * in its usage writer's queue, which Redis counts but the store never will.
+ * Left behind: its open reservations, which would keep `reserved` up, and so every user's
+ * remaining budget down, forever. (Spend it settled is no concern: a hold is settled only
+ * once its call's ledger row is in the store, src/metering/meter.ts.)
  *
- * Each process holds a lease key renewed every second. Its reservations are listed in its
- * `held` hash and the accounts it settled in are in its `settled` set, both written by the
- * reserve and settle scripts in the same atomic step. Every process sweeps the registry
- * now and then: for a process whose lease ran out, one script moves its holds to the
- * `orphans` hash, where they stay counted in `reserved` (a call that reached the upstream
- * may have been billed: ARCHITECTURE.md §3 "The hard cap"), and marks the accounts it
- * settled in `stale`: their next use reloads spend from the store, keeping the holds. The
+ * Each process holds a lease key renewed every second, and lists its reservations in its
+ * `held` hash, written by the reserve and settle scripts in the same atomic step. Every
+ * process sweeps the registry now and then: for a process whose lease ran out, one script
+ * moves its holds to the `orphans` hash, where they stay counted in `reserved` (a call that
+ * reached the upstream may have been billed: ARCHITECTURE.md §3 "The hard cap"). The
  * reconciler (src/metering/reconciler.ts) then settles each orphan: a journaled call at the
- * upstream's record of it (its row written first, then the hold released and the account
- * marked stale, so its spend is counted from the store), and a call that never went
- * upstream (no journal entry) released. A settle still arriving from a process that was
- * only slow removes the orphan in the same step, so a hold is released once.
- * The price: a live process's spend not yet flushed to the store when an account is
- * reloaded is not counted again (at most one flush interval of its traffic, once per death).
+ * upstream's record of it (its row written first), and one whose journal entry has ended at
+ * its row's cost, or at nothing when it has no row (it never went upstream). A settle still
+ * arriving from a process that was only slow removes the orphan in the same step, so a hold
+ * is settled once. A process whose lease ran out reserves nothing until it has renewed it
+ * (./budget-scripts.ts), so no hold of it is made after its reclaim.
  *
- * The held hash, not the reservation key, carries what a reclaim needs (amount, the
- * account's epoch, the account), so a reservation key expiring changes nothing.
+ * The held hash, not the reservation key, carries what a reclaim needs (amount, cap, epoch,
+ * account), so a reservation key expiring changes nothing.
  * Keys are reached from inside the scripts, which a single Redis (not Cluster) allows.
  */
 export const LEASE_MS = 5000;
@@ -35,35 +32,31 @@ const SWEEP_MS = 2500;
 export const processesKey = "bp:procs";
 export const leaseKeyOf = (processId: string) => `bp:live:${processId}`;
 export const heldKeyOf = (processId: string) => `bp:held:${processId}`;
-export const settledKeyOf = (processId: string) => `bp:settled:${processId}`;
-/** Holds of dead processes, by reservation key, each "amount epoch account" as in `held`. */
+/** Holds of dead processes, by reservation key, each "amount cap epoch account" as in `held`. */
 export const orphansKey = "bp:orphans";
 
-// KEYS: lease, held, settled, registry, orphans. ARGV: process id. Returns the holds made
-// orphans, or -1 when the lease is there after all. A settle removes its entry from `held`
-// in the same step as it releases the hold, so every entry left there is a hold nobody settled.
+// KEYS: lease, held, registry, orphans. ARGV: process id. Returns the holds made orphans,
+// or -1 when the lease is there after all. A settle removes its entry from `held` in the same
+// step as it releases the hold, so every entry left there is a hold nobody settled.
 const RECLAIM_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 local orphaned = 0
 local held = redis.call('HGETALL', KEYS[2])
 for i = 1, #held, 2 do
-  redis.call('HSET', KEYS[5], held[i], held[i + 1])
+  redis.call('HSET', KEYS[4], held[i], held[i + 1])
   orphaned = orphaned + 1
 end
-for _, account in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-  if redis.call('EXISTS', account) == 1 then redis.call('HSET', account, 'stale', '1') end
-end
-redis.call('DEL', KEYS[2], KEYS[3])
-redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[1])
 return orphaned
 `;
 
-// KEYS: lease, held, settled, registry. ARGV: process id. A clean exit with nothing held:
-// the store has every row this process settled, so nobody needs to reload its accounts.
+// KEYS: lease, held, registry. ARGV: process id. A clean exit with nothing held leaves the
+// registry at once.
 const RELEASE_LUA = `
 if redis.call('HLEN', KEYS[2]) > 0 then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[1])
 return 1
 `;
 
@@ -77,8 +70,8 @@ export class ProcessLease {
     /** This process's instance id: the one its journal entries name as their owner. */
     readonly id: string = crypto.randomUUID(),
   ) {
-    redis.defineCommand("budgetReclaim", { numberOfKeys: 5, lua: RECLAIM_LUA });
-    redis.defineCommand("budgetRelease", { numberOfKeys: 4, lua: RELEASE_LUA });
+    redis.defineCommand("budgetReclaim", { numberOfKeys: 4, lua: RECLAIM_LUA });
+    redis.defineCommand("budgetRelease", { numberOfKeys: 3, lua: RELEASE_LUA });
   }
 
   /** Renews the lease now and every RENEW_MS; sweeps now and every SWEEP_MS. Failures only log: Redis may be down. */
@@ -98,15 +91,14 @@ export class ProcessLease {
   }
 
   /**
-   * Stops renewing and, when this process holds nothing, leaves the registry at once:
-   * otherwise the others would mark its accounts stale when the lease runs out, and a
-   * reload then forgets their own spend not yet flushed. Returns whether it left.
+   * Stops renewing and, when this process holds nothing, leaves the registry at once (the
+   * others need not wait for its lease to run out). Returns whether it left.
    */
   async release(): Promise<boolean> {
     this.stop();
     try {
       const release = (this.redis as unknown as { budgetRelease(...args: string[]): Promise<number> }).budgetRelease;
-      return (await release.call(this.redis, leaseKeyOf(this.id), heldKeyOf(this.id), settledKeyOf(this.id), processesKey, this.id)) === 1;
+      return (await release.call(this.redis, leaseKeyOf(this.id), heldKeyOf(this.id), processesKey, this.id)) === 1;
     } catch (err) {
       this.logger.warn("could not leave the budget registry; the lease will run out instead", { error: String(err) });
       return false;
@@ -128,11 +120,11 @@ export class ProcessLease {
       for (const other of await this.redis.smembers(processesKey)) {
         if (other === this.id) continue;
         const reclaim = (this.redis as unknown as { budgetReclaim(...args: string[]): Promise<number> }).budgetReclaim;
-        const n = await reclaim.call(this.redis, leaseKeyOf(other), heldKeyOf(other), settledKeyOf(other), processesKey, orphansKey, other);
+        const n = await reclaim.call(this.redis, leaseKeyOf(other), heldKeyOf(other), processesKey, orphansKey, other);
         if (n < 0) continue;
         released += n;
         if (n > 0) this.logger.warn("a process died holding budget reservations; they stay held until reconciled", { process: other, holds: n });
-        else this.logger.info("a process's budget lease ran out; its accounts reload from the store", { process: other });
+        else this.logger.info("a process's budget lease ran out, holding nothing", { process: other });
       }
     } catch (err) {
       this.logger.debug("budget lease sweep failed", { error: String(err) });
