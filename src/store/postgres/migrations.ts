@@ -340,6 +340,15 @@ export const PG_MIGRATIONS: ReadonlyArray<PgMigration> = [
       ALTER TABLE call_journal ADD COLUMN IF NOT EXISTS ceiling_reserved_nano bigint, ADD COLUMN IF NOT EXISTS ceiling_cap_nano bigint;
     `,
   },
+  {
+    version: 21,
+    name: "the call journal records when the reconciler took each call over, so that giving up on its record counts from then",
+    // As SQLite's version 15 (../sqlite/migrations.ts), whose comments say why. Nullable without
+    // a default: no rewrite of the table; an instance from before (a rolling start) leaves it null.
+    sql: `
+      ALTER TABLE call_journal ADD COLUMN IF NOT EXISTS reconciling_since bigint;
+    `,
+  },
 ];
 
 /** The advisory lock key every instance takes around migrations (any constant; this one spells "mmp1"). */
