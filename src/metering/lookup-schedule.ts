@@ -3,8 +3,9 @@
  * record can take a while to appear, so lookups back off; but how long it is waited for is
  * measured in time, from when the call was handed to the reconciler, not by counting the
  * steps: a lookup that hangs to its deadline, or a backlog that delays a lookup, must not
- * stretch the wait (four calls whose lookups hung were settled one deadline apart, each after
- * every step of its backoff, which for a hundred calls held reservations for about 32 hours).
+ * stretch the wait (issue 56: counted in steps, with lookups that hung, four stalled calls
+ * were settled a deadline apart, which for a hundred would have held reservations for about
+ * 32 hours).
  */
 
 /** Waits between lookups of a record not there yet: 2 s after the first, doubling, at most a minute. */
