@@ -1,37 +1,30 @@
 import type { Clock } from "../clock";
 import type { Logger } from "../logger";
-import { periodAt, usdToNanoCeil } from "../money";
 import { PeriodicTask } from "../periodic-task";
-import type { BudgetTarget } from "../budget/target";
-import type { CallJournalRepository, JournalEntry } from "../store/call-journal";
+import type { CallJournalRepository, ClaimedEntry } from "../store/call-journal";
 import type { UpstreamClient } from "../upstream/client";
-import { lookUpGeneration } from "../upstream/generation-record";
 import type { BudgetLedger } from "../budget/ledger";
-import { grantDayAccount } from "../budget/accounts";
-import type { Meter, MeteredCall } from "./meter";
-import { reservationCharge, type Charge } from "../pricing/reservation";
-import { SealedSecretError } from "../secrets/secret-box";
+import type { Meter } from "./meter";
+import type { Charge } from "../pricing/reservation";
+import { dayAccountOf, meteredCallOf } from "./journaled-call";
+import { chargeOfClaimed, type OpenUserKey, type RecordLookup } from "./reconciled-charge";
+import { ReconcileSlots } from "./reconcile-slots";
 
 export interface ReconcilerOptions {
   /** How often the journal is looked at for calls to settle. */
   pollMs: number;
-  /** How long the upstream's record is waited for; then the reservation is charged. */
+  /** How long the upstream's record is waited for, from the call's hand-over; then the reservation is charged. */
   giveUpMs: number;
+  /** Most calls being reconciled (looked up, then settled) at once in this process. */
+  concurrency: number;
+  /** A lookup's deadline: the upstream client's own on a GET (UPSTREAM_TIMEOUT_MS). */
+  lookupTimeoutMs: number;
 }
-
-/**
- * Opens a user's own upstream key (the store's `userUpstreamKey`) for looking up a call it
- * paid; null when the connection has no key any more (revoked, or relinked to the operator).
- */
-export type OpenUserKey = (appId: string, appUserId: string) => Promise<string | null>;
 
 /** The row's status of a call whose process died before it was settled. */
 export const INSTANCE_DIED = "instance_died";
-/** Entries taken per round; a claim is this process's for CLAIM_MS (longer than a round takes). */
-const BATCH = 64;
-const CLAIM_MS = 60_000;
-/** Waits between lookups of a record not there yet: 1 s, doubling, at most a minute. */
-const retryDelayMs = (attempts: number) => Math.min(60_000, 1000 * 2 ** Math.min(attempts, 6));
+/** Room for opening the payer's key and settling after the lookup's deadline, before the claim lapses. */
+const CLAIM_MARGIN_MS = 30_000;
 
 export interface ReconcilerStats {
   /** Calls settled from the upstream's record. */
@@ -51,30 +44,44 @@ export interface ReconcilerStats {
  * died with calls open. Each is in the call journal (src/store/call-journal.ts) with its
  * reservation still held, so nothing more is admitted against it meanwhile. A call with a
  * generation id is settled at the upstream's record of it (looked up with backoff, since the
- * record can take a while to appear); one without, or whose record never comes, at its whole
+ * record can take a while to appear); one without, or whose record has not come
+ * RECONCILE_GIVE_UP_SECONDS after its hand-over (./lookup-schedule.ts), at its whole
  * reservation. Every instance runs one; a claim gives each entry to one of them at a time,
  * and an entry ends with its row, so each call is settled once.
+ *
+ * Calls are reconciled side by side, at most `concurrency` at once (./reconcile-slots.ts),
+ * and no round waits for them: a lookup that hangs holds its own slot until the upstream
+ * client's deadline, nothing else.
  */
 export class Reconciler {
   readonly stats: ReconcilerStats = { fromRecords: 0, atReservation: 0, released: 0, chargedNano: 0, heldNano: 0 };
-  private readonly rounds = new PeriodicTask(() =>
-    this.round().catch((err) => this.logger.warn("reconciling calls failed; retrying at the next poll", { error: String(err) })),
-  );
+  private readonly rounds = new PeriodicTask(() => this.round());
+  private readonly slots: ReconcileSlots;
+  private readonly lookup: RecordLookup;
+  /** The writes under way (a row and its holds, or the next lookup's time): what stop() waits for. */
+  private readonly finishing = new Set<Promise<void>>();
+  private stopped = false;
 
   constructor(
     private readonly journal: CallJournalRepository,
     private readonly budget: BudgetLedger,
     private readonly meter: Meter,
-    private readonly upstream: UpstreamClient,
-    private readonly clock: Clock,
+    upstream: UpstreamClient,
+    clock: Clock,
     private readonly logger: Logger,
     /** This process's instance id. */
     private readonly owner: string,
     private readonly options: ReconcilerOptions,
-    private readonly openUserKey: OpenUserKey,
+    openUserKey: OpenUserKey,
     /** The cost a call's ledger row charged, null without a row: what an ended call's leftover hold settles at. */
     private readonly rowCost: (requestId: string) => Promise<number | null> = async () => null,
-  ) {}
+  ) {
+    // A claimed call is looked up at once (it never waits for a slot): its claim outlives a lookup.
+    const claimMs = options.lookupTimeoutMs + CLAIM_MARGIN_MS;
+    const claim = (room: number) => journal.claimDue(owner, clock.now(), room, claimMs, INSTANCE_DIED);
+    this.slots = new ReconcileSlots(options.concurrency, claim, (entry) => this.reconcile(entry), logger);
+    this.lookup = { upstream, openUserKey, clock, logger, giveUpMs: options.giveUpMs };
+  }
 
   /**
    * Before serving, on a store this process owns alone (the embedded lock): holds again, in
@@ -106,30 +113,54 @@ export class Reconciler {
   }
 
   start(): void {
+    this.stopped = false;
+    this.slots.start();
     this.rounds.start(this.options.pollMs);
   }
 
-  /** One round now (tests, and the timer); a round already running is joined. */
-  runRound(): Promise<void> {
-    return this.rounds.run();
+  /** A round now, then waits until no call is being reconciled (tests; the poll does not wait for lookups). */
+  async runRound(): Promise<void> {
+    await this.rounds.run();
+    await this.slots.idle();
   }
 
-  stop(): Promise<void> {
-    return this.rounds.stop();
+  /**
+   * Stops claiming and waits for the writes under way, not for lookups still out (each
+   * bounded by the upstream client's deadline): one that answers after this writes nothing
+   * and leaves its entry claimed, for the next owner once this process's lease is dropped.
+   */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    // The slots first: a call finishing meanwhile claims no other.
+    const claims = this.slots.stop();
+    await this.rounds.stop();
+    await claims;
+    await Promise.allSettled(this.finishing);
   }
 
+  /** The poll: holds left by dead processes, then the free slots filled. */
   private async round(): Promise<void> {
-    await this.releaseUnjournaledOrphans();
-    for (;;) {
-      const due = await this.journal.claimDue(this.owner, this.clock.now(), BATCH, CLAIM_MS, INSTANCE_DIED);
-      for (const entry of due) await this.reconcile(entry);
-      if (due.length < BATCH) break;
+    await this.releaseUnjournaledOrphans().catch((err) =>
+      this.logger.warn("releasing the holds of dead processes failed; retrying at the next poll", { error: String(err) }),
+    );
+    await this.slots.fill();
+  }
+
+  private async reconcile(entry: ClaimedEntry): Promise<void> {
+    const charge = await chargeOfClaimed(entry, this.lookup);
+    // Stopping: nothing written, the entry left claimed for the next owner.
+    if (this.stopped) return;
+    const write = "retryAt" in charge ? this.journal.retryLater(entry.requestId, this.owner, entry.attempts + 1, charge.retryAt) : this.settle(entry, charge);
+    this.finishing.add(write);
+    try {
+      await write;
+    } finally {
+      this.finishing.delete(write);
     }
   }
 
-  private async reconcile(entry: JournalEntry): Promise<void> {
-    const charge = await this.chargeOf(entry);
-    if (charge === "later") return;
+  /** The row first, then the holds (Meter.finishReconciled). */
+  private async settle(entry: ClaimedEntry, charge: Charge): Promise<void> {
     const reason = entry.reconcileReason ?? INSTANCE_DIED;
     await this.meter.finishReconciled(meteredCallOf(entry), charge, reason, entry.generationId);
     if (charge.source === "generation") this.stats.fromRecords++;
@@ -143,46 +174,6 @@ export class Reconciler {
       costNano: charge.costNano,
       reservedNano: entry.reservedNano,
     });
-  }
-
-  /** The upstream's record's cost, or the reservation; "later" when the record may still come. */
-  private async chargeOf(entry: JournalEntry): Promise<Charge | "later"> {
-    if (entry.generationId === null) return reservationCharge(entry.reservedNano);
-    const key = await this.lookupKey(entry);
-    if (key === null) {
-      // The user's key is gone: nothing can read the record, now or later, so no record can say.
-      this.logger.warn("the user's own upstream key that paid a call is no longer linked: its reservation is charged", { requestId: entry.requestId });
-      return reservationCharge(entry.reservedNano);
-    }
-    const record = await lookUpGeneration(this.upstream, entry.generationId, key);
-    if (record.found) {
-      const { costUsd, promptTokens, completionTokens } = record;
-      return { costNano: usdToNanoCeil(costUsd), source: "generation", promptTokens, completionTokens };
-    }
-    const attempts = entry.attempts + 1;
-    if (waitedMs(attempts) < this.options.giveUpMs) {
-      await this.journal.retryLater(entry.requestId, this.owner, attempts, this.clock.now() + retryDelayMs(attempts));
-      return "later";
-    }
-    this.logger.warn("the upstream kept no record of a call: its reservation is charged", { requestId: entry.requestId, why: record.why, attempts });
-    return reservationCharge(entry.reservedNano);
-  }
-
-  /**
-   * The key to look the call's generation up with: the operator's (undefined) for a call it
-   * paid; the user's own for a user-funded one, reopened from the connection (the one linked now: after a
-   * reconnect to another account its record is not found, and the reservation is charged once
-   * the wait is over), or null when none is linked any more. A store failure throws: the round ends and the claim is taken again later.
-   */
-  private async lookupKey(entry: JournalEntry): Promise<string | undefined | null> {
-    if (entry.payer !== "user" || entry.appUserId === null) return undefined;
-    try {
-      return await this.openUserKey(entry.appId, entry.appUserId);
-    } catch (err) {
-      // A key the secrets key cannot open stays unopenable: as good as gone.
-      if (err instanceof SealedSecretError) return null;
-      throw err;
-    }
   }
 
   /**
@@ -208,41 +199,3 @@ export class Reconciler {
 
 /** How a grant call's reservation on its app's day is named after the call's (src/services/chat-reservation.ts). */
 const GRANT_DAY_SUFFIX = "/grant-day";
-
-/** The time spent waiting once `attempts` lookups have failed. */
-function waitedMs(attempts: number): number {
-  let total = 0;
-  for (let n = 1; n < attempts; n++) total += retryDelayMs(n);
-  return total;
-}
-
-/** A grant call's second hold is on its app's day, of the day it started (src/services/chat-reservation.ts). */
-const dayAccountOf = (e: JournalEntry) => grantDayAccount(e.appId, e.startedAt);
-
-/** The call as the meter settles it, from what the journal kept of it. */
-function meteredCallOf(entry: JournalEntry): MeteredCall {
-  const period = periodAt(entry.startedAt);
-  const target: BudgetTarget = {
-    account: entry.account,
-    capNano: entry.capNano,
-    appId: entry.appId,
-    appUserId: entry.appUserId,
-    grantId: entry.grantId,
-    period: { ...period, id: entry.period },
-    resetsAt: period.end,
-    // Only a chat call's refusal acts on the payer; settling from the journal marks no one.
-    payer: entry.payer,
-    markFundingInvalid: async () => {},
-  };
-  return {
-    requestId: entry.requestId,
-    ceilingReservationId: entry.ceilingReservationId,
-    ceilingReservedNano: entry.ceilingReservedNano,
-    ceilingCapNano: entry.ceilingCapNano,
-    target,
-    model: entry.model,
-    streamed: entry.streamed,
-    startedAt: entry.startedAt,
-    reservedNano: entry.reservedNano,
-  };
-}

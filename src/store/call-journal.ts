@@ -32,6 +32,12 @@ export interface JournalEntry extends JournaledCall {
   attempts: number;
 }
 
+/** An entry a reconciler claimed, with when its reconciling began: the reconciler gives up on its record counting from then. */
+export interface ClaimedEntry extends JournalEntry {
+  /** When the call was handed to the reconciler, or, for a dead owner's call still running, when it was first taken over. */
+  reconcilingSince: number;
+}
+
 export interface JournalChanges {
   open: JournalEntry[];
   identify: Array<{ requestId: string; generationId: string }>;
@@ -43,15 +49,16 @@ export interface CallJournalRepository {
    * in one transaction for the batch (on SQLite: one commit for a turn's calls).
    */
   record(changes: JournalChanges): Promise<void>;
-  /** Hands a call to the reconciler: its usage was not seen; look from `at` on. */
+  /** Hands a call to the reconciler: its usage was not seen; look from `at` on (and its reconciling began then). */
   toReconcile(requestId: string, reason: string, generationId: string | null, at: number): Promise<void>;
   /**
    * Takes up to `limit` entries that are due: this owner's handed over with their time
    * come, and any whose owner's lease has lapsed (its process died; the call's reason
-   * becomes `orphanReason` unless it had one). Each is given to `owner` until `now +
-   * leaseMs`, so two reconcilers never work on one entry at once.
+   * becomes `orphanReason` unless it had one, and its reconciling begins at `now` unless it
+   * had begun). Each is given to `owner` until `now + leaseMs`, so two reconcilers never work
+   * on one entry at once.
    */
-  claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<JournalEntry[]>;
+  claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<ClaimedEntry[]>;
   /** A lookup found nothing yet: try again at `at`. */
   retryLater(requestId: string, owner: string, attempts: number, at: number): Promise<void>;
   /** Entries of this owner still open (running or waiting), e.g. to hold their reservations again after a restart. */

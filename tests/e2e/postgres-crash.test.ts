@@ -5,7 +5,7 @@
  * still lists them, the counters still hold them, and the calls admitted next fit in what is
  * really left.
  *
- * Before PostgreSQL migration 21 the reservations and journal entries committed without
+ * Before PostgreSQL migration 22 the reservations and journal entries committed without
  * waiting for their WAL; the crash lost them while their calls were still running upstream
  * (seen here: 1 and 3 of 10 entries left), and the calls after the restart were admitted
  * against budget already spent. The WAL writer here waits 10 s between flushes (the default

@@ -65,7 +65,9 @@ describe.each(engines)("call journal on %s", (_name, open) => {
       expect((await journal.find("paid-by-app"))!.payer).toBe("app");
       await journal.toReconcile("paid-by-user", "client_disconnected", "gen-u", 5_000);
       const claimed = await journal.claimDue("me", 5_000, 10, 60_000, "instance_died");
-      expect(claimed).toEqual([entry("paid-by-user", "me", { payer: "user", generationId: "gen-u", reconcileReason: "client_disconnected" })]);
+      expect(claimed).toEqual([
+        { ...entry("paid-by-user", "me", { payer: "user", generationId: "gen-u", reconcileReason: "client_disconnected" }), reconcilingSince: 5_000 },
+      ]);
       // While its owner's lease lives another instance takes nothing; once it lapses, both, each with its payer.
       const orphans = await journal.claimDue("other", 1_000_000, 10, 60_000, "instance_died");
       expect(Object.fromEntries(orphans.map((e) => [e.requestId, e.payer]))).toEqual({});
@@ -94,12 +96,33 @@ describe.each(engines)("call journal on %s", (_name, open) => {
       await journal.toReconcile("r1", "client_disconnected", null, 5_000);
       expect(await journal.claimDue("me", 4_999, 10, 60_000, "instance_died")).toEqual([]);
       const claimed = await journal.claimDue("me", 5_000, 10, 60_000, "instance_died");
-      expect(claimed).toEqual([entry("r1", "me", { generationId: "gen-r1", reconcileReason: "client_disconnected" })]);
+      expect(claimed).toEqual([{ ...entry("r1", "me", { generationId: "gen-r1", reconcileReason: "client_disconnected" }), reconcilingSince: 5_000 }]);
       // Claimed: not again until the claim's lease passes, or a later time is set.
       expect(await journal.claimDue("me", 6_000, 10, 60_000, "instance_died")).toEqual([]);
       await journal.retryLater("r1", "me", 1, 7_000);
       expect((await journal.claimDue("me", 7_000, 10, 60_000, "instance_died")).map((e) => [e.requestId, e.attempts])).toEqual([["r1", 1]]);
       expect(await journal.counts()).toEqual({ running: 1, reconciling: 1 });
+    }));
+
+  test("an entry's reconciling begins at its hand-over and stays there through its claims and retries; a dead owner's running call's, at its take-over", () =>
+    withStore(async (store) => {
+      const journal = store.callJournal;
+      await store.instances.renew("me", 60_000);
+      await store.instances.renew("dead", 60_000);
+      await journal.record({ open: [entry("handed", "me"), entry("running", "dead"), entry("handed-then-died", "dead")], identify: [] });
+      await journal.toReconcile("handed", "client_disconnected", "gen-h", 5_000);
+      await journal.toReconcile("handed-then-died", "upstream_stalled", "gen-d", 6_000);
+      const since = (claimed: Array<{ requestId: string; reconcilingSince: number }>) =>
+        Object.fromEntries(claimed.map((e) => [e.requestId, e.reconcilingSince]));
+      expect(since(await journal.claimDue("me", 5_000, 10, 60_000, "instance_died"))).toEqual({ handed: 5_000 });
+      await journal.retryLater("handed", "me", 1, 9_000);
+      expect(since(await journal.claimDue("me", 9_000, 10, 60_000, "instance_died"))).toEqual({ handed: 5_000 });
+      await journal.retryLater("handed", "me", 2, 70_000);
+      // The dead owner's entries: one handed over before it died keeps its hand-over; the running one begins now.
+      await store.instances.drop("dead");
+      expect(since(await journal.claimDue("me", 50_000, 10, 60_000, "instance_died"))).toEqual({ running: 50_000, "handed-then-died": 6_000 });
+      await journal.retryLater("running", "me", 1, 70_000);
+      expect(since(await journal.claimDue("me", 70_000, 10, 60_000, "instance_died"))).toEqual({ handed: 5_000, running: 50_000 });
     }));
 
   test("the entries of an owner whose lease lapsed are anyone's: taken over once, with their reason", () =>

@@ -1,5 +1,5 @@
 /**
- * PostgreSQL migration 21: the transaction that reserves (and journals) a batch of calls
+ * PostgreSQL migration 22: the transaction that reserves (and journals) a batch of calls
  * commits with the server's own durability, although the rate-limit checks it runs turn
  * durable commits off for themselves; and a server whose commits do not wait for their WAL
  * is named at start (src/store/postgres/commit-durability.ts).

@@ -70,7 +70,7 @@ interface SettleItem {
  *
  * Given the PostgreSQL rate limiter of the same database, a chat call's rate-limit check
  * goes in its reservation's statement (migration 9's budget_reserve_limited_many,
- * ../store/postgres/reserve-limited-batch-sql.ts, run by migration 21's budget_reserve_durable,
+ * ../store/postgres/reserve-limited-batch-sql.ts, run by migration 22's budget_reserve_durable,
  * ./durable-reserve-sql.ts): one round trip before the upstream instead of two, as with Redis. The call's journal entry goes in that statement too
  * (`journalsCalls`): one round trip in all before the upstream.
  *
@@ -222,7 +222,7 @@ export class PostgresBudgetLedger implements BudgetLedger {
    * The journal entries are opened by the same statement, from what budget_reserve_limited_many
    * decided (the INSERT reads its rows, so it runs after it): a granted call is journaled with
    * what it was granted, a refused one is not, and the two commit together, as each did alone,
-   * durably (budget_reserve_durable, migration 21: the call goes upstream only once a
+   * durably (budget_reserve_durable, migration 22: the call goes upstream only once a
    * PostgreSQL crash can no longer lose them). The entries are new rows on their own primary
    * key, locked by no reserve or settle before an account row, so this adds no deadlock.
    */

@@ -1,4 +1,4 @@
-import type { CallJournalRepository, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
+import type { CallJournalRepository, ClaimedEntry, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
 import { CallBatcher } from "../call-batcher";
 import { num, numOrNull, type PostgresDatabase } from "./database";
 
@@ -94,16 +94,18 @@ export class PostgresCallJournalRepository implements CallJournalRepository {
 
   async toReconcile(requestId: string, reason: string, generationId: string | null, at: number): Promise<void> {
     await this.db.run(
-      (sql) => sql`UPDATE call_journal SET reconcile_reason = ${reason}, generation_id = COALESCE(${generationId}, generation_id), next_attempt_at = ${at}
+      (sql) => sql`UPDATE call_journal SET reconcile_reason = ${reason}, generation_id = COALESCE(${generationId}, generation_id), next_attempt_at = ${at},
+          reconciling_since = COALESCE(reconciling_since, ${at})
         WHERE request_id = ${requestId}`,
     );
   }
 
   /** SKIP LOCKED: reconcilers of several instances share the due entries instead of queueing on them. */
-  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<JournalEntry[]> {
+  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<ClaimedEntry[]> {
     const rows: Row[] = await this.db.run(
       (sql) => sql`
-        UPDATE call_journal j SET owner = ${owner}, next_attempt_at = ${now + leaseMs}, reconcile_reason = COALESCE(j.reconcile_reason, ${orphanReason})
+        UPDATE call_journal j SET owner = ${owner}, next_attempt_at = ${now + leaseMs}, reconcile_reason = COALESCE(j.reconcile_reason, ${orphanReason}),
+          reconciling_since = COALESCE(j.reconciling_since, ${now})
         WHERE j.request_id IN (
           SELECT c.request_id FROM call_journal c
           WHERE (c.owner = ${owner} AND c.next_attempt_at <= ${now})
@@ -113,7 +115,7 @@ export class PostgresCallJournalRepository implements CallJournalRepository {
           FOR UPDATE SKIP LOCKED)
         RETURNING j.*`,
     );
-    return rows.map(toEntry);
+    return rows.map((r) => ({ ...toEntry(r), reconcilingSince: num(r.reconciling_since) }));
   }
 
   async retryLater(requestId: string, owner: string, attempts: number, at: number): Promise<void> {

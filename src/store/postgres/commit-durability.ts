@@ -4,7 +4,7 @@ import type { PostgresDatabase } from "./database";
 /**
  * Says so at start when the server's commits do not wait for their WAL
  * (`synchronous_commit = off` in its configuration): the service leaves reservations, journal
- * entries and ledger rows to the server's own durability (PostgreSQL migration 21), so with it
+ * entries and ledger rows to the server's own durability (PostgreSQL migration 22), so with it
  * off a PostgreSQL crash can lose calls that already went upstream, and the cap no longer holds
  * through one (ARCHITECTURE.md §3 "The hard cap"). Best effort: a database not up yet is
  * reported by the store's own checks.

@@ -1,5 +1,5 @@
 /**
- * Migration 21 of the PostgreSQL store: a call's reservation and its journal entry commit
+ * Migration 22 of the PostgreSQL store: a call's reservation and its journal entry commit
  * durably before the call goes upstream (ARCHITECTURE.md §3 "The hard cap").
  *
  * Migrations 7 and 11 had budget_reserve_many and call_journal_open turn synchronous_commit

@@ -343,6 +343,15 @@ export const PG_MIGRATIONS: ReadonlyArray<PgMigration> = [
   },
   {
     version: 21,
+    name: "the call journal records when the reconciler took each call over, so that giving up on its record counts from then",
+    // As SQLite's version 15 (../sqlite/migrations.ts), whose comments say why. Nullable without
+    // a default: no rewrite of the table; an instance from before (a rolling start) leaves it null.
+    sql: `
+      ALTER TABLE call_journal ADD COLUMN IF NOT EXISTS reconciling_since bigint;
+    `,
+  },
+  {
+    version: 22,
     name: "reservations and journal entries commit durably: a PostgreSQL crash loses none of a call that went upstream",
     sql: DURABLE_RESERVE_SQL,
   },

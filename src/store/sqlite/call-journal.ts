@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { repeated, ROWS_PER_STATEMENT, StatementsByRows } from "./statements-by-rows";
-import type { CallJournalRepository, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
+import type { CallJournalRepository, ClaimedEntry, InstanceLeaseRepository, JournalChanges, JournalEntry } from "../call-journal";
 
 interface JournalRow {
   request_id: string;
@@ -22,6 +22,8 @@ interface JournalRow {
   generation_id: string | null;
   reconcile_reason: string | null;
   attempts: number;
+  /** Migration 15: null while the call runs. */
+  reconciling_since: number | null;
 }
 
 const toEntry = (r: JournalRow): JournalEntry => ({
@@ -107,11 +109,14 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
 
   async toReconcile(requestId: string, reason: string, generationId: string | null, at: number): Promise<void> {
     this.db
-      .query("UPDATE call_journal SET reconcile_reason = ?, generation_id = COALESCE(?, generation_id), next_attempt_at = ? WHERE request_id = ?")
+      .query(
+        `UPDATE call_journal SET reconcile_reason = ?1, generation_id = COALESCE(?2, generation_id), next_attempt_at = ?3,
+           reconciling_since = COALESCE(reconciling_since, ?3) WHERE request_id = ?4`,
+      )
       .run(reason, generationId, at, requestId);
   }
 
-  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<JournalEntry[]> {
+  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<ClaimedEntry[]> {
     return this.db
       .transaction(() => {
         const rows = this.db
@@ -122,10 +127,14 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
           )
           .all(owner, Date.now(), now, limit);
         const take = this.db.query(
-          "UPDATE call_journal SET owner = ?, next_attempt_at = ?, reconcile_reason = COALESCE(reconcile_reason, ?) WHERE request_id = ?",
+          `UPDATE call_journal SET owner = ?, next_attempt_at = ?, reconcile_reason = COALESCE(reconcile_reason, ?),
+             reconciling_since = COALESCE(reconciling_since, ?) WHERE request_id = ?`,
         );
-        for (const r of rows) take.run(owner, now + leaseMs, orphanReason, r.request_id);
-        return rows.map((r) => toEntry({ ...r, owner, reconcile_reason: r.reconcile_reason ?? orphanReason }));
+        for (const r of rows) take.run(owner, now + leaseMs, orphanReason, now, r.request_id);
+        return rows.map((r) => ({
+          ...toEntry({ ...r, owner, reconcile_reason: r.reconcile_reason ?? orphanReason }),
+          reconcilingSince: r.reconciling_since ?? now,
+        }));
       })
       .immediate();
   }

@@ -362,6 +362,16 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE call_journal ADD COLUMN ceiling_cap_nano INTEGER;
     `,
   },
+  {
+    version: 15,
+    name: "the call journal records when the reconciler took each call over, so that giving up on its record counts from then",
+    sql: `
+      -- Set when the call is handed to the reconciler, or when a dead owner's running call is
+      -- first taken; null while the call runs, and on entries from before, which get it at
+      -- their next claim (src/metering/reconciler.ts gives up RECONCILE_GIVE_UP_SECONDS after it).
+      ALTER TABLE call_journal ADD COLUMN reconciling_since INTEGER;
+    `,
+  },
 ];
 
 export function migrate(db: Database): void {
