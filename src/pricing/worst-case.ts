@@ -11,7 +11,7 @@ import { ApiError } from "../errors";
 import type { ModelPrice } from "./model-price";
 import type { PricePin } from "./price-pin";
 import type { PricingCatalogue } from "./catalogue";
-import { DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
+import { asksForReasoning, DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
 import { atTierPrices } from "./service-tier";
 import { toolPromptTokens } from "./tool-prompt";
 import { DEFAULT_WEB_RESULT_NANO, webResultPrice } from "./web-results";
@@ -80,9 +80,9 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
     models.push(...reachable);
   }
   // A model whose entry says it does not reason is taken at its word only when the listing
-  // is fresh; otherwise it may reason, and is bounded as a model that does: a reasoning
-  // budget reserved and sent (./reservation.ts).
-  const mayReason = !catalogue.fresh;
+  // is fresh and the request asks nothing of reasoning; otherwise it may reason, and is
+  // bounded as a model that does: a reasoning budget reserved and sent (./reservation.ts).
+  const mayReason = !catalogue.fresh || asksForReasoning(shape.reasoning);
   const candidates = mayReason ? models.map((m) => (m.reasons ? m : { ...m, reasons: true })) : models;
   const webResults = shape.webResults + (online ? DEFAULT_WEB_RESULTS : 0);
   refuseUnbounded(shape, candidates, webResults);

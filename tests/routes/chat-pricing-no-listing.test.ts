@@ -1,22 +1,34 @@
 /**
  * The hard cap without a price list to trust (ARCHITECTURE.md §3 "The hard cap": no price
  * list is no excuse): while the upstream's GET /models fails, every model is bounded as one
- * that reasons, and an empty or failed listing is retried every few seconds. Each case reads
- * what the mock was sent and what was reserved for it (the response's x-metering-* headers).
+ * that reasons; an empty or failed listing is retried every few seconds; a request that asks
+ * for reasoning is bounded whatever its model's entry says; and contradictory reasoning
+ * fields go upstream as the one ask that was reserved for. Each case reads what the mock
+ * was sent and what was reserved for it (the response's x-metering-* headers).
  */
 import { describe, expect, test } from "bun:test";
-import { BILLING_MODELS, DEFAULT_MODELS } from "../../packages/mock-upstream/src";
+import { BILLING_MODELS, DEFAULT_MODELS, DEFAULT_SUPPORTED_PARAMETERS, type MockModel } from "../../packages/mock-upstream/src";
 import { FAILED_LOAD_RETRY_MS } from "../../src/pricing/catalogue";
 import { FakeTimers } from "../helpers/fake-timers";
 import { expectWithinCap, spend } from "../helpers/billed-spend";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 
-const models = () => [...DEFAULT_MODELS, ...BILLING_MODELS].map((m) => ({ ...m, pricing: { ...m.pricing } }));
+const reasoner = BILLING_MODELS.find((m) => m.id === "bill/reasoner")!;
+/** A model that reasons (and is billed for it) while its listing says nothing of reasoning. */
+const quietReasoner: MockModel = {
+  ...reasoner,
+  id: "bill/quiet-reasoner",
+  pricing: { prompt: "0.0000011", completion: "0.0000044" },
+  supportedParameters: [...DEFAULT_SUPPORTED_PARAMETERS],
+};
+const models = () => [...DEFAULT_MODELS, ...BILLING_MODELS, quietReasoner].map((m) => ({ ...m, pricing: { ...m.pricing } }));
 
 /** The fallback prices (config defaults) in nano-dollars per token: $15/M prompt, $75/M completion. */
 const FALLBACK = { prompt: 15_000, output: 75_000 };
 /** openai/gpt-4o-mini as listed: $0.15/M prompt, $0.60/M completion, no reasoning. */
 const MINI = { prompt: 150, output: 600 };
+/** bill/reasoner as listed: $1.10/M prompt; reasoning at $9/M, dearer than its completion. */
+const REASONER = { prompt: 1_100, output: 9_000 };
 
 const say = (text: string, directives: string) => [{ role: "user", content: `${text} [[mock ${directives}]]` }];
 const hi = (extra: Record<string, unknown> = {}) => ({ model: "openai/gpt-4o-mini", max_tokens: 100, messages: [{ role: "user", content: "hi" }], ...extra });
@@ -152,4 +164,71 @@ describe("a stale listing (its last load failed) is not trusted to say a model d
       catalogue.stop();
     }
   });
+});
+
+describe("a request that asks for reasoning is bounded whatever its model's entry says", () => {
+  test("reasoning.max_tokens on a model listed without reasoning is clamped and reserved; the upstream's bill stays within the cap", async () => {
+    const t = await chatTestApp({ mock: { models: models() } });
+    expect(t.deps.catalogue.fresh).toBe(true);
+    await t.connect("u", 0.05);
+    // Its listing names no reasoning parameter or price, yet the mock reasons (at its completion price).
+    const body = () => ({
+      model: "bill/quiet-reasoner",
+      max_tokens: 16,
+      reasoning: { max_tokens: 100_000 },
+      messages: say("think", "tokens=100000 reasoning=100000"),
+    });
+    const run = await spend(t, "u", body);
+    await expectWithinCap(t, "u", 0.05, run);
+  });
+
+  test("an effort on a model listed without reasoning becomes a budget, sent and reserved", async () => {
+    const t = await chatTestApp({ mock: { models: models() } });
+    await t.connect("alice", 5);
+    const body = hi({ max_tokens: 4000, reasoning_effort: "high" });
+    const { sent, reservedUsd } = await callAndRead(t, body);
+    expect(sent.reasoning).toEqual({ max_tokens: 3200 });
+    expect(sent.reasoning_effort).toBeUndefined();
+    expect(reservedUsd).toBeCloseTo(worstCaseUsd(body, sent, MINI), 9);
+  });
+});
+
+describe("contradictory reasoning fields go upstream as the one ask reserved for", () => {
+  const cases: Array<[string, Record<string, unknown>, Record<string, unknown>]> = [
+    [
+      'reasoning_effort "none" beside reasoning.max_tokens: the budget',
+      { max_tokens: 100, reasoning_effort: "none", reasoning: { max_tokens: 3000 } },
+      { max_tokens: 3000 },
+    ],
+    [
+      "enabled: false beside reasoning.max_tokens: the budget",
+      { max_tokens: 100, reasoning: { enabled: false, max_tokens: 2000, exclude: true } },
+      { max_tokens: 2000, exclude: true },
+    ],
+    [
+      'effort "none" beside reasoning_effort "high": the effort, as its budget',
+      { max_tokens: 4000, reasoning_effort: "high", reasoning: { effort: "none" } },
+      { max_tokens: 3200 },
+    ],
+    [
+      'enabled: false beside reasoning_effort "high": the effort, as its budget',
+      { max_tokens: 4000, reasoning_effort: "high", reasoning: { enabled: false } },
+      { max_tokens: 3200 },
+    ],
+  ];
+  for (const [name, fields, sentReasoning] of cases) {
+    test(name, async () => {
+      const t = await chatTestApp({ mock: { models: models() } });
+      await t.connect("alice", 5);
+      const body = { model: "bill/reasoner", messages: say("think", "tokens=100000 reasoning=100000"), ...fields };
+      const { sent, reservedUsd } = await callAndRead(t, body);
+      expect(sent.reasoning).toEqual(sentReasoning);
+      expect(sent.reasoning_effort).toBeUndefined();
+      expect(reservedUsd).toBeCloseTo(worstCaseUsd(body, sent, REASONER), 9);
+      // The mock reasons to the budget it was sent, and bills no more than was reserved.
+      const served = t.mock.served.at(-1)!;
+      expect(served.costUsd).toBeGreaterThan(0);
+      expect(served.costUsd).toBeLessThanOrEqual(reservedUsd);
+    });
+  }
 });
