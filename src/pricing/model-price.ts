@@ -126,7 +126,10 @@ export function parseModelPrice(entry: CatalogueEntry): ModelPrice | null {
   };
 }
 
-/** The price used for a model the catalogue does not list (only while it is empty). */
+/**
+ * The price used for a model the catalogue does not list (only while it is empty). Nothing
+ * says whether such a model reasons, so it is taken to: its reasoning is bounded too.
+ */
 export function fallbackPrice(id: string, promptUsdPerToken: number, completionUsdPerToken: number, contextTokens: number): ModelPrice {
   return {
     id,
@@ -137,7 +140,7 @@ export function fallbackPrice(id: string, promptUsdPerToken: number, completionU
     variableKeys: [],
     contextLength: contextTokens,
     maxCompletionTokens: contextTokens,
-    reasons: false,
+    reasons: true,
     inputModalities: ["text"],
     listed: false,
   };

@@ -18,7 +18,7 @@ const TOKEN_BILLED_PDF_ENGINES = new Set(["pdf-text", "native"]);
 export type ReasoningAsk =
   /** Nothing said about reasoning: the model's default. */
   | { kind: "unset" }
-  /** `reasoning.enabled: false`, or effort "none". */
+  /** `reasoning.enabled: false`, or effort "none", with no budget or other effort beside it. */
   | { kind: "off" }
   | { kind: "tokens"; maxTokens: number }
   | { kind: "effort"; effort: string }
@@ -161,17 +161,29 @@ function pdfEngineOf(plugin: Record<string, unknown>): string {
   return String((plugin.pdf as { engine?: unknown } | undefined)?.engine);
 }
 
+/**
+ * What the body asks of reasoning, read as one consistent ask. Fields that contradict each
+ * other (`reasoning_effort: "none"` beside `reasoning.max_tokens`, `enabled: false` beside an
+ * effort) resolve to the ask that can be bounded: a budget, else an effort (which becomes a
+ * budget), and only then the off switch. The body sent upstream carries that ask alone
+ * (src/services/upstream-body.ts), so what is reserved is what the upstream is told.
+ */
 function reasoningAsk(body: Record<string, unknown>): ReasoningAsk {
   const reasoning = body.reasoning as { enabled?: unknown; effort?: unknown; max_tokens?: unknown } | undefined | null;
   const shorthand = body.reasoning_effort;
-  if (reasoning?.enabled === false || reasoning?.effort === "none" || shorthand === "none") return { kind: "off" };
   if (reasoning?.max_tokens !== undefined && reasoning.max_tokens !== null) {
     return { kind: "tokens", maxTokens: positiveIntOr(reasoning.max_tokens, 0, "reasoning.max_tokens") };
   }
-  const effort = reasoning?.effort ?? shorthand;
-  if (typeof effort === "string") return { kind: "effort", effort };
+  const effort = [reasoning?.effort, shorthand].find((e): e is string => typeof e === "string" && e !== "none");
+  if (effort !== undefined) return { kind: "effort", effort };
+  if (reasoning?.enabled === false || reasoning?.effort === "none" || shorthand === "none") return { kind: "off" };
   if ((reasoning && typeof reasoning === "object") || body.include_reasoning === true) return { kind: "on" };
   return { kind: "unset" };
+}
+
+/** The request asks for reasoning (a budget, an effort, or reasoning switched on), whatever its model's entry says. */
+export function asksForReasoning(ask: ReasoningAsk): boolean {
+  return ask.kind === "tokens" || ask.kind === "effort" || ask.kind === "on";
 }
 
 function choiceCount(body: Record<string, unknown>, field: "n" | "best_of"): number {

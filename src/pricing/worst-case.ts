@@ -4,12 +4,14 @@
  * to under the price pin. Each model is bounded on its own (its fees, its prompt and output
  * rates, whether it reasons) and the request costs at most the priciest of them, so the
  * reservation covers whichever one actually serves (ARCHITECTURE.md §3 "The hard cap").
+ * Without a fresh listing (none loaded, or its last load failed), nothing says a model does
+ * not reason: every model is bounded as one that does.
  */
 import { ApiError } from "../errors";
 import type { ModelPrice } from "./model-price";
 import type { PricePin } from "./price-pin";
 import type { PricingCatalogue } from "./catalogue";
-import { DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
+import { asksForReasoning, DEFAULT_WEB_RESULTS, type RequestShape } from "./request-shape";
 import { atTierPrices } from "./service-tier";
 import { toolPromptTokens } from "./tool-prompt";
 import { DEFAULT_WEB_RESULT_NANO, webResultPrice } from "./web-results";
@@ -77,13 +79,18 @@ export function costBounds(catalogue: PricingCatalogue, input: BoundsInput): Cos
     }
     models.push(...reachable);
   }
+  // A model whose entry says it does not reason is taken at its word only when the listing
+  // is fresh and the request asks nothing of reasoning; otherwise it may reason, and is
+  // bounded as a model that does: a reasoning budget reserved and sent (./reservation.ts).
+  const mayReason = !catalogue.fresh || asksForReasoning(shape.reasoning);
+  const candidates = mayReason ? models.map((m) => (m.reasons ? m : { ...m, reasons: true })) : models;
   const webResults = shape.webResults + (online ? DEFAULT_WEB_RESULTS : 0);
-  refuseUnbounded(shape, models, webResults);
+  refuseUnbounded(shape, candidates, webResults);
   // A premium tier bills every price of the provider at its rate: reserve and pin at it. The
   // pin is raised with the reservation: the upstream compares it with the price of the tier
   // it routes to, so a pin at the listed price would refuse every provider of that tier,
   // while one at the tier's price admits only what the reservation covers.
-  const priced = models.map((m) => atTierPrices(m, input.priceMultiplier ?? 1));
+  const priced = candidates.map((m) => atTierPrices(m, input.priceMultiplier ?? 1));
   // The pin is the lower of the client's own and the priciest model that may serve the call.
   const pinned = (dimension: keyof PricePin) =>
     Math.min(

@@ -4,7 +4,7 @@ import type { Config } from "../config";
 import type { Store } from "../store";
 import type { BudgetBackend } from "../store/engine";
 import type { UsageWriter } from "../metering/usage-writer";
-import type { PricingCatalogue } from "../pricing/catalogue";
+import { STALE_AFTER_INTERVALS, type PricingCatalogue } from "../pricing/catalogue";
 import type { RateLimiter } from "../ratelimit/rate-limiter";
 import type { ChatService } from "../services/chat";
 import type { OverrunMonitor } from "../metering/overrun-monitor";
@@ -75,7 +75,7 @@ export interface HealthSources {
   store: Pick<Store, "engine" | "ping">;
   budgetBackend: Pick<BudgetBackend, "kind" | "server" | "limiterFallback">;
   usageWriter: Pick<UsageWriter, "failing" | "stats">;
-  catalogue: Pick<PricingCatalogue, "refreshedAt" | "size">;
+  catalogue: Pick<PricingCatalogue, "refreshedAt" | "ageMs" | "size">;
   rateLimiter: Pick<RateLimiter, "kind">;
 }
 
@@ -165,13 +165,17 @@ function healthProblems(deps: HealthSources, storeOk: boolean, budgetOk: boolean
   if (!storeOk) problems.push(`the store (${deps.store.engine}) is unreachable`);
   const server = deps.budgetBackend.server;
   if (!budgetOk && server) problems.push(`${server.name} is unreachable: chat calls answer 503 until it is back`);
-  const { size, refreshedAt } = deps.catalogue;
-  if (size === 0) problems.push("the upstream's price list is empty (never loaded): chat calls are priced at the fallback price");
-  else if (refreshedAt !== null) {
+  const { size, ageMs } = deps.catalogue;
+  if (size === 0) {
+    problems.push("the upstream's price list is empty (never loaded): chat calls are priced at the fallback price, every model bounded as one that reasons");
+  } else if (ageMs !== null) {
     // Three refresh intervals without a successful load: the upstream's /models is failing.
-    // Wall time, as the catalogue stamps its loads (not the injectable request clock).
-    const ageSeconds = Math.round((Date.now() - refreshedAt) / 1000);
-    if (ageSeconds > 3 * deps.config.pricingRefreshSeconds) problems.push(`the upstream's price list is stale: last loaded ${ageSeconds} s ago`);
+    // One failed load alone does not make an instance unready: every instance would fail it
+    // at once, while their calls are still bounded (src/pricing/worst-case.ts). The age is on
+    // the catalogue's own clock, the one that stamped the load (not the request clock).
+    const ageSeconds = Math.round(ageMs / 1000);
+    if (ageSeconds > STALE_AFTER_INTERVALS * deps.config.pricingRefreshSeconds)
+      problems.push(`the upstream's price list is stale: last loaded ${ageSeconds} s ago`);
   }
   if (deps.usageWriter.failing) problems.push("the usage writer is failing; its rows are kept for the retry (the operator's /healthz shows the error)");
   return problems;

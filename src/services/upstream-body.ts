@@ -6,8 +6,10 @@ import type { ChatBody } from "./chat";
 /**
  * The body sent upstream: the client's, field for field, except what the reservation
  * depends on: max_tokens clamped to what was granted, `reasoning.max_tokens` bounding
- * reasoning (an effort is replaced by its token budget: the two cannot be sent together),
- * `provider.max_price` pinning the prices reserved on, and usage always requested.
+ * reasoning (an effort is replaced by its token budget: the two cannot be sent together,
+ * and an off switch beside a budget is dropped: src/pricing/request-shape.ts reads such a
+ * body as the budget, and reserved for it), `provider.max_price` pinning the prices
+ * reserved on, and usage always requested.
  */
 export function upstreamRequestBody(body: ChatBody, ticket: MeteringTicket): ChatBody {
   const { limits } = ticket;
@@ -20,7 +22,7 @@ export function upstreamRequestBody(body: ChatBody, ticket: MeteringTicket): Cha
   if (body.max_completion_tokens !== undefined) out.max_completion_tokens = limits.maxTokens;
   if (body.stream === true) out.stream_options = { ...body.stream_options, include_usage: true };
   if (limits.reasoningMaxTokens !== null) {
-    const { effort: _effort, ...reasoning } = (body.reasoning ?? {}) as Record<string, unknown>;
+    const { effort: _effort, enabled: _enabled, ...reasoning } = (body.reasoning ?? {}) as Record<string, unknown>;
     out.reasoning = { ...reasoning, max_tokens: limits.reasoningMaxTokens };
     delete out.reasoning_effort;
   }

@@ -12,7 +12,7 @@ import { usdToNanoFloor } from "../../src/money";
 import { memoryLogger } from "../../src/logger";
 import { createMockUpstream, type MockUpstream, type MockUpstreamOptions } from "../../packages/mock-upstream/src";
 import { UpstreamClient, type FetchUpstream } from "../../src/upstream/client";
-import { PricingCatalogue } from "../../src/pricing/catalogue";
+import { PricingCatalogue, type RefreshTimers } from "../../src/pricing/catalogue";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 export const UPSTREAM_KEY = "sk-or-test-upstream-key";
@@ -45,6 +45,10 @@ export interface ChatTestAppOptions {
   storePath?: string;
   /** The mock upstream's catalogue and defaults (e.g. BILLING_MODELS). */
   mock?: MockUpstreamOptions;
+  /** While `down` is true the upstream's GET /models answers 503: the price list cannot load. `asked` counts its calls. */
+  modelsListing?: { down: boolean; asked: number };
+  /** The price list's refresh beat runs on these (a fake clock); it starts only when a test starts it. */
+  pricingTimers?: RefreshTimers;
 }
 
 export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<ChatTestApp> {
@@ -60,7 +64,15 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
     ...options.env,
   });
   // Prices always come from the mock's /models, even when a hand-driven upstream serves chats.
-  const pricingUpstream = new UpstreamClient((url, init) => mock.fetch(new Request(url, init)), config.upstreamBaseUrl, UPSTREAM_KEY, 5000);
+  const pricingFetch: FetchUpstream = async (url, init) => {
+    const listing = options.modelsListing;
+    if (listing && new URL(url).pathname.endsWith("/models")) {
+      listing.asked++;
+      if (listing.down) return Response.json({ error: { code: 503, message: "models are unavailable" } }, { status: 503 });
+    }
+    return mock.fetch(new Request(url, init));
+  };
+  const pricingUpstream = new UpstreamClient(pricingFetch, config.upstreamBaseUrl, UPSTREAM_KEY, 5000);
   const catalogue = new PricingCatalogue(
     () => pricingUpstream.listModels(),
     {
@@ -69,6 +81,7 @@ export async function chatTestApp(options: ChatTestAppOptions = {}): Promise<Cha
       contextTokens: config.fallbackContextTokens,
     },
     logger,
+    options.pricingTimers,
   );
   await catalogue.refresh();
   const store = openSqliteStore(options.storePath ?? ":memory:");
