@@ -72,11 +72,11 @@ describe("a redirect from the upstream is not followed", () => {
   };
 
   test("GET /models fails as on any error status", async () => {
-    expect(await askedElsewhere(() => expect(upstream.listModels()).rejects.toThrow("GET /models answered 307"))).toBe(0);
+    expect(await askedElsewhere(async () => await expect(upstream.listModels()).rejects.toThrow("GET /models answered 307"))).toBe(0);
   });
 
   test("GET /key fails as on any error status", async () => {
-    expect(await askedElsewhere(() => expect(upstream.keyInfo("sk-or-user")).rejects.toThrow("GET /key answered 307"))).toBe(0);
+    expect(await askedElsewhere(async () => await expect(upstream.keyInfo("sk-or-user")).rejects.toThrow("GET /key answered 307"))).toBe(0);
   });
 
   test("GET /generation finds no record, as on any error status", async () => {
