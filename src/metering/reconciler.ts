@@ -129,16 +129,17 @@ export class Reconciler {
     const charge = await this.chargeOf(entry);
     if (charge === "later") return;
     const reason = entry.reconcileReason ?? INSTANCE_DIED;
-    await this.meter.finishReconciled(meteredCallOf(entry), charge, reason, entry.generationId);
-    if (charge.source === "generation") this.stats.fromRecords++;
+    // A record whose numbers cannot be true is charged the reservation instead (the meter's check).
+    const settled = await this.meter.finishReconciled(meteredCallOf(entry), charge, reason, entry.generationId);
+    if (settled.source === "generation") this.stats.fromRecords++;
     else this.stats.atReservation++;
-    this.stats.chargedNano += charge.costNano;
+    this.stats.chargedNano += settled.costNano;
     this.stats.heldNano += entry.reservedNano;
     this.logger.info("reconciled a call whose usage was not seen", {
       requestId: entry.requestId,
       reason,
-      source: charge.source,
-      costNano: charge.costNano,
+      source: settled.source,
+      costNano: settled.costNano,
       reservedNano: entry.reservedNano,
     });
   }
@@ -155,7 +156,7 @@ export class Reconciler {
     const record = await lookUpGeneration(this.upstream, entry.generationId, key);
     if (record.found) {
       const { costUsd, promptTokens, completionTokens } = record;
-      return { costNano: usdToNanoCeil(costUsd), source: "generation", promptTokens, completionTokens };
+      return { costNano: usdToNanoCeil(costUsd), source: "generation", promptTokens, completionTokens, reported: { costUsd, promptTokens, completionTokens } };
     }
     const attempts = entry.attempts + 1;
     if (waitedMs(attempts) < this.options.giveUpMs) {
