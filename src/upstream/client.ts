@@ -38,9 +38,9 @@ export class UpstreamTimeout extends Error {
 
 /**
  * Calls the OpenRouter-compatible upstream. Every request goes out through `send`, which
- * never follows a redirect. Bun's fetch keeps connections alive and reuses them; its
- * concurrency cap is raised by BUN_CONFIG_MAX_HTTP_REQUESTS, set by src/index.ts before
- * the first fetch.
+ * never follows a redirect. Bun's fetch keeps connections alive and reuses them (for
+ * less than UPSTREAM_IDLE_REUSE_MS once idle: ./idle-bounded-fetch.ts); its concurrency
+ * cap is raised by BUN_CONFIG_MAX_HTTP_REQUESTS, set by src/index.ts before the first fetch.
  */
 export class UpstreamClient {
   constructor(
