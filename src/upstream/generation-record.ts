@@ -2,8 +2,9 @@ import type { UpstreamClient } from "./client";
 
 /**
  * What the upstream says a generation cost: `GET /generation?id=` (spec: getGeneration;
- * GenerationResponse's `data.total_cost`, USD, and its token counts). The record can take a
- * while to appear after the generation ends, and until then the endpoint answers 404.
+ * GenerationResponse's `data.total_cost`, USD, and its token counts), as the record gives
+ * them, unchecked. The record can take a while to appear after the generation ends, and
+ * until then the endpoint answers 404.
  */
 export type GenerationRecord =
   | { found: true; costUsd: number; promptTokens: number; completionTokens: number }
