@@ -17,7 +17,7 @@ import type { UpstreamUsage } from "./usage";
  * How many times what a call could use a reported number must pass to be absurd. Prices
  * change by small factors; a hundred times the reservation, which is priced at the priciest
  * model that may serve the call and its every billed dimension, is no price change but a
- * broken number (a `cost: 1e300` was seen). The bounds below are on top of it.
+ * broken number (a `cost: 1e300` was seen). The slacks below are added to the bound.
  */
 export const ABSURD_MULTIPLE = 100;
 /** Added to the cost bound: one dollar, so that a call that reserved next to nothing (a free model) can still overrun plausibly. */
