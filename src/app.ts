@@ -31,6 +31,7 @@ import { Meter, ownWritesVisible } from "./metering/meter";
 import { InFlightCalls } from "./metering/in-flight-calls";
 import { Reconciler } from "./metering/reconciler";
 import { OverrunMonitor } from "./metering/overrun-monitor";
+import { InvalidUsageMonitor } from "./metering/invalid-usage";
 import { modelCatalogueRoutes } from "./routes/model-catalogue";
 import { accessLog } from "./http/access-log";
 import { createMetrics, metricsRoute } from "./http/metrics";
@@ -81,7 +82,9 @@ const DOCUMENTED_CONTENT: DocumentedContent[] = [
 export function createApp(deps: Deps) {
   const { config, clock, logger, store, budget } = deps;
   const auth = guardsPlugin(deps);
-  const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), (target) => deps.budgetWatcher.note(target));
+  const meter = new Meter(budget, deps.usageWriter, clock, new OverrunMonitor(logger), new InvalidUsageMonitor(logger), (target) =>
+    deps.budgetWatcher.note(target),
+  );
   // Read-your-writes for this process's ledger reads: its settles under way, then its queued rows.
   const ownWrites = async () => ownWritesVisible(meter, deps.usageWriter);
   // A user's own upstream key, opened where it is used: a status read of its credit, a lookup of a call it paid.

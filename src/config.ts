@@ -58,6 +58,8 @@ export const ConfigSchema = t.Object({
   FALLBACK_CONTEXT_TOKENS: t.Optional(PositiveInt),
   PRICING_REFRESH_SECONDS: t.Optional(t.Integer({ minimum: 10 })),
   UPSTREAM_TIMEOUT_MS: t.Optional(t.Integer({ minimum: 100 })),
+  /** An idle connection to the upstream is reused for less than this; keep it under the upstream's keep-alive timeout. */
+  UPSTREAM_IDLE_REUSE_MS: t.Optional(t.Integer({ minimum: 0, maximum: 600_000 })),
   USAGE_FLUSH_MS: t.Optional(t.Integer({ minimum: 1, maximum: 10_000 })),
   /** Embedded counters: a budget account unused for one to two of these is dropped from memory (loaded again at its next use). */
   BUDGET_IDLE_SECONDS: t.Optional(t.Integer({ minimum: 1, maximum: 7 * 86_400 })),
@@ -179,6 +181,7 @@ export interface Config {
   fallbackContextTokens: number;
   pricingRefreshSeconds: number;
   upstreamTimeoutMs: number;
+  upstreamIdleReuseMs: number;
   usageFlushMs: number;
   budgetIdleMs: number;
   disconnectDrainMs: number;
@@ -316,6 +319,9 @@ function fromRaw(raw: RawConfig): Config {
     fallbackContextTokens: raw.FALLBACK_CONTEXT_TOKENS ?? 128_000,
     pricingRefreshSeconds: raw.PRICING_REFRESH_SECONDS ?? 600,
     upstreamTimeoutMs,
+    // Two seconds: under the 5 s keep-alive of Node's and uvicorn's servers with room for
+    // their close to arrive. Shorter costs a connection (and TLS handshake) more often.
+    upstreamIdleReuseMs: raw.UPSTREAM_IDLE_REUSE_MS ?? 2000,
     usageFlushMs: raw.USAGE_FLUSH_MS ?? 100,
     // Ten minutes: a user between two questions keeps their counters; one gone for the day
     // does not. Loading an account again costs two reads of its totals row.

@@ -13,6 +13,7 @@ import { UsageWriter } from "./metering/usage-writer";
 import { UpstreamClient, type FetchUpstream } from "./upstream/client";
 import { openDemoUpstream } from "./upstream/demo-upstream";
 import { turnBatchedFetch } from "./upstream/turn-batched-fetch";
+import { idleBoundedFetch } from "./upstream/idle-bounded-fetch";
 import { randomString } from "./random";
 import { InMemoryRateLimiter, type RateLimiter } from "./ratelimit/rate-limiter";
 import { FallbackRateLimiter } from "./ratelimit/fallback-rate-limiter";
@@ -208,7 +209,7 @@ function createUpstreamClient(config: Config, fetchOverride: FetchUpstream | und
   if (config.demoMode)
     throw new Error("createDeps in demo mode needs the mock upstream: openDeps loads it, or pass `upstream` (demoUpstreamClient) or `fetchUpstream`");
   return new UpstreamClient(
-    turnBatchedFetch((url, init) => fetch(url, init)),
+    turnBatchedFetch(idleBoundedFetch(config.upstreamIdleReuseMs)),
     config.upstreamBaseUrl,
     config.upstreamApiKey!,
     config.upstreamTimeoutMs,

@@ -12,6 +12,12 @@
  */
 export type UsageSource = "upstream" | "computed" | "generation" | "reservation" | "estimated";
 
+/**
+ * The status of a row whose call the upstream reported usage for that cannot be true (a cost
+ * or token count not a count, or absurd: src/pricing/usage-check.ts): charged its reservation.
+ */
+export const UPSTREAM_USAGE_INVALID = "upstream_usage_invalid";
+
 /** One metered request, as written to the ledger. Amounts in nano-dollars. */
 export interface UsageRow {
   requestId: string;
@@ -26,7 +32,7 @@ export interface UsageRow {
   completionTokens: number;
   costNano: number;
   source: UsageSource;
-  /** `ok`, `upstream_error`, `client_disconnected`, `upstream_stalled`, ... */
+  /** `ok`, `upstream_error`, `client_disconnected`, `upstream_stalled`, UPSTREAM_USAGE_INVALID, ... */
   status: string;
   streamed: boolean;
   startedAt: number;

@@ -6,8 +6,9 @@ import { requestContextSlot } from "../request/elysia";
 
 /**
  * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
- * are, Elysia's parse/validation/not-found errors to 400/404, anything else to a generic
- * 500 logged once with the request id. Registered globally so it covers every plugin.
+ * are, Elysia's parse/validation/not-found errors to 400/404, an answer that fails its own
+ * response schema to 502 (logged), anything else to a generic 500 logged once with the
+ * request id. Registered globally so it covers every plugin.
  */
 export function errorHandler(logger: Logger) {
   return new Elysia().use(requestContextSlot).onError({ as: "global" }, ({ code, error, set, request, requestContext }) => {
@@ -15,13 +16,12 @@ export function errorHandler(logger: Logger) {
     // multipart parser, its refusal swallowed for an optional body, fails with its own).
     const apiError = requestContext.bodyRefusal ?? toApiError(code, error);
     requestContext.log.errorCode = apiError.code;
+    const where = { requestId: requestContext.requestId, method: request.method, path: new URL(request.url).pathname };
     if (apiError.code === "internal") {
-      logger.error("unhandled error", {
-        requestId: requestContext.requestId,
-        method: request.method,
-        path: new URL(request.url).pathname,
-        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
-      });
+      logger.error("unhandled error", { ...where, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+    } else if (failedResponseSchema(code, error)) {
+      // The field and what it failed, never the value (an answer can hold a token).
+      logger.error("an answer failed its response schema", { ...where, error: apiError.message });
     }
     set.status = apiError.status;
     Object.assign(set.headers, apiError.headers);
@@ -36,6 +36,12 @@ function toApiError(code: string | number, error: unknown): ApiError {
   const cause = (error as { cause?: unknown })?.cause;
   if (error instanceof ApiError) return error;
   if (cause instanceof ApiError) return cause;
+  // What the proxy was to answer, not what the client sent: the numbers in an answer come
+  // from the upstream (its catalogue, its usage), so it is the upstream's error, not the
+  // client's (a 400 would tell the client to change a request that was fine).
+  if (failedResponseSchema(code, error)) {
+    return new ApiError("upstream", `the proxy could not validate its answer (${describeValidation(error as ValidationError)}); the request was not at fault`);
+  }
   switch (code) {
     case "VALIDATION":
       return new ApiError("invalid_request", describeValidation(error as ValidationError));
@@ -49,6 +55,8 @@ function toApiError(code: string | number, error: unknown): ApiError {
       return new ApiError("internal" satisfies ErrorCode, "internal error");
   }
 }
+
+const failedResponseSchema = (code: string | number, error: unknown) => code === "VALIDATION" && (error as ValidationError).type === "response";
 
 /** "body.requestLimit.monthlyUsd: Expected number greater than 0" — names the bad field. */
 function describeValidation(error: ValidationError): string {

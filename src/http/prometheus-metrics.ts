@@ -107,6 +107,16 @@ export class ProxyMetrics implements MetricsRecorder {
         for (const [status, count] of operatorKey.refusalsByStatus) this.inc({ status: String(status) }, count);
       },
     });
+    const invalidUsage = chat.meter.invalidUsage;
+    new Counter({
+      name: "proxy_upstream_usage_invalid_total",
+      help: "Calls whose upstream reported usage that cannot be true (a cost or token count not a count, or absurd for the call), each charged its reservation (row status upstream_usage_invalid), since start.",
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(invalidUsage.count);
+      },
+    });
     // Calls whose usage the proxy did not see, settled from the upstream's records (or at
     // their reservations) by this process's reconciler, since start.
     const reconciled = reconciler.stats;

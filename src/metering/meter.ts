@@ -7,6 +7,7 @@ import type { UpstreamUsage } from "../pricing/usage";
 import type { UsageWriter } from "./usage-writer";
 import type { UsageRow } from "../budget/usage-row";
 import type { CostBounds } from "../pricing/worst-case";
+import type { InvalidUsageMonitor } from "./invalid-usage";
 
 /**
  * Where a call's access line learns what the meter charged: the model and the cost (the
@@ -52,6 +53,11 @@ export interface RequestOutcome {
   producedNothing: boolean;
 }
 
+/** What a call was charged, and its row's status (UPSTREAM_USAGE_INVALID where the upstream's numbers could not be taken). */
+export interface SettledCharge extends Charge {
+  status: string;
+}
+
 /** Resolves once this process's settles begun so far are done: what a read waits for to see them. */
 export interface SettleBarrier {
   settled(): Promise<void>;
@@ -79,6 +85,8 @@ export class Meter implements SettleBarrier {
     private readonly writer: UsageWriter,
     private readonly clock: Clock,
     readonly overruns: OverrunMonitor,
+    /** Checks the upstream's numbers behind a charge; counts the calls charged their reservations instead. */
+    readonly invalidUsage: InvalidUsageMonitor,
     /**
      * Told of every settled call (the budget watcher marks its account for a threshold
      * check): called on the request path too, so it must not do I/O.
@@ -91,7 +99,7 @@ export class Meter implements SettleBarrier {
    * (written with the settle on PostgreSQL; a group commit of the usage writer otherwise),
    * for an answer that must not be lost to a crash after its client has it.
    */
-  finish(ticket: MeteringTicket, outcome: RequestOutcome, durable = false): Promise<Charge> {
+  finish(ticket: MeteringTicket, outcome: RequestOutcome, durable = false): Promise<SettledCharge> {
     const done = this.settle(ticket, outcome, durable);
     this.settling.add(done);
     const forget = () => this.settling.delete(done);
@@ -120,8 +128,10 @@ export class Meter implements SettleBarrier {
    * disk, then its holds. In that order because a dead process's Redis hold is released by
    * reloading the account's spend from the store, which must have the row by then.
    */
-  finishReconciled(call: MeteredCall, charge: Charge, status: string, generationId: string | null): Promise<Charge> {
-    const done = this.record(call, charge, status, generationId, "reconciled");
+  finishReconciled(call: MeteredCall, charge: Charge, status: string, generationId: string | null): Promise<SettledCharge> {
+    // The journal keeps no token bounds: the record's cost and the form of its counts are checked.
+    const checked = this.invalidUsage.checked(charge, status, call);
+    const done = this.record(call, checked.charge, checked.status, generationId, "reconciled");
     this.settling.add(done);
     const forget = () => this.settling.delete(done);
     done.then(forget, forget);
@@ -155,15 +165,17 @@ export class Meter implements SettleBarrier {
     await settled;
   }
 
-  private settle(ticket: MeteringTicket, outcome: RequestOutcome, durable: boolean): Promise<Charge> {
-    const charge: Charge = outcome.producedNothing
+  private settle(ticket: MeteringTicket, outcome: RequestOutcome, durable: boolean): Promise<SettledCharge> {
+    const found: Charge = outcome.producedNothing
       ? { costNano: 0, source: "computed", promptTokens: 0, completionTokens: 0 }
       : (chargeFor(ticket.bounds, outcome.usage) ?? reservationCharge(ticket.grantedNano));
+    const call = meteredCallOf(ticket);
+    const { charge, status } = this.invalidUsage.checked(found, outcome.status, call, found.reported && tokenBoundsOf(ticket));
     if (ticket.log) {
       ticket.log.model = ticket.model;
       ticket.log.costNano = charge.costNano;
     }
-    return this.record(meteredCallOf(ticket), charge, outcome.status, outcome.generationId, durable ? "durable" : "queued");
+    return this.record(call, charge, status, outcome.generationId, durable ? "durable" : "queued");
   }
 
   private async record(
@@ -172,7 +184,7 @@ export class Meter implements SettleBarrier {
     status: string,
     generationId: string | null,
     write: "queued" | "durable" | "reconciled",
-  ): Promise<Charge> {
+  ): Promise<SettledCharge> {
     // Settling is idempotent in the ledger and the row's primary key is the request id,
     // so a second finish for the same call changes nothing. An overrun freezes the account
     // there (BudgetLedger.settle), and here in the row, so a restart keeps it.
@@ -226,7 +238,7 @@ export class Meter implements SettleBarrier {
       this.writer.enqueue(row);
     }
     this.onSettled(call.target);
-    return charge;
+    return { ...charge, status };
   }
 }
 
@@ -258,6 +270,12 @@ export interface MeteredCall {
 function dayFreezeOf(call: MeteredCall, costNano: number): number | null {
   if (call.ceilingReservedNano === null || call.ceilingCapNano === null || costNano <= call.ceilingReservedNano) return null;
   return call.ceilingCapNano;
+}
+
+/** The most prompt and output tokens the call's request allowed (the output of every choice). */
+function tokenBoundsOf(ticket: MeteringTicket): { promptTokens: number; outputTokens: number } {
+  const { models, choices, predictionTokens } = ticket.bounds;
+  return { promptTokens: Math.max(...models.map((m) => m.promptTokens)), outputTokens: choices * (ticket.limits.outputTokens + predictionTokens) };
 }
 
 function meteredCallOf(ticket: MeteringTicket): MeteredCall {

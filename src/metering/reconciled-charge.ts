@@ -41,7 +41,7 @@ export async function chargeOfClaimed(entry: ClaimedEntry, lookup: RecordLookup)
   const record = await lookUpGeneration(lookup.upstream, entry.generationId, key);
   if (record.found) {
     const { costUsd, promptTokens, completionTokens } = record;
-    return { costNano: usdToNanoCeil(costUsd), source: "generation", promptTokens, completionTokens };
+    return { costNano: usdToNanoCeil(costUsd), source: "generation", promptTokens, completionTokens, reported: { costUsd, promptTokens, completionTokens } };
   }
   const attempts = entry.attempts + 1;
   // The time after the lookup, which may have taken up to its deadline.

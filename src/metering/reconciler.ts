@@ -162,16 +162,17 @@ export class Reconciler {
   /** The row first, then the holds (Meter.finishReconciled). */
   private async settle(entry: ClaimedEntry, charge: Charge): Promise<void> {
     const reason = entry.reconcileReason ?? INSTANCE_DIED;
-    await this.meter.finishReconciled(meteredCallOf(entry), charge, reason, entry.generationId);
-    if (charge.source === "generation") this.stats.fromRecords++;
+    // A record whose numbers cannot be true is charged the reservation instead (the meter's check).
+    const settled = await this.meter.finishReconciled(meteredCallOf(entry), charge, reason, entry.generationId);
+    if (settled.source === "generation") this.stats.fromRecords++;
     else this.stats.atReservation++;
-    this.stats.chargedNano += charge.costNano;
+    this.stats.chargedNano += settled.costNano;
     this.stats.heldNano += entry.reservedNano;
     this.logger.info("reconciled a call whose usage was not seen", {
       requestId: entry.requestId,
       reason,
-      source: charge.source,
-      costNano: charge.costNano,
+      source: settled.source,
+      costNano: settled.costNano,
       reservedNano: entry.reservedNano,
     });
   }

@@ -112,6 +112,8 @@ export interface Charge {
   source: UsageSource;
   promptTokens: number;
   completionTokens: number;
+  /** The upstream's own numbers the charge was made from (not for the reservation): the meter checks them before they become a row (./usage-check.ts). */
+  reported?: UpstreamUsage;
 }
 
 /**
@@ -122,11 +124,17 @@ export interface Charge {
  */
 export function chargeFor(bounds: CostBounds, usage: UpstreamUsage | null): Charge | null {
   if (usage && usage.costUsd !== null) {
-    return { costNano: usdToNanoCeil(usage.costUsd), source: "upstream", promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
+    return {
+      costNano: usdToNanoCeil(usage.costUsd),
+      source: "upstream",
+      promptTokens: usage.promptTokens,
+      completionTokens: usage.completionTokens,
+      reported: usage,
+    };
   }
   if (usage) {
     const costNano = costAtWorstRates(bounds, usage.promptTokens, usage.completionTokens);
-    return { costNano, source: "computed", promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
+    return { costNano, source: "computed", promptTokens: usage.promptTokens, completionTokens: usage.completionTokens, reported: usage };
   }
   return null;
 }

@@ -1,4 +1,7 @@
-/** Usage as the upstream reports it (OpenAI `usage` plus OpenRouter's `cost` in USD). */
+/**
+ * Usage as the upstream reports it (OpenAI `usage` plus OpenRouter's `cost` in USD), its
+ * numbers as sent: the meter checks them (./usage-check.ts) before any becomes a charge.
+ */
 export interface UpstreamUsage {
   promptTokens: number;
   completionTokens: number;
@@ -11,7 +14,12 @@ export interface UpstreamErrorInfo {
   message: string;
 }
 
-/** Reads `usage` from a parsed completion or chunk; null when absent or malformed. */
+/**
+ * Reads `usage` from a parsed completion or chunk; null when it has no token counts. Numbers
+ * are kept as they came, also ones that cannot be true (negative, fractional, or beyond
+ * what JSON parses finitely, like `1e400`): reading them as absent would charge the call
+ * from its tokens or its record instead, as if the upstream had said nothing.
+ */
 export function readUsage(body: unknown): UpstreamUsage | null {
   const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
   if (!usage || typeof usage !== "object") return null;
@@ -19,11 +27,7 @@ export function readUsage(body: unknown): UpstreamUsage | null {
   const completion = usage.completion_tokens;
   if (typeof prompt !== "number" || typeof completion !== "number") return null;
   const cost = usage.cost;
-  return {
-    promptTokens: prompt,
-    completionTokens: completion,
-    costUsd: typeof cost === "number" && Number.isFinite(cost) && cost >= 0 ? cost : null,
-  };
+  return { promptTokens: prompt, completionTokens: completion, costUsd: typeof cost === "number" ? cost : null };
 }
 
 /** Reads a top-level `error` object (OpenRouter's error body and mid-stream error chunk). */

@@ -4,6 +4,7 @@ import type { Logger } from "../logger";
 import type { Meter, MeteringTicket } from "../metering/meter";
 import { SseUsageScanner } from "../upstream/sse-usage-scanner";
 import { readError, readUsage } from "../pricing/usage";
+import { UPSTREAM_USAGE_INVALID } from "../budget/usage-row";
 import type { AnswerRecorder } from "./idempotency";
 
 const UTF8 = new TextDecoder();
@@ -52,7 +53,7 @@ export async function meterJsonAnswer(
     void readLateJson(f, ticket, reading, abort, headerId, recorder);
     throw new ApiError("upstream", "the upstream's answer was not complete in time; the call was not cancelled and may still be billed", {}, NO_RETRY);
   }
-  const metered = await meterJsonBytes(f, ticket, bytes, headerId);
+  const metered = await meterJsonBytes(f, ticket, bytes, headerId, recorder);
   headers["content-type"] = "application/json";
   recorder?.chunk(new Uint8Array(bytes));
   await recorder?.finished({ contentType: "application/json", generationId: metered.generationId });
@@ -60,10 +61,16 @@ export async function meterJsonAnswer(
 }
 
 /**
- * Meters a whole JSON body; throws the client's error when it is not an answer. Its row is
- * on disk when this resolves (ARCHITECTURE.md §3 "The hard cap").
+ * Meters a whole JSON body; throws the client's error when it is not an answer, or not one
+ * the proxy can vouch for. Its row is on disk when this resolves (ARCHITECTURE.md §3 "The hard cap").
  */
-async function meterJsonBytes(f: CallFinisher, ticket: MeteringTicket, bytes: ArrayBuffer, headerId: string | null): Promise<{ generationId: string | null }> {
+async function meterJsonBytes(
+  f: CallFinisher,
+  ticket: MeteringTicket,
+  bytes: ArrayBuffer,
+  headerId: string | null,
+  recorder: AnswerRecorder | undefined,
+): Promise<{ generationId: string | null }> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(UTF8.decode(bytes));
@@ -94,7 +101,17 @@ async function meterJsonBytes(f: CallFinisher, ticket: MeteringTicket, bytes: Ar
   const usage = readUsage(parsed);
   // An answer without usage: what it cost is in the upstream's record of it.
   if (usage === null) await f.handOver(ticket, "ok", generationId);
-  else await f.meter.finish(ticket, { status: "ok", usage, generationId, completionEvents: 1, producedNothing: false }, true);
+  else {
+    const charged = await f.meter.finish(ticket, { status: "ok", usage, generationId, completionEvents: 1, producedNothing: false }, true);
+    // Usage that cannot be true (src/pricing/usage-check.ts): the answer is not one the proxy
+    // can vouch for, so it is an upstream error; charged its reservation, and kept as the
+    // answer under an Idempotency-Key, so a retry is not charged again.
+    if (charged.status === UPSTREAM_USAGE_INVALID) {
+      const error = new ApiError("upstream", "the upstream's answer reported usage that cannot be true; the call was charged its reservation", {}, NO_RETRY);
+      recorder?.failed(error);
+      throw error;
+    }
+  }
   return { generationId };
 }
 
@@ -110,7 +127,7 @@ async function readLateJson(
   const giveUp = setTimeout(() => abort.abort(new Error("the upstream's late answer took too long")), f.config.disconnectDrainMs);
   try {
     const bytes = await reading;
-    const { generationId } = await meterJsonBytes(f, ticket, bytes, headerId);
+    const { generationId } = await meterJsonBytes(f, ticket, bytes, headerId, recorder);
     recorder?.chunk(new Uint8Array(bytes));
     await recorder?.finished({ contentType: "application/json", generationId });
   } catch (err) {

@@ -37,9 +37,10 @@ export class UpstreamTimeout extends Error {
 }
 
 /**
- * Calls the OpenRouter-compatible upstream. Bun's fetch keeps connections alive and
- * reuses them; its concurrency cap is raised by BUN_CONFIG_MAX_HTTP_REQUESTS, set by
- * src/index.ts before the first fetch.
+ * Calls the OpenRouter-compatible upstream. Every request goes out through `send`, which
+ * never follows a redirect. Bun's fetch keeps connections alive and reuses them (for
+ * less than UPSTREAM_IDLE_REUSE_MS once idle: ./idle-bounded-fetch.ts); its concurrency
+ * cap is raised by BUN_CONFIG_MAX_HTTP_REQUESTS, set by src/index.ts before the first fetch.
  */
 export class UpstreamClient {
   constructor(
@@ -49,9 +50,19 @@ export class UpstreamClient {
     private readonly headersTimeoutMs: number,
   ) {}
 
+  /**
+   * The one way a request leaves for the upstream. A redirect is not followed but answered
+   * as it came: a 3xx, which every caller treats as it treats any status that is not 2xx
+   * (an upstream error). Followed, it would send the call wherever the redirect pointed
+   * and take that place's answer, its usage and its records as the upstream's.
+   */
+  private send(path: string, init: RequestInit): Promise<Response> {
+    return this.fetchUpstream(this.baseUrl + path, { ...init, redirect: "manual" });
+  }
+
   /** A GET with the operator's key, or with `apiKey` (a user's own key, for a call it paid). */
   get(path: string, apiKey: string = this.apiKey): Promise<Response> {
-    return this.fetchUpstream(this.baseUrl + path, {
+    return this.send(path, {
       headers: { authorization: `Bearer ${apiKey}`, accept: "application/json" },
       signal: AbortSignal.timeout(this.headersTimeoutMs),
     });
@@ -74,7 +85,7 @@ export class UpstreamClient {
   async exchangeAuthCode(code: string, codeVerifier: string): Promise<string> {
     let response: Response;
     try {
-      response = await this.fetchUpstream(this.baseUrl + "/auth/keys", {
+      response = await this.send("/auth/keys", {
         method: "POST",
         headers: { "content-type": "application/json", accept: "application/json" },
         body: JSON.stringify({ code, code_verifier: codeVerifier, code_challenge_method: "S256" }),
@@ -119,7 +130,7 @@ export class UpstreamClient {
    */
   async chat(body: string, client: Headers, stream: boolean, apiKey: string = this.apiKey): Promise<{ response: Response; abort: AbortController }> {
     const abort = new AbortController();
-    const pending = this.fetchUpstream(this.baseUrl + "/chat/completions", {
+    const pending = this.send("/chat/completions", {
       method: "POST",
       headers: upstreamRequestHeaders(apiKey, client, stream),
       body,

@@ -2,8 +2,9 @@ import type { UpstreamClient } from "./client";
 
 /**
  * What the upstream says a generation cost: `GET /generation?id=` (spec: getGeneration;
- * GenerationResponse's `data.total_cost`, USD, and its token counts). The record can take a
- * while to appear after the generation ends, and until then the endpoint answers 404.
+ * GenerationResponse's `data.total_cost`, USD, and its token counts), as the record gives
+ * them, unchecked. The record can take a while to appear after the generation ends, and
+ * until then the endpoint answers 404.
  */
 export type GenerationRecord =
   | { found: true; costUsd: number; promptTokens: number; completionTokens: number }
@@ -30,8 +31,11 @@ export async function lookUpGeneration(upstream: UpstreamClient, generationId: s
   }
   const data = (body as { data?: Record<string, unknown> } | null)?.data;
   const cost = data?.total_cost ?? data?.usage;
-  if (typeof cost !== "number" || !Number.isFinite(cost) || cost < 0) return { found: false, why: "the record has no total_cost" };
+  if (typeof cost !== "number") return { found: false, why: "the record has no total_cost" };
+  // The numbers as the record gives them, also ones that cannot be true: the meter checks
+  // them (src/pricing/usage-check.ts), as it checks an answer's usage.
   return { found: true, costUsd: cost, promptTokens: count(data?.tokens_prompt), completionTokens: count(data?.tokens_completion) };
 }
 
-const count = (value: unknown): number => (typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 0);
+/** A token count as the record gives it; 0 when it gives none. */
+const count = (value: unknown): number => (typeof value === "number" ? value : 0);

@@ -9,19 +9,12 @@
 /** Client headers passed upstream: OpenRouter's app attribution (its docs, "App Attribution"). */
 const CLIENT_TO_UPSTREAM = ["http-referer", "x-title"] as const;
 
-/** Upstream headers passed back: the generation id and the upstream's rate-limit state. */
-const UPSTREAM_TO_CLIENT = [
-  "x-generation-id",
-  "x-ratelimit-limit",
-  "x-ratelimit-remaining",
-  "x-ratelimit-reset",
-  "x-ratelimit-limit-requests",
-  "x-ratelimit-remaining-requests",
-  "x-ratelimit-reset-requests",
-  "x-ratelimit-limit-tokens",
-  "x-ratelimit-remaining-tokens",
-  "x-ratelimit-reset-tokens",
-] as const;
+/**
+ * Upstream headers passed back: the generation id. Not the upstream's `x-ratelimit-*`: they
+ * tell the operator's key's quota, not the app's, and would contradict the proxy's own
+ * `RateLimit-*` (src/ratelimit/enforcement.ts), which are the limits an app is held to.
+ */
+const UPSTREAM_TO_CLIENT = ["x-generation-id"] as const;
 
 /**
  * A client's `x-request-id` is kept when it is 1–128 visible characters of a safe set

@@ -82,6 +82,9 @@ test("the counters move with a scripted session", async () => {
   expect(delta("proxy_budget_refusals_total", { code: "budget_exceeded" })).toBe(1);
   expect(delta("proxy_upstream_errors_total", { code: "upstream" })).toBe(1);
   expect(delta("proxy_spend_usd_total", { app: appId })).toBeGreaterThan(0);
+  // The mock's usage can be true: none of these calls was charged at its reservation for it.
+  expect(after.get("proxy_upstream_usage_invalid_total")?.type).toBe("COUNTER");
+  expect(delta("proxy_upstream_usage_invalid_total")).toBe(0);
   // parse-prometheus-text-format mangles labelled histograms (it keeps one bucket set and
   // drops the labels), so their `_count` series are read from the text itself.
   const text = await (await server.fetch("/metrics", { headers: { authorization: `Bearer ${TOKEN}` } })).text();
