@@ -1,4 +1,4 @@
-import { SecretBox, sealedContext } from "../secrets/secret-box";
+import { SealedSecretError, SecretBox, sealedContext } from "../secrets/secret-box";
 import type { DeliveryFailure, DeliveryRecord, DueDelivery, StoredEndpointSecret, WebhookEndpoint, WebhookEventType } from "./webhooks";
 
 /** Row mappers shared by both engines: the webhook tables have the same columns on each. */
@@ -36,7 +36,7 @@ export const toDelivery = (r: Record<string, unknown>): DeliveryRecord => ({
   finishedAt: r.finished_at === null ? null : Number(r.finished_at),
 });
 
-const FAILURE_CLASS = /^(timeout|unreachable|address_refused|HTTP \d{3}|endpoint disabled \((gone|operator)\))$/;
+const FAILURE_CLASS = /^(timeout|unreachable|address_refused|secret_unreadable|HTTP \d{3}|endpoint disabled \((gone|operator)\))$/;
 
 /**
  * A stored error as its class. Rows written before errors were stored as classes hold the
@@ -63,7 +63,8 @@ export const toStoredSecret = (r: Record<string, unknown>): StoredEndpointSecret
 /**
  * A claimed delivery, from the claim's row (delivery, event payload, endpoint url and
  * secret), with the secret opened. A value an older version stored in clear (not yet
- * sealed at open) is used as it is.
+ * sealed at open) is used as it is. A secret that does not open comes as null: the claim
+ * goes on with the other rows, and the dispatcher fails this one alone.
  */
 export const toDueDelivery = (d: Record<string, unknown>, box: SecretBox): DueDelivery => ({
   eventId: String(d.event_id),
@@ -74,6 +75,15 @@ export const toDueDelivery = (d: Record<string, unknown>, box: SecretBox): DueDe
   attempts: Number(d.attempts),
 });
 
-function openEndpointSecret(box: SecretBox, endpointId: string, stored: string): string {
-  return SecretBox.isSealed(stored) ? box.open(stored, sealedContext.webhookEndpoint(endpointId)) : stored;
+function openEndpointSecret(box: SecretBox, endpointId: string, stored: string): string | null {
+  if (!SecretBox.isSealed(stored)) return stored;
+  try {
+    return box.open(stored, sealedContext.webhookEndpoint(endpointId));
+  } catch (err) {
+    if (err instanceof SealedSecretError) return null;
+    throw err;
+  }
 }
+
+/** Whether an endpoint's stored secret opens with `box`: what the listings show as its secretState. */
+export const endpointSecretOpens = (box: SecretBox, endpointId: string, stored: string): boolean => openEndpointSecret(box, endpointId, stored) !== null;

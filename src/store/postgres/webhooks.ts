@@ -123,7 +123,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
         WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id AND e.id = d.event_id AND p.id = d.endpoint_id
         RETURNING d.event_id, d.endpoint_id, d.attempts, e.payload, p.url, p.secret`,
     );
-    // A secret that does not open (another key) fails this round; its deliveries are due again when the lease ends.
+    // A secret that does not open (another key) comes as null: the dispatcher fails that delivery alone.
     return rows.map((d) => toDueDelivery(d, this.secrets));
   }
 

@@ -117,8 +117,8 @@ export class SqliteWebhookRepository implements WebhookRepository {
         return due;
       })
       .immediate();
-    // Opened once the leases are committed: a secret that does not open (another key) fails
-    // this round, and its deliveries are due again when the lease ends, none lost.
+    // Opened once the leases are committed: a secret that does not open (another key) comes
+    // as null, and the dispatcher fails that delivery alone.
     return claimed.map((d) => toDueDelivery(d, this.secrets));
   }
 
