@@ -1,4 +1,5 @@
 import { SealedSecretError, SecretBox, sealedContext } from "../secrets/secret-box";
+import { sealFenced } from "./key-fence";
 import type { DeliveryFailure, DeliveryRecord, DueDelivery, StoredEndpointSecret, WebhookEndpoint, WebhookEventType } from "./webhooks";
 
 /** Row mappers shared by both engines: the webhook tables have the same columns on each. */
@@ -51,8 +52,9 @@ export function failureClass(stored: string | null): DeliveryFailure | null {
 export const subscribed = (endpoints: WebhookEndpoint[], type: WebhookEventType) =>
   endpoints.filter((e) => e.disabledAt === null && (e.eventTypes === null || e.eventTypes.includes(type)));
 
-/** The secret a new endpoint is stored with: sealed, bound to the endpoint's id. */
-export const sealEndpointSecret = (box: SecretBox, endpointId: string, secret: string) => box.seal(secret, sealedContext.webhookEndpoint(endpointId));
+/** The secret a new endpoint is stored with: sealed, bound to the endpoint's id, behind the key fence (`storedCheck`: src/store/key-fence.ts). */
+export const sealEndpointSecret = (box: SecretBox, storedCheck: string | null, endpointId: string, secret: string) =>
+  sealFenced(box, storedCheck, secret, sealedContext.webhookEndpoint(endpointId));
 
 export const toStoredSecret = (r: Record<string, unknown>): StoredEndpointSecret => ({
   endpointId: String(r.id),
