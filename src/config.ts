@@ -73,6 +73,9 @@ export const ConfigSchema = t.Object({
   RL_SESSIONS_WINDOW_SECONDS: t.Optional(PositiveInt),
   RL_CHAT_LIMIT: t.Optional(PositiveInt),
   RL_CHAT_WINDOW_SECONDS: t.Optional(PositiveInt),
+  /** RL_USER_WRITES: a user's writes with a session token (approve, update, revoke, starting a funding link), per app and user. */
+  RL_USER_WRITES_LIMIT: t.Optional(PositiveInt),
+  RL_USER_WRITES_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Largest one-time grant an app may ask for, unless the app sets its own. */
   DEFAULT_MAX_GRANT_USD: t.Optional(PositiveUsd),
   /** Grant creation limits: per app, and per client address. */
@@ -185,7 +188,7 @@ export interface Config {
   reconcile: { pollMs: number; giveUpMs: number };
   shutdownGraceMs: number;
   rateLimits: Record<
-    "sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerAddress" | "adminAuthFailures",
+    "sessions" | "chat" | "userWrites" | "grantsPerApp" | "grantsPerAddress" | "consentPerAddress" | "adminAuthFailures",
     { limit: number; windowMs: number }
   >;
   defaultMaxGrantUsd: number;
@@ -347,6 +350,10 @@ function fromRaw(raw: RawConfig): Config {
     rateLimits: {
       sessions: { limit: raw.RL_SESSIONS_LIMIT ?? 120, windowMs: (raw.RL_SESSIONS_WINDOW_SECONDS ?? 60) * 1000 },
       chat: { limit: raw.RL_CHAT_LIMIT ?? 30, windowMs: (raw.RL_CHAT_WINDOW_SECONDS ?? 60) * 1000 },
+      // Each write emits a webhook to the app. Thirty a minute is far past what a person
+      // clicks on a connect page (approve, change the cap, link an account, revoke), while a
+      // script holding a token cannot flood the app's receivers (or the outbox) through it.
+      userWrites: { limit: raw.RL_USER_WRITES_LIMIT ?? 30, windowMs: (raw.RL_USER_WRITES_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerApp: { limit: raw.RL_GRANTS_APP_LIMIT ?? 60, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerAddress: { limit: raw.RL_GRANTS_IP_LIMIT ?? 10, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
       // Twice the approval limit per address: every approval opens a page first, and some
