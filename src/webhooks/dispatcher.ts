@@ -71,6 +71,8 @@ export class WebhookDispatcher {
   /** A send finished (a slot freed) while rounds were under way: claim once more before stopping. */
   private claimAgain = false;
   private stopped = false;
+  /** Endpoints whose unreadable secret this process has logged. */
+  private readonly unreadableLogged = new Set<string>();
 
   constructor(
     private readonly outbox: WebhookRepository,
@@ -179,12 +181,15 @@ export class WebhookDispatcher {
   private async deliver(d: DueDelivery): Promise<void> {
     if (d.secret === null) {
       // Nothing can be signed: this delivery fails (and is retried: an instance holding the
-      // key may send it), without a word of the key or the sealed value.
+      // key may send it), without a word of the key or the sealed value. Logged once per
+      // endpoint, not per delivery: a backlog would flood the log; /metrics counts each.
       this.stats.secretUnreadable++;
-      this.logger.warn("webhook endpoint's signing secret does not open with this process's secrets keys; delivery not sent", {
-        endpointId: d.endpointId,
-        eventId: d.eventId,
-      });
+      if (!this.unreadableLogged.has(d.endpointId)) {
+        this.unreadableLogged.add(d.endpointId);
+        this.logger.warn("webhook endpoint's signing secret does not open with this process's secrets keys; its deliveries are not sent", {
+          endpointId: d.endpointId,
+        });
+      }
       return this.recordFailure(d, null, "secret_unreadable");
     }
     const request = { url: d.url, headers: signedHeaders({ ...d, secret: d.secret }), body: d.payload };
