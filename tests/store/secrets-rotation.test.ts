@@ -94,12 +94,12 @@ describe.each(engines)("rotating the secrets key on %s", (engine, database) => {
       await resealStoredSecrets(rotating);
 
       const refusals = [
-        stale.webhooks.createEndpoint(appId, "https://hooks.example/after", null, T0),
-        stale.connections.approve(appId, "late-payer", 1_000, T0, { source: "user", upstreamKey: "sk-or-v1-late" }),
-        stale.fundingFlows.create({ appId, appUserId: "late-linker", sessionId: "jti2", codeVerifier: VERIFIER, monthlyCapNano: 1 }, T0, 600_000),
+        () => stale.webhooks.createEndpoint(appId, "https://hooks.example/after", null, T0),
+        () => stale.connections.approve(appId, "late-payer", 1_000, T0, { source: "user", upstreamKey: "sk-or-v1-late" }),
+        () => stale.fundingFlows.create({ appId, appUserId: "late-linker", sessionId: "jti2", codeVerifier: VERIFIER, monthlyCapNano: 1 }, T0, 600_000),
       ];
-      for (const refused of refusals) {
-        const err = await refused.then(
+      for (const write of refusals) {
+        const err = await write().then(
           () => null,
           (e: unknown) => e,
         );
