@@ -21,6 +21,7 @@ import { PayerBudgets } from "./services/budget-target";
 import { IdempotencyService } from "./services/idempotency";
 import { grantRoutes } from "./routes/grants";
 import { ApproveConsentRequest, consentRoutes } from "./routes/grant-consent";
+import { ClientAddresses } from "./request/client-address";
 import { connectRoutes } from "./routes/connect";
 import { FUNDING_CALLBACK_ROUTE, FundingStartRequest, fundingRoutes } from "./routes/funding";
 import { demoUpstreamPage } from "./routes/demo-upstream";
@@ -120,7 +121,7 @@ export function createApp(deps: Deps) {
   const bodyShapes = new BodyShapes();
   const app = new Elysia()
     .use(accessLog(logger, metrics ?? undefined))
-    .use(requestContext(config.maxBodyBytes))
+    .use(requestContext(config.maxBodyBytes, new ClientAddresses(config.trustedProxies)))
     .use(config.demoMode && deps.upstream instanceof DemoUpstreamClient ? demoUpstreamPage(deps.upstream) : new Elysia())
     .use(errorHandler(logger))
     .use(bodyShapeGuard(bodyShapes))

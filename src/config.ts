@@ -2,6 +2,7 @@
  * The environment of ARCHITECTURE.md §4, parsed by one TypeBox schema. Only src/index.ts and
  * src/cli.ts call loadConfig; everything else receives a Config.
  */
+import { isIP } from "node:net";
 import { Type as t, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { usdAmountProblem, usdToNanoCeil, usdToNanoFloor, type UsdAmountRule } from "./money";
@@ -78,18 +79,25 @@ export const ConfigSchema = t.Object({
   RL_SESSIONS_WINDOW_SECONDS: t.Optional(PositiveInt),
   RL_CHAT_LIMIT: t.Optional(PositiveInt),
   RL_CHAT_WINDOW_SECONDS: t.Optional(PositiveInt),
+  /** RL_USER_WRITES: a user's writes with a session token (approve, update, revoke, starting a funding link), per app and user. */
+  RL_USER_WRITES_LIMIT: t.Optional(PositiveInt),
+  RL_USER_WRITES_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Largest one-time grant an app may ask for, unless the app sets its own. */
   DEFAULT_MAX_GRANT_USD: t.Optional(PositiveUsd),
   /** Grant creation limits: per app, and per client address. */
   RL_GRANTS_APP_LIMIT: t.Optional(PositiveInt),
   RL_GRANTS_IP_LIMIT: t.Optional(PositiveInt),
   RL_GRANTS_WINDOW_SECONDS: t.Optional(PositiveInt),
-  /** Consent-page opens (each records a consent request row): per app, and per client address. */
-  RL_CONSENT_APP_LIMIT: t.Optional(PositiveInt),
+  /** Consent-page opens (each records a consent request row), per client address: approvals alone draw on the per-app limit. */
   RL_CONSENT_IP_LIMIT: t.Optional(PositiveInt),
   RL_CONSENT_WINDOW_SECONDS: t.Optional(PositiveInt),
   /** Most an app's grants may spend in one UTC day, together, unless the app sets its own. */
   GRANT_DAILY_CEILING_USD: t.Optional(PositiveUsd),
+  /**
+   * The reverse proxies in front of the service, comma-separated addresses or CIDR ranges: a
+   * request from one of them is counted by the client address in X-Forwarded-For (src/request/client-address.ts).
+   */
+  TRUSTED_PROXY: t.Optional(t.String({ minLength: 1 })),
   /** Wrong admin tokens per client address before its wrong tokens get 429 for the window (the right token always passes). */
   RL_ADMIN_AUTH_LIMIT: t.Optional(PositiveInt),
   RL_ADMIN_AUTH_WINDOW_SECONDS: t.Optional(PositiveInt),
@@ -188,7 +196,7 @@ export interface Config {
   reconcile: { pollMs: number; giveUpMs: number; concurrency: number; lookupTimeoutMs: number };
   shutdownGraceMs: number;
   rateLimits: Record<
-    "sessions" | "chat" | "grantsPerApp" | "grantsPerAddress" | "consentPerApp" | "consentPerAddress" | "adminAuthFailures",
+    "sessions" | "chat" | "userWrites" | "grantsPerApp" | "grantsPerAddress" | "consentPerAddress" | "adminAuthFailures",
     { limit: number; windowMs: number }
   >;
   defaultMaxGrantUsd: number;
@@ -206,6 +214,8 @@ export interface Config {
   /** Service tiers (and `fast` for `speed: "fast"`) priced as multipliers of the listed prices (src/pricing/service-tier.ts). */
   serviceTierMultipliers: ReadonlyMap<string, number>;
   webhooks: { retryScheduleMs: number[]; pollMs: number; timeoutMs: number; allowPrivateAddresses: boolean };
+  /** TRUSTED_PROXY's entries: addresses and CIDR ranges whose X-Forwarded-For is believed. */
+  trustedProxies: string[];
   /** Demo mode: tokens a second the built-in mock streams at (packages/mock-upstream/src/pacing.ts); 0: unpaced. */
   demoStreamTokensPerSecond: number;
 }
@@ -234,6 +244,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     return `${key}: ${e.message}${shown}`;
   });
   problems.push(...usdAmountProblems(converted as RawConfig, env, new Set(problems.map((p) => p.slice(0, p.indexOf(":"))))));
+  problems.push(...trustedProxies((converted as RawConfig).TRUSTED_PROXY).flatMap((entry) => trustedProxyProblem(entry) ?? []));
   if (problems.length > 0) throw new ConfigError(problems);
   return fromRaw(converted as RawConfig);
 }
@@ -270,6 +281,22 @@ function usdAmountProblems(parsed: RawConfig, given: Record<string, unknown>, re
       problems.push(`SERVICE_TIER_PRICE_MULTIPLIERS: ${tier}'s multiplier must be from 1 to 1000 (got ${multiplier})`);
   }
   return problems;
+}
+
+const trustedProxies = (text: string | undefined) =>
+  (text ?? "")
+    .split(",")
+    .map((e) => e.trim())
+    .filter((e) => e !== "");
+
+/** An entry of TRUSTED_PROXY that is neither an IP address nor a CIDR range, named. */
+function trustedProxyProblem(entry: string): string | null {
+  const [address = "", prefix, ...rest] = entry.split("/");
+  const family = isIP(address);
+  const most = family === 4 ? 32 : 128;
+  if (family === 0 || rest.length > 0) return `TRUSTED_PROXY: ${JSON.stringify(entry)} is not an IP address or a CIDR range`;
+  if (prefix === undefined || (/^\d+$/.test(prefix) && Number(prefix) <= most)) return null;
+  return `TRUSTED_PROXY: ${JSON.stringify(entry)}'s prefix length must be from 0 to ${most}`;
 }
 
 function fromRaw(raw: RawConfig): Config {
@@ -347,12 +374,15 @@ function fromRaw(raw: RawConfig): Config {
     rateLimits: {
       sessions: { limit: raw.RL_SESSIONS_LIMIT ?? 120, windowMs: (raw.RL_SESSIONS_WINDOW_SECONDS ?? 60) * 1000 },
       chat: { limit: raw.RL_CHAT_LIMIT ?? 30, windowMs: (raw.RL_CHAT_WINDOW_SECONDS ?? 60) * 1000 },
+      // Each write emits a webhook to the app. Thirty a minute is far past what a person
+      // clicks on a connect page (approve, change the cap, link an account, revoke), while a
+      // script holding a token cannot flood the app's receivers (or the outbox) through it.
+      userWrites: { limit: raw.RL_USER_WRITES_LIMIT ?? 30, windowMs: (raw.RL_USER_WRITES_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerApp: { limit: raw.RL_GRANTS_APP_LIMIT ?? 60, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
       grantsPerAddress: { limit: raw.RL_GRANTS_IP_LIMIT ?? 10, windowMs: (raw.RL_GRANTS_WINDOW_SECONDS ?? 60) * 1000 },
-      // Twice the approval limits: every approval opens a page first, and some pages are
-      // denied or closed. Each open records a row that lives 10 minutes (then is purged), so
-      // an app's live consent rows stay in the low thousands however hard the page is hit.
-      consentPerApp: { limit: raw.RL_CONSENT_APP_LIMIT ?? 120, windowMs: (raw.RL_CONSENT_WINDOW_SECONDS ?? 60) * 1000 },
+      // Twice the approval limit per address: every approval opens a page first, and some
+      // pages are denied or closed. Only per client: a per-app count of pages would let a
+      // few strangers' loads shut the app's real users out; approvals keep theirs.
       consentPerAddress: { limit: raw.RL_CONSENT_IP_LIMIT ?? 20, windowMs: (raw.RL_CONSENT_WINDOW_SECONDS ?? 60) * 1000 },
       adminAuthFailures: { limit: raw.RL_ADMIN_AUTH_LIMIT ?? 10, windowMs: (raw.RL_ADMIN_AUTH_WINDOW_SECONDS ?? 60) * 1000 },
     },
@@ -378,6 +408,7 @@ function fromRaw(raw: RawConfig): Config {
     webSearchResultNano: usdToNanoCeil(raw.WEB_SEARCH_RESULT_USD ?? DEFAULT_WEB_RESULT_USD),
     // Unset: every premium tier is refused, since the catalogue lists no tier's rate.
     serviceTierMultipliers: new Map(reservationPairs(raw.SERVICE_TIER_PRICE_MULTIPLIERS)),
+    trustedProxies: trustedProxies(raw.TRUSTED_PROXY),
     webhooks: {
       // First try at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: about 27.5 hours
       // in all, so a receiver down for most of a day still gets every event.

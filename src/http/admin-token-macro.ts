@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import type { AdminTokenGuard } from "../auth/admin-token";
 import type { RequestContext } from "../request/context";
 import { requestContextSlot } from "../request/elysia";
+import { clientKey } from "../request/client-address";
 
 /**
  * `{ adminToken: true }` on a route. Like the app credentials' macro (auth-macro.ts), it
@@ -10,22 +11,21 @@ import { requestContextSlot } from "../request/elysia";
  * request's context (`operator`) and the later hooks find it there.
  */
 export function adminTokenPlugin(guard: AdminTokenGuard) {
-  type Server = { requestIP(request: Request): { address: string } | null } | null;
-  const check = async (context: RequestContext, request: Request, server: Server): Promise<void> => {
+  const check = async (context: RequestContext, request: Request): Promise<void> => {
     if (context.operator) return;
-    await guard.check(request.headers.get("authorization"), server?.requestIP(request)?.address ?? "unknown");
+    await guard.check(request.headers.get("authorization"), clientKey(context.clientAddress));
     context.operator = true;
   };
   return new Elysia().use(requestContextSlot).macro({
     adminToken: {
-      async parse({ request, requestContext, server }) {
-        await check(requestContext, request, server);
+      async parse({ request, requestContext }) {
+        await check(requestContext, request);
       },
-      async transform({ request, requestContext, server }) {
-        await check(requestContext, request, server);
+      async transform({ request, requestContext }) {
+        await check(requestContext, request);
       },
-      async beforeHandle({ request, requestContext, server }) {
-        await check(requestContext, request, server);
+      async beforeHandle({ request, requestContext }) {
+        await check(requestContext, request);
       },
     },
   });

@@ -36,6 +36,7 @@ export function guardsPlugin(deps: GuardSources) {
         {
           sessions: { name: "sessions", ...config.rateLimits.sessions },
           chat: { name: "chat", ...config.rateLimits.chat },
+          userWrites: { name: "user-writes", ...config.rateLimits.userWrites },
         },
         deps.budgetBackend.chatLimitFoldable ?? undefined,
       ),

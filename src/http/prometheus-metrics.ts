@@ -90,6 +90,11 @@ export class ProxyMetrics implements MetricsRecorder {
     gauge("proxy_webhook_given_up", "Webhook deliveries that failed for good after the last retry, since start.", () => webhooks.gaveUp);
     gauge("proxy_webhook_endpoints_disabled", "Webhook endpoints disabled because they answered 410 Gone, since start.", () => webhooks.endpointsDisabled);
     gauge(
+      "proxy_webhook_secret_unreadable",
+      "Webhook attempts not sent because the endpoint's signing secret does not open with this process's secrets keys, since start.",
+      () => webhooks.secretUnreadable,
+    );
+    gauge(
       "proxy_budget_accounts_in_memory",
       "Budget accounts whose live counters this process holds (embedded counters; 0 when Redis or PostgreSQL keeps them).",
       () => deps.budget.accountsInMemory ?? 0,

@@ -4,17 +4,24 @@ import type { RequestContext } from "../request/context";
 import type { RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
 import { DeferredRateLimit, enforceRateLimit } from "../ratelimit/enforcement";
 
-export type RateLimitedRoute = "sessions" | "chat";
+export type RateLimitedRoute = "sessions" | "chat" | "userWrites";
 
-/** Who a rule counts: per app for sessions, per app and payer (user or grant) for chat. */
+/**
+ * Who a rule counts: per app for sessions, per app and payer (user or grant) for chat, per
+ * app and the session token's user for a user's writes.
+ */
 function keyOf(route: RateLimitedRoute, context: RequestContext): string {
   const app = context.app;
-  if (!app) throw new Error("rateLimit needs an authenticated app: declare secretKey on the route");
-  return route === "chat" ? `${app.id}:${context.payer.key}` : app.id;
+  if (!app) throw new Error("rateLimit needs an authenticated app: declare secretKey or session on the route");
+  if (route === "chat") return `${app.id}:${context.payer.key}`;
+  if (route !== "userWrites") return app.id;
+  if (!context.session) throw new Error("rateLimit userWrites needs a session token: declare session on the route");
+  return `${app.id}:${context.session.appUserId}`;
 }
 
 /**
- * `{ rateLimit: "chat" }` on a route that also declares `secretKey: true`. Runs after auth
+ * `{ rateLimit: "chat" }` on a route that also declares `secretKey: true` (`"userWrites"`:
+ * `session: true`). Runs after auth
  * (it needs the app) and before the handler. Sets the RateLimit-* fields of the IETF
  * draft "RateLimit header fields for HTTP" on every limited response, success and 429
  * alike, plus Retry-After (RFC 9110 §10.2.3) in whole seconds on 429.

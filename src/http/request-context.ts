@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import { ApiError } from "../errors";
 import { RequestContext } from "../request/context";
+import type { ClientAddresses } from "../request/client-address";
 import { requestContextSlot } from "../request/elysia";
 import { limitUndeclaredBody } from "./body-limit";
 import { boundJsonBody } from "./json-body";
@@ -12,14 +13,15 @@ import { boundJsonBody } from "./json-body";
  * and 413 for bodies over the limit: a declared length is refused before anything reads the
  * body; a body without a length (chunked) is cut where it passes the limit, see
  * body-limit.ts; and 400 for JSON bodies past their structural bounds (nesting, number of
- * values) or in a form, see json-body.ts.
+ * values) or in a form, see json-body.ts. `addresses` says who the client is (the peer, or
+ * behind a trusted proxy the forwarded address), once, for every per-client limit.
  */
-export function requestContext(maxBodyBytes: number) {
+export function requestContext(maxBodyBytes: number, addresses: ClientAddresses) {
   return new Elysia()
     .use(requestContextSlot)
     .onRequest((context) => {
-      const { request, set } = context;
-      const made = new RequestContext(request.headers);
+      const { request, set, server } = context;
+      const made = new RequestContext(request.headers, addresses.of(server?.requestIP(request)?.address, request.headers));
       context.requestContext = made;
       if (made.clientRequestId) set.headers["x-client-request-id"] = made.clientRequestId;
       set.headers["x-request-id"] = made.requestId;

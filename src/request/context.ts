@@ -65,7 +65,14 @@ export class RequestContext {
    */
   bodyRefusal: ApiError | undefined = undefined;
 
-  constructor(headers: Headers) {
+  /**
+   * `clientAddress`: who the request comes from, for the limits that count per client: the
+   * connection's peer, or behind a trusted proxy the forwarded address (src/request/client-address.ts).
+   */
+  constructor(
+    headers: Headers,
+    readonly clientAddress = "unknown",
+  ) {
     this.clientRequestId = clientRequestId(headers);
     this.payer = Payer.of(headers);
   }

@@ -4,6 +4,8 @@ import type { Store } from "../store";
 const CONNECTIONS_PATH = "/api/v1/connections";
 const ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS";
 const ALLOWED_HEADERS = "authorization, content-type";
+/** A user's writes are rate limited (RL_USER_WRITES): the page that made them may read when to try again. */
+const EXPOSED_HEADERS = "ratelimit-limit, ratelimit-remaining, ratelimit-reset, retry-after";
 
 /**
  * CORS for /connections, the only endpoint browser code calls with a session token
@@ -17,7 +19,9 @@ export function connectionsCors(store: Store) {
       const origin = request.headers.get("origin");
       if (!origin || !isConnectionsPath(request.url)) return;
       set.headers["vary"] = "Origin";
-      if (await store.apps.isRegisteredOrigin(origin)) set.headers["access-control-allow-origin"] = origin;
+      if (!(await store.apps.isRegisteredOrigin(origin))) return;
+      set.headers["access-control-allow-origin"] = origin;
+      set.headers["access-control-expose-headers"] = EXPOSED_HEADERS;
     })
     .options(
       CONNECTIONS_PATH,

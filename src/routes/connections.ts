@@ -32,9 +32,11 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
     .use(auth)
     .post("/connections", async ({ session, body }) => connections.approve(session, body?.monthlyUsd), {
       session: true,
+      // Each write emits a webhook: limited per user (RL_USER_WRITES).
+      rateLimit: "userWrites",
       body: t.Optional(ApproveRequest),
       transform: rejectNonObjectBody,
-      response: { 200: ConnectionStatusModel, ...errorResponses(400, 401, 413) },
+      response: { 200: ConnectionStatusModel, ...errorResponses(400, 401, 413, 429) },
       detail: {
         tags: ["connections"],
         summary: "Approve or update the user's monthly cap",
@@ -57,6 +59,7 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
       },
       {
         session: true,
+        rateLimit: "userWrites",
         // Documented by hand: @elysiajs/openapi publishes a `t.Void()` response as
         // `content: {type: "void"}`, which is not an OpenAPI media-type map. 204 has no body.
         detail: {
@@ -66,6 +69,7 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
           responses: {
             204: { description: "Revoked, or there was nothing to revoke. No body." },
             401: { description: "Response for status 401", content: { "application/json": { schema: ErrorEnvelope as object } } },
+            429: { description: "Response for status 429", content: { "application/json": { schema: ErrorEnvelope as object } } },
           },
         },
       },

@@ -56,8 +56,10 @@ export function fundingRoutes(funding: FundingLinkService, auth: Guards, cookie:
       },
       {
         session: true,
+        // A write of the user's (and a stored flow): limited per user like /connections (RL_USER_WRITES).
+        rateLimit: "userWrites",
         body: FundingStartRequest,
-        response: { 201: FundingStartAnswer, ...errorResponses(400, 401, 413) },
+        response: { 201: FundingStartAnswer, ...errorResponses(400, 401, 413, 429) },
         detail: {
           tags: ["connections"],
           summary: "Start linking the user's own upstream account (PKCE)",

@@ -9,6 +9,8 @@ import { enforceRateLimit } from "../ratelimit/enforcement";
 import type { RateLimiter, RateLimitRule } from "../ratelimit/rate-limiter";
 import { randomString } from "../random";
 import { errorResponses } from "../error-schema";
+import { requestContextSlot } from "../request/elysia";
+import { clientKey } from "../request/client-address";
 
 export const ApproveConsentRequest = t.Object({ consentToken: t.String({ minLength: 10, maxLength: 128 }) });
 
@@ -37,19 +39,17 @@ const ConsentQuery = t.Object(
 
 const htmlPage = (description: string) => ({ description, content: { "text/html": { schema: { type: "string" as const } } } });
 
-type AddressSource = { requestIP(request: Request): { address: string } | null } | null;
-const clientAddress = (server: AddressSource, request: Request) => server?.requestIP(request)?.address ?? "unknown";
-
 /**
  * The consent popup of one-time grants: the page, its approval, and the browser helper that
  * opens it. Opening the page records a consent request row, so it is rate-limited per client
- * address and per app like the approval is; a limited page is an error page (429 with
- * Retry-After), never JSON, because a person reads it.
+ * (its address, or behind a trusted proxy the forwarded one: src/request/client-address.ts);
+ * a limited page is an error page (429 with Retry-After), never JSON, because a person reads
+ * it. Only approvals also count per app: the page is anonymous, and a per-app count of
+ * loads let a handful of strangers' addresses shut the app's real users out.
  */
 export function consentRoutes(consent: ConsentService, rateLimiter: RateLimiter, rateLimits: Config["rateLimits"]) {
   const rules = {
     pagesPerAddress: { name: "consent-address", ...rateLimits.consentPerAddress },
-    pagesPerApp: { name: "consent-app", ...rateLimits.consentPerApp },
     approvalsPerAddress: { name: "grants-address", ...rateLimits.grantsPerAddress },
     approvalsPerApp: { name: "grants-app", ...rateLimits.grantsPerApp },
   } satisfies Record<string, RateLimitRule>;
@@ -70,17 +70,16 @@ export function consentRoutes(consent: ConsentService, rateLimiter: RateLimiter,
   };
 
   return new Elysia({ prefix: "/grants" })
+    .use(requestContextSlot)
     .get(
       "/consent",
-      async ({ query, request, server, set }) => {
+      async ({ query, requestContext, set }) => {
         const nonce = randomString(24);
         Object.assign(set.headers, consentHeaders(nonce));
         try {
-          // By address first, before any lookup: bad parameters are attempts too.
-          await limitPage(rules.pagesPerAddress, clientAddress(server, request), "from your network", set.headers);
-          const draft = await consent.draft(query);
-          await limitPage(rules.pagesPerApp, draft.app.id, "for this app", set.headers);
-          return renderConsentPage(await consent.offer(draft), nonce);
+          // Before any lookup: bad parameters are attempts too.
+          await limitPage(rules.pagesPerAddress, clientKey(requestContext.clientAddress), "from your network", set.headers);
+          return renderConsentPage(await consent.offer(await consent.draft(query)), nonce);
         } catch (err) {
           if (!(err instanceof ConsentError)) throw err;
           set.status = err.status;
@@ -102,21 +101,22 @@ export function consentRoutes(consent: ConsentService, rateLimiter: RateLimiter,
             200: htmlPage("The consent page."),
             400: htmlPage("An error page: bad parameters."),
             402: htmlPage("An error page: the grant is larger than the app's daily ceiling on what grants spend."),
-            429: htmlPage("An error page: too many consent pages opened from this address or for this app."),
+            429: htmlPage("An error page: too many consent pages opened from this address."),
           },
         },
       },
     )
     .post(
       "/consent",
-      async ({ body, request, set, server }) => {
+      async ({ body, request, set, requestContext }) => {
         // Same-origin only: the consent page posts here; other sites' pages may not.
         const site = request.headers.get("sec-fetch-site");
         if (site !== null && site !== "same-origin") throw new ApiError("invalid_request", "grants are approved from the consent page only");
+        // The client's own limit first: an attempt past it (or with a bad token) draws nothing from the app's.
+        await enforceRateLimit(rateLimiter, rules.approvalsPerAddress, clientKey(requestContext.clientAddress), set.headers);
         const appId = await consent.appOfConsent(body.consentToken);
         if (!appId) throw new ApiError("invalid_request", "this consent page has expired or was already used; open it again");
         await enforceRateLimit(rateLimiter, rules.approvalsPerApp, appId, set.headers);
-        await enforceRateLimit(rateLimiter, rules.approvalsPerAddress, clientAddress(server, request), set.headers);
         set.headers["cache-control"] = "no-store";
         return consent.approve(body.consentToken);
       },

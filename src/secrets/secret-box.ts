@@ -59,13 +59,28 @@ export class SealedSecretError extends Error {
  */
 export class SecretBox {
   private readonly keys: ReadonlyMap<string, SecretsKey>;
+  private warned = false;
 
   constructor(
     readonly current: SecretsKey,
     previous: readonly SecretsKey[] = [],
     readonly source = "SECRETS_KEY",
+    /** Where warnOnce goes: the server's log, the CLI's stderr. */
+    private readonly warn: (message: string) => void = () => {},
   ) {
     this.keys = new Map([...previous, current].map((k) => [k.id, k]));
+  }
+
+  /** True when `keyId` names a key of this ring (the current one or a previous one). */
+  holds(keyId: string): boolean {
+    return this.keys.has(keyId);
+  }
+
+  /** Warns once for this box, however often it is called: a refusal that repeats at every write is logged once. */
+  warnOnce(message: string): void {
+    if (this.warned) return;
+    this.warned = true;
+    this.warn(message);
   }
 
   /** A box with a fresh random key: what only this process will ever read (`sqlite::memory:`, tests). */

@@ -22,13 +22,16 @@ import { KEY_BYTES, SecretBox, secretsKey, type SecretsKey } from "./secret-box"
 
 export const KEY_FILE_NAME = "secrets.key";
 
-/** The key ring for `config`'s store. `warn` hears the one case an operator must act on (PostgreSQL without SECRETS_KEY). */
+/**
+ * The key ring for `config`'s store. `warn` hears what an operator must act on: PostgreSQL
+ * without SECRETS_KEY, and (through the box, once) a store re-sealed under a key this ring lacks.
+ */
 export function resolveSecretBox(config: Config, warn: (message: string) => void): SecretBox {
   const previous = config.previousSecretsKeys.map((key, i) => parseSecretsKey(key, `SECRETS_KEY_PREVIOUS (key ${i + 1})`));
-  if (config.secretsKey) return new SecretBox(parseSecretsKey(config.secretsKey, "SECRETS_KEY"), previous, "SECRETS_KEY");
+  if (config.secretsKey) return new SecretBox(parseSecretsKey(config.secretsKey, "SECRETS_KEY"), previous, "SECRETS_KEY", warn);
   if (config.secretsKeyFile) {
     const path = resolve(config.secretsKeyFile);
-    return new SecretBox(readKeyFile(path, `SECRETS_KEY_FILE (${path})`), previous, `SECRETS_KEY_FILE (${path})`);
+    return new SecretBox(readKeyFile(path, `SECRETS_KEY_FILE (${path})`), previous, `SECRETS_KEY_FILE (${path})`, warn);
   }
   const { database } = config;
   if (database.engine === "sqlite" && database.path === ":memory:") return SecretBox.random();
@@ -40,7 +43,7 @@ export function resolveSecretBox(config: Config, warn: (message: string) => void
     );
   }
   const path = join(folder, KEY_FILE_NAME);
-  return new SecretBox(loadOrCreateKeyFile(path, database.engine === "sqlite" ? [database.path] : []), previous, `the key file ${path}`);
+  return new SecretBox(loadOrCreateKeyFile(path, database.engine === "sqlite" ? [database.path] : []), previous, `the key file ${path}`, warn);
 }
 
 /** A key in its written form; a bad one is a configuration error that names where it came from, never its value. */

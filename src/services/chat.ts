@@ -1,4 +1,5 @@
 import type { Config } from "../config";
+import { SealedSecretError } from "../secrets/secret-box";
 import { ApiError } from "../errors";
 import type { Logger } from "../logger";
 import type { ChargeLog, Meter, MeteringTicket } from "../metering/meter";
@@ -55,7 +56,17 @@ export interface CallLog extends ChargeLog {
  * is gone since it was read (revoked, or relinked to the operator) is refused like a refused key.
  */
 async function payingUserKey(target: BudgetTarget): Promise<string> {
-  const key = await target.openUserKey?.();
+  let key: string | null | undefined;
+  try {
+    key = await target.openUserKey?.();
+  } catch (err) {
+    // Sealed under a key this process does not hold (re-sealed by `keys rotate-kek` while it
+    // ran on the old one): the operator's to fix by a restart, not the user's funding.
+    if (err instanceof SealedSecretError && err.reason === "unknown_key") {
+      throw new ApiError("unavailable", "this server cannot open the user's upstream key until it is restarted with its new secrets key; try again later");
+    }
+    throw err;
+  }
   if (!key) throw new ApiError("funding_invalid", "no upstream key of the user's own is linked to this connection; the user must reconnect");
   return key;
 }

@@ -3,6 +3,7 @@
  * the row as it was (inside the approval's transaction) and writes these columns.
  */
 import { sealedContext, type SecretBox } from "../secrets/secret-box";
+import { sealFenced } from "./key-fence";
 import { userKeyFingerprint, type Connection, type FundingChoice, type FundingSource, type FundingStatus } from "./connections";
 
 /** The funding columns of a connection row. */
@@ -22,16 +23,21 @@ export interface FundingBefore extends FundingColumns {
 
 const APP_FUNDED: Omit<FundingColumns, "status"> = { source: "app", sealedKey: null, fingerprint: null, linkedAt: null };
 
+/**
+ * `storedCheck`: the store's key check as the approval's transaction read it, for the key
+ * fence (src/store/key-fence.ts); only a new user key is sealed, so only then is it needed.
+ */
 export function fundingAfterApproval(
   before: FundingBefore | null,
   funding: FundingChoice | undefined,
   box: SecretBox,
+  storedCheck: () => string | null,
   appId: string,
   appUserId: string,
   now: number,
 ): FundingColumns {
   if (funding?.source === "user") {
-    const sealedKey = box.seal(funding.upstreamKey, sealedContext.connectionUserKey(appId, appUserId));
+    const sealedKey = sealFenced(box, storedCheck(), funding.upstreamKey, sealedContext.connectionUserKey(appId, appUserId));
     return { source: "user", sealedKey, fingerprint: userKeyFingerprint(funding.upstreamKey), linkedAt: now, status: "ok" };
   }
   // Kept: an active connection the user pays for, approved again (a new cap) without a new

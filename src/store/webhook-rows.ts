@@ -1,4 +1,5 @@
-import { SecretBox, sealedContext } from "../secrets/secret-box";
+import { SealedSecretError, SecretBox, sealedContext } from "../secrets/secret-box";
+import { sealFenced } from "./key-fence";
 import type { DeliveryFailure, DeliveryRecord, DueDelivery, StoredEndpointSecret, WebhookEndpoint, WebhookEventType } from "./webhooks";
 
 /** Row mappers shared by both engines: the webhook tables have the same columns on each. */
@@ -36,7 +37,7 @@ export const toDelivery = (r: Record<string, unknown>): DeliveryRecord => ({
   finishedAt: r.finished_at === null ? null : Number(r.finished_at),
 });
 
-const FAILURE_CLASS = /^(timeout|unreachable|address_refused|HTTP \d{3}|endpoint disabled \((gone|operator)\))$/;
+const FAILURE_CLASS = /^(timeout|unreachable|address_refused|secret_unreadable|HTTP \d{3}|endpoint disabled \((gone|operator)\))$/;
 
 /**
  * A stored error as its class. Rows written before errors were stored as classes hold the
@@ -51,8 +52,9 @@ export function failureClass(stored: string | null): DeliveryFailure | null {
 export const subscribed = (endpoints: WebhookEndpoint[], type: WebhookEventType) =>
   endpoints.filter((e) => e.disabledAt === null && (e.eventTypes === null || e.eventTypes.includes(type)));
 
-/** The secret a new endpoint is stored with: sealed, bound to the endpoint's id. */
-export const sealEndpointSecret = (box: SecretBox, endpointId: string, secret: string) => box.seal(secret, sealedContext.webhookEndpoint(endpointId));
+/** The secret a new endpoint is stored with: sealed, bound to the endpoint's id, behind the key fence (`storedCheck`: src/store/key-fence.ts). */
+export const sealEndpointSecret = (box: SecretBox, storedCheck: string | null, endpointId: string, secret: string) =>
+  sealFenced(box, storedCheck, secret, sealedContext.webhookEndpoint(endpointId));
 
 export const toStoredSecret = (r: Record<string, unknown>): StoredEndpointSecret => ({
   endpointId: String(r.id),
@@ -63,7 +65,8 @@ export const toStoredSecret = (r: Record<string, unknown>): StoredEndpointSecret
 /**
  * A claimed delivery, from the claim's row (delivery, event payload, endpoint url and
  * secret), with the secret opened. A value an older version stored in clear (not yet
- * sealed at open) is used as it is.
+ * sealed at open) is used as it is. A secret that does not open comes as null: the claim
+ * goes on with the other rows, and the dispatcher fails this one alone.
  */
 export const toDueDelivery = (d: Record<string, unknown>, box: SecretBox): DueDelivery => ({
   eventId: String(d.event_id),
@@ -74,6 +77,15 @@ export const toDueDelivery = (d: Record<string, unknown>, box: SecretBox): DueDe
   attempts: Number(d.attempts),
 });
 
-function openEndpointSecret(box: SecretBox, endpointId: string, stored: string): string {
-  return SecretBox.isSealed(stored) ? box.open(stored, sealedContext.webhookEndpoint(endpointId)) : stored;
+function openEndpointSecret(box: SecretBox, endpointId: string, stored: string): string | null {
+  if (!SecretBox.isSealed(stored)) return stored;
+  try {
+    return box.open(stored, sealedContext.webhookEndpoint(endpointId));
+  } catch (err) {
+    if (err instanceof SealedSecretError) return null;
+    throw err;
+  }
 }
+
+/** Whether an endpoint's stored secret opens with `box`: what the listings show as its secretState. */
+export const endpointSecretOpens = (box: SecretBox, endpointId: string, stored: string): boolean => openEndpointSecret(box, endpointId, stored) !== null;

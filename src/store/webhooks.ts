@@ -60,16 +60,25 @@ export type DisableReason = "gone" | "operator";
  * `address_refused`: the host resolved to a private, loopback or other non-public address.
  */
 export type AttemptFailure = "timeout" | "unreachable" | "address_refused";
-/** The error field of a delivery: an attempt's failure, a receiver's status, or its endpoint disabled. */
-export type DeliveryFailure = AttemptFailure | `HTTP ${number}` | `endpoint disabled (${DisableReason})`;
+/**
+ * The error field of a delivery: an attempt's failure, a receiver's status, its endpoint
+ * disabled, or `secret_unreadable`: the endpoint's signing secret does not open with the
+ * keys of the process that claimed it (sealed under a key it does not hold), so nothing
+ * was sent; retried on the schedule like any failure, since another instance (or this one
+ * restarted with the key) may hold the key.
+ */
+export type DeliveryFailure = AttemptFailure | "secret_unreadable" | `HTTP ${number}` | `endpoint disabled (${DisableReason})`;
 
 /** One message due to one endpoint, as the dispatcher sends it. */
 export interface DueDelivery {
   eventId: string;
   endpointId: string;
   url: string;
-  /** The endpoint's signing secret, opened. */
-  secret: string;
+  /**
+   * The endpoint's signing secret, opened; null when it does not open with this process's
+   * keys. One endpoint's unreadable secret fails its own deliveries, never the claim.
+   */
+  secret: string | null;
   /** The exact bytes that are signed and sent. */
   payload: string;
   /** Attempts made before this one. */

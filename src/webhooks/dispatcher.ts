@@ -46,8 +46,8 @@ const MAX_CLAIMS_PER_ROUND = 10;
  * Sends the outbox's due deliveries, signed as Standard Webhooks specifies (`webhook-id`,
  * `webhook-timestamp`, `webhook-signature: v1,<HMAC-SHA256>`), and records each outcome
  * (ARCHITECTURE.md §6 "Webhooks"): 2xx delivered; 410 Gone disables the endpoint;
- * anything else (another status, a redirect, a timeout, no connection, a refused address)
- * is retried on the schedule.
+ * anything else (another status, a redirect, a timeout, no connection, a refused address,
+ * an endpoint secret this process cannot open) is retried on the schedule.
  *
  * Sends run concurrently and are not waited for by the round that claimed them, so a
  * receiver that hangs delays nothing but its own endpoint's deliveries. A round claims only
@@ -57,7 +57,7 @@ const MAX_CLAIMS_PER_ROUND = 10;
  * starts a round at once, so a slot it frees is used without waiting for the next poll.
  */
 export class WebhookDispatcher {
-  readonly stats = { delivered: 0, failedAttempts: 0, gaveUp: 0, endpointsDisabled: 0 };
+  readonly stats = { delivered: 0, failedAttempts: 0, gaveUp: 0, endpointsDisabled: 0, secretUnreadable: 0 };
   /** The poll: a claim round every pollMs; it joins a round already running. */
   private readonly rounds = new PeriodicTask(() => this.claimRounds());
   private lastPurge = 0;
@@ -71,6 +71,8 @@ export class WebhookDispatcher {
   /** A send finished (a slot freed) while rounds were under way: claim once more before stopping. */
   private claimAgain = false;
   private stopped = false;
+  /** Endpoints whose unreadable secret this process has logged. */
+  private readonly unreadableLogged = new Set<string>();
 
   constructor(
     private readonly outbox: WebhookRepository,
@@ -177,7 +179,20 @@ export class WebhookDispatcher {
   }
 
   private async deliver(d: DueDelivery): Promise<void> {
-    const request = { url: d.url, headers: signedHeaders(d), body: d.payload };
+    if (d.secret === null) {
+      // Nothing can be signed: this delivery fails (and is retried: an instance holding the
+      // key may send it), without a word of the key or the sealed value. Logged once per
+      // endpoint, not per delivery: a backlog would flood the log; /metrics counts each.
+      this.stats.secretUnreadable++;
+      if (!this.unreadableLogged.has(d.endpointId)) {
+        this.unreadableLogged.add(d.endpointId);
+        this.logger.warn("webhook endpoint's signing secret does not open with this process's secrets keys; its deliveries are not sent", {
+          endpointId: d.endpointId,
+        });
+      }
+      return this.recordFailure(d, null, "secret_unreadable");
+    }
+    const request = { url: d.url, headers: signedHeaders({ ...d, secret: d.secret }), body: d.payload };
     const result = await attemptDelivery(request, this.options, this.send);
     let error: DeliveryFailure;
     if (result.answered) {
@@ -197,14 +212,17 @@ export class WebhookDispatcher {
       error = result.failure;
       if (result.failure === "address_refused") this.logger.warn("webhook receiver address refused", { endpointId: d.endpointId, cause: result.cause });
     }
-    const status = result.answered ? result.status : null;
+    await this.recordFailure(d, result.answered ? result.status : null, error, result.answered ? undefined : result.cause);
+  }
+
+  /** A failed attempt: retried on the schedule, or failed for good after its last retry. */
+  private async recordFailure(d: DueDelivery, status: number | null, error: DeliveryFailure, cause?: string): Promise<void> {
     const attempts = d.attempts + 1;
     const wait = this.options.retryScheduleMs[attempts - 1];
     const nextAttemptAt = wait === undefined ? null : this.clock.now() + wait;
     this.stats.failedAttempts++;
     if (nextAttemptAt === null) {
       this.stats.gaveUp++;
-      const cause = result.answered ? undefined : result.cause;
       this.logger.warn("webhook delivery failed for good", { endpointId: d.endpointId, eventId: d.eventId, attempts, error, cause });
     }
     await this.outbox.markAttemptFailed(d.eventId, d.endpointId, attempts, nextAttemptAt, status, error, this.clock.now());
@@ -216,7 +234,7 @@ export class WebhookDispatcher {
  * event's time: receivers reject signatures older than a few minutes (replay protection),
  * and a retry a day later must still verify.
  */
-export function signedHeaders(d: Pick<DueDelivery, "eventId" | "secret" | "payload">): Record<string, string> {
+export function signedHeaders(d: Pick<DueDelivery, "eventId" | "payload"> & { secret: string }): Record<string, string> {
   const sentAt = new Date();
   return {
     "content-type": "application/json",

@@ -250,3 +250,59 @@ describe("funding_invalid", () => {
     expect((await expectOk(await t.call(CONNECTIONS, { bearer: tok }))).fundingStatus).toBe("ok");
   });
 });
+
+describe("a user's writes are rate limited per user (RL_USER_WRITES)", () => {
+  test("approve, update, revoke and a funding start share the user's window: past it 429 with the RateLimit headers; reads, and other users, are not held", async () => {
+    const { t, client, token } = await setup({ RL_USER_WRITES_LIMIT: "4", RL_USER_WRITES_WINDOW_SECONDS: "60" });
+    await t.deps.store.apps.update(client.appId, { fundingSources: ["app", "user"] });
+    await t.deps.store.webhooks.createEndpoint(client.appId, "https://hooks.example/writes", null, T0);
+    const tok = await token("alice");
+    const writes = [
+      await approve(t, tok, { monthlyUsd: 5 }),
+      await approve(t, tok, { monthlyUsd: 6 }),
+      await t.call(CONNECTIONS, { method: "DELETE", bearer: tok }),
+      await t.call(`${CONNECTIONS}/funding`, { bearer: tok, json: { monthlyUsd: 5 } }),
+    ];
+    expect(writes.map((w) => w.status)).toEqual([200, 200, 204, 201]);
+    expect(writes.map((w) => w.headers.get("ratelimit-remaining"))).toEqual(["3", "2", "1", "0"]);
+    expect(writes[0]!.headers.get("ratelimit-limit")).toBe("4");
+
+    t.clock.advance(15_000);
+    for (const refused of [
+      await approve(t, tok, { monthlyUsd: 7 }),
+      await t.call(CONNECTIONS, { method: "DELETE", bearer: tok }),
+      await t.call(`${CONNECTIONS}/funding`, { bearer: tok, json: {} }),
+    ]) {
+      await expectError(refused, 429, "rate_limited");
+      expect(refused.headers.get("retry-after")).toBe("45");
+      expect(refused.headers.get("ratelimit-remaining")).toBe("0");
+      expect(refused.headers.get("ratelimit-reset")).toBe("45");
+    }
+    // The refused writes changed nothing and emitted no event (approve, update, revoke did: three);
+    // reading the connection is not a write.
+    expect((await expectOk(await t.call(CONNECTIONS, { bearer: tok }))).connected).toBe(false);
+    expect((await t.deps.store.webhooks.listDeliveries(client.appId, 100)).map((d) => d.type).sort()).toEqual([
+      "connection.approved",
+      "connection.revoked",
+      "connection.updated",
+    ]);
+    // The app's page may read them (CORS).
+    const fromPage = await t.call(CONNECTIONS, { bearer: tok, json: { monthlyUsd: 7 }, headers: { origin: "https://a.example" } });
+    expect(fromPage.status).toBe(429);
+    expect(fromPage.headers.get("access-control-allow-origin")).toBe("https://a.example");
+    expect(fromPage.headers.get("access-control-expose-headers")).toBe("ratelimit-limit, ratelimit-remaining, ratelimit-reset, retry-after");
+    // Another user of the same app writes on.
+    expect((await approve(t, await token("bob"), { monthlyUsd: 5 })).status).toBe(200);
+
+    t.clock.advance(45_000);
+    expect((await approve(t, tok, { monthlyUsd: 7 })).status).toBe(200);
+  });
+
+  test("the default is generous enough for a person: thirty writes a minute", async () => {
+    const { t, token } = await setup();
+    const tok = await token("carol");
+    const statuses: number[] = [];
+    for (let i = 0; i < 31; i++) statuses.push((await approve(t, tok, { monthlyUsd: 1 + (i % 5) })).status);
+    expect(statuses).toEqual([...Array<number>(30).fill(200), 429]);
+  });
+});

@@ -1,12 +1,13 @@
 /**
  * Issue 13's consent hardening through app.handle: consent pages rate-limited per client
- * address and per app (an error page with 429 and Retry-After), the per-app daily ceiling on
+ * address (an error page with 429 and Retry-After), and only approvals per app as well
+ * (issue 56: anonymous loads must not use up what an app's real users need), the per-app daily ceiling on
  * what grants spend (approvals cost nothing; grant calls reserve against it like any cap),
  * and a page that says who pays. The fake clock moves windows and UTC days; nothing waits on real time.
  */
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
-import { CONSENT_ORIGIN, obtainGrant, openConsentPage } from "../helpers/consent";
+import { CONSENT_ORIGIN, consentTokenIn, obtainGrant, openConsentPage, postApproval } from "../helpers/consent";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
 
 const consentRows = (t: ChatTestApp) => (t.db.query("SELECT count(*) AS n FROM consent_requests").get() as { n: number }).n;
@@ -24,7 +25,7 @@ async function expectErrorPage(res: Response, status: number, message: RegExp): 
 
 describe("consent pages are rate-limited", () => {
   test("per client address: past the limit an error page with 429 and Retry-After, and no row; the window moves on", async () => {
-    const t = await chatTestApp({ env: { RL_CONSENT_IP_LIMIT: "2", RL_CONSENT_APP_LIMIT: "100", RL_CONSENT_WINDOW_SECONDS: "60" } });
+    const t = await chatTestApp({ env: { RL_CONSENT_IP_LIMIT: "2", RL_CONSENT_WINDOW_SECONDS: "60" } });
     const other = await createAppWithKey(t.deps.store.apps, "other", [CONSENT_ORIGIN], t.clock.now());
     expect((await openConsentPage(t)).status).toBe(200);
     t.clock.advance(10_000);
@@ -43,16 +44,25 @@ describe("consent pages are rate-limited", () => {
     expect(consentRows(t)).toBe(3);
   });
 
-  test("per app: one app past its limit leaves other apps' pages alone", async () => {
-    const t = await chatTestApp({ env: { RL_CONSENT_IP_LIMIT: "100", RL_CONSENT_APP_LIMIT: "2" } });
+  test("not per app: loads past any per-app count all open, and draw nothing from the app's approvals; only approvals count per app", async () => {
+    // Every request through app.handle is one client ("unknown"): its own limit set out of the way.
+    const t = await chatTestApp({ env: { RL_CONSENT_IP_LIMIT: "1000", RL_GRANTS_IP_LIMIT: "1000", RL_GRANTS_APP_LIMIT: "2" } });
     const other = await createAppWithKey(t.deps.store.apps, "other", [CONSENT_ORIGIN], t.clock.now());
-    expect((await openConsentPage(t)).status).toBe(200);
-    expect((await openConsentPage(t)).status).toBe(200);
-    const limited = await openConsentPage(t);
-    expect(limited.headers.get("retry-after")).toBe("60");
-    await expectErrorPage(limited, 429, /opened for this app in the last 60 seconds/);
-    expect((await openConsentPage({ app: t.app, appId: other.app.id })).status).toBe(200);
-    expect(consentRows(t)).toBe(3);
+    // More than the 120 pages a minute an app once had in all: anonymous loads use nothing up.
+    const pages: Response[] = [];
+    for (let i = 0; i < 150; i++) pages.push(await openConsentPage(t));
+    expect(pages.filter((p) => p.status !== 200).map((p) => p.status)).toEqual([]);
+    expect(consentRows(t)).toBe(150);
+    // The app's approvals are all still there; they alone draw on its per-app limit.
+    const tokens = await Promise.all(pages.slice(0, 3).map(async (p) => consentTokenIn(await p.text())));
+    expect((await postApproval(t, tokens[0]!)).status).toBe(200);
+    expect((await postApproval(t, tokens[1]!)).status).toBe(200);
+    const limited = await postApproval(t, tokens[2]!);
+    expect(limited.status).toBe(429);
+    expect(((await limited.json()) as { error: { code: string } }).error.code).toBe("rate_limited");
+    expect(limited.headers.get("ratelimit-remaining")).toBe("0");
+    // Another app's approvals are its own.
+    expect((await obtainGrant({ app: t.app, appId: other.app.id })).grantToken).toMatch(/^gt_/);
   });
 });
 

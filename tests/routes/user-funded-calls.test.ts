@@ -12,6 +12,7 @@ import { OperatorService } from "../../src/services/operator";
 import { usdToNanoCeil, usdToNanoFloor } from "../../src/money";
 import { UPSTREAM_CREDIT_TTL_MS } from "../../src/services/upstream-credit";
 import type { FetchUpstream } from "../../src/upstream/client";
+import { SecretBox, sealedContext } from "../../src/secrets/secret-box";
 
 const MODEL = "openai/gpt-4o-mini";
 const json = async (r: Response): Promise<any> => r.json();
@@ -113,6 +114,28 @@ describe("a call on a connection the user pays for", () => {
     expect(ledgerNano(t, "alice")).toBeLessThanOrEqual(usdToNanoFloor(0.0003));
     expect(ledgerNano(t, "alice")).toBe(usdToNanoCeil(billedTo(t, userKey)));
     expect(billedTo(t, UPSTREAM_KEY)).toBe(0);
+  });
+});
+
+describe("a user's key this server cannot open", () => {
+  test("re-sealed under a key it does not hold (a rotation it missed): 503 unavailable, nothing reserved or billed, the user's funding not marked", async () => {
+    const { t, userKey } = await payingApp();
+    const [stored] = (await t.deps.store.connections.storedUserKeys()).filter((k) => k.appUserId === "alice");
+    const foreign = SecretBox.random().seal(userKey, sealedContext.connectionUserKey(t.appId, "alice"));
+    expect(await t.deps.store.connections.replaceStoredUserKey(t.appId, "alice", stored!.stored, foreign)).toBe(true);
+    for (const stream of [false, true]) {
+      const res = await t.chat(ask("hi", { stream }));
+      expect(res.status).toBe(503);
+      const { error } = await json(res);
+      expect(error.code).toBe("unavailable");
+      expect(error.message).toContain("restarted with its new secrets key");
+    }
+    await t.flush();
+    expect(billedTo(t, userKey)).toBe(0);
+    expect(ledgerNano(t, "alice")).toBe(0);
+    expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("ok");
+    expect(eventTypes(t)).not.toContain("funding.invalid");
+    expect(t.logs.filter((l) => l.includes("unhandled error"))).toEqual([]);
   });
 });
 

@@ -109,10 +109,10 @@ beforeAll(async () => {
       RL_CHAT_LIMIT: "1000000",
       RL_SESSIONS_LIMIT: "1000000",
       RL_ADMIN_AUTH_LIMIT: "1000000",
-      RL_CONSENT_APP_LIMIT: "1000000",
       RL_CONSENT_IP_LIMIT: "1000000",
       RL_GRANTS_APP_LIMIT: "1000000",
       RL_GRANTS_IP_LIMIT: "1000000",
+      RL_USER_WRITES_LIMIT: "1000000",
     },
   });
   const app = await cliCreateApp(db.databaseUrl, "hostile", ["http://localhost:3000"]);

@@ -10,6 +10,7 @@ import { SecretBox, sealedContext } from "../../src/secrets/secret-box";
 import { JWT_SECRET_SETTING, SecretsKeyMismatchError, secureStoredSecrets, storedJwtSecret } from "../../src/store/stored-secrets";
 import { resealStoredSecrets, UnopenedSecretsError } from "../../src/store/secrets-rotation";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
+import { ApiError } from "../../src/errors";
 import { sealedStoreEngines, sqliteFileBytes } from "../helpers/store-engines";
 
 const T0 = Date.UTC(2026, 0, 15);
@@ -75,6 +76,55 @@ describe.each(engines)("rotating the secrets key on %s", (engine, database) => {
     }
     const retired = await open(oldKey);
     await expect(secureStoredSecrets(retired).finally(() => retired.close())).rejects.toThrow(SecretsKeyMismatchError);
+  });
+
+  test("a process whose ring lacks the key the store was re-sealed under refuses to seal new values (503, said once), and none is left under its key", async () => {
+    const open = await database();
+    const oldKey = SecretBox.random();
+    const newKey = SecretBox.random();
+    const warnings: string[] = [];
+    // A server that was not given the new key: it holds the old one alone, and stays up through the rotation.
+    const stale = await open(new SecretBox(oldKey.current, [], "SECRETS_KEY", (message) => warnings.push(message)));
+    const rotating = await open(new SecretBox(newKey.current, [oldKey.current]));
+    try {
+      const { appId } = await storeWithEverySecret(stale);
+      // Before the rotation it seals as usual.
+      await stale.webhooks.createEndpoint(appId, "https://hooks.example/before", null, T0);
+      await secureStoredSecrets(rotating);
+      await resealStoredSecrets(rotating);
+
+      const refusals = [
+        () => stale.webhooks.createEndpoint(appId, "https://hooks.example/after", null, T0),
+        () => stale.connections.approve(appId, "late-payer", 1_000, T0, { source: "user", upstreamKey: "sk-or-v1-late" }),
+        () => stale.fundingFlows.create({ appId, appUserId: "late-linker", sessionId: "jti2", codeVerifier: VERIFIER, monthlyCapNano: 1 }, T0, 600_000),
+      ];
+      for (const write of refusals) {
+        const err = await write().then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(ApiError);
+        expect((err as ApiError).code).toBe("unavailable");
+        expect((err as ApiError).message).toContain("restarted with its new secrets key");
+      }
+      // Said once, naming both key ids and the fix, never a key.
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(newKey.current.id);
+      expect(warnings[0]).toContain(oldKey.current.id);
+      expect(warnings[0]).toContain("restart it with the new SECRETS_KEY");
+      expect(warnings[0]).not.toContain(newKey.current.bytes.toString("base64"));
+      // Nothing was written for the refused values, and nothing the store keeps is sealed under the retired key.
+      expect((await rotating.webhooks.listEndpoints(appId)).map((e) => e.url)).not.toContain("https://hooks.example/after");
+      expect(await rotating.connections.find(appId, "late-payer")).toBeNull();
+      for (const value of await sealedValues(rotating)) expect(SecretBox.keyIdOf(value)).toBe(newKey.current.id);
+      // A process that holds the new key (the CLI here) still seals.
+      await rotating.webhooks.createEndpoint(appId, "https://hooks.example/rotated", null, T0);
+      // App-funded approvals seal nothing, so the fence does not stop them.
+      await stale.connections.approve(appId, "app-paid", 1_000, T0);
+    } finally {
+      await stale.close();
+      await rotating.close();
+    }
   });
 
   test("a value no key of the ring opens is named by what it is and its key id, left as it was; the others are re-sealed", async () => {

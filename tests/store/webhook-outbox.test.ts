@@ -10,6 +10,7 @@ import { openSqliteStore } from "../../src/store/sqlite";
 import { openPostgresStore } from "../../src/store/postgres";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
+import { SecretBox, sealedContext } from "../../src/secrets/secret-box";
 
 let pg: TestPostgres;
 beforeAll(async () => {
@@ -164,6 +165,30 @@ describe.each(engines)("webhook outbox on %s", (engine, make) => {
       } finally {
         if (other !== store) await other.close();
       }
+    }));
+
+  test("a claim with an endpoint secret that does not open hands that delivery over without a secret, and the others whole", () =>
+    withStore(async (store) => {
+      const { app } = await createAppWithKey(store.apps, "a", [], T0);
+      const { app: other } = await createAppWithKey(store.apps, "b", [], T0);
+      const sealedAway = await store.webhooks.createEndpoint(app.id, "https://hooks.example/away", null, T0);
+      const healthy = await store.webhooks.createEndpoint(other.id, "https://hooks.example/ok", null, T0);
+      // As a server holding only the old key finds it after `keys rotate-kek`: sealed under a key it does not have.
+      const [stored] = (await store.webhooks.storedSecrets()).filter((s) => s.endpointId === sealedAway.id);
+      const foreign = SecretBox.random().seal(sealedAway.secret, sealedContext.webhookEndpoint(sealedAway.id));
+      expect(await store.webhooks.replaceStoredSecret(sealedAway.id, stored!.stored, foreign)).toBe(true);
+      await store.webhooks.record({ appId: app.id, type: "connection.revoked", data: {} }, T0);
+      await store.webhooks.record({ appId: other.id, type: "connection.revoked", data: {} }, T0);
+
+      const claimed = await store.webhooks.claimDue(T0, 10, 30_000);
+      const byEndpoint = new Map(claimed.map((d) => [d.endpointId, d]));
+      expect(claimed).toHaveLength(2);
+      expect(byEndpoint.get(sealedAway.id)!.secret).toBeNull();
+      expect(byEndpoint.get(healthy.id)!.secret).toBe(healthy.secret);
+      // Its failure is stored and listed as its class.
+      const away = byEndpoint.get(sealedAway.id)!;
+      await store.webhooks.markAttemptFailed(away.eventId, away.endpointId, 1, T0 + 5000, null, "secret_unreadable", T0);
+      expect((await store.webhooks.listDeliveries(app.id, 10))[0]).toMatchObject({ state: "pending", lastError: "secret_unreadable" });
     }));
 
   test("errors stored as raw text (before they were classes) are listed as classes", () =>

@@ -178,6 +178,11 @@ export const WebhookEndpointView = t.Object({
   createdAt: Time,
   disabledAt: TimeOrNull,
   disabledReason: t.Union([t.String(), t.Null()], { description: "`gone` (the receiver answered 410) or `operator`." }),
+  secretState: t.Union([t.Literal("readable"), t.Literal("unreadable")], {
+    description:
+      "`unreadable`: the endpoint's signing secret does not open with the secrets keys of the process answering (sealed under a key it does not hold), " +
+      "so its deliveries fail with `secret_unreadable`: give the servers the key that sealed it (SECRETS_KEY_PREVIOUS), or remove the endpoint and add it again.",
+  }),
 });
 
 export const CreatedWebhookEndpointView = t.Object({
@@ -197,7 +202,8 @@ export const WebhookDeliveryView = t.Object({
   lastStatus: t.Union([t.Integer(), t.Null()]),
   lastError: t.Union([t.String(), t.Null()], {
     description:
-      "Why the last attempt failed, as a class: `timeout`, `unreachable` (DNS, refused, reset, TLS), `address_refused` (not a public address), `HTTP <status>`, or `endpoint disabled (gone|operator)`.",
+      "Why the last attempt failed, as a class: `timeout`, `unreachable` (DNS, refused, reset, TLS), `address_refused` (not a public address), " +
+      "`secret_unreadable` (the endpoint's signing secret does not open with the sending process's secrets keys; nothing was sent), `HTTP <status>`, or `endpoint disabled (gone|operator)`.",
   }),
   createdAt: Time,
   finishedAt: TimeOrNull,

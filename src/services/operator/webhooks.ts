@@ -2,6 +2,7 @@ import { WEBHOOK_EVENT_TYPES, type DeliveryRecord, type WebhookEndpoint, type We
 import { invalid, isoOrNull, isoTime, notFound, requireApp, type OperatorContext } from "./input";
 import type { CreatedWebhookEndpointView, RemovedWebhookEndpointView, WebhookDeliveryView, WebhookEndpointView } from "./views";
 import { isIpLiteral, isLocalhostName, isLoopbackHost, specialUseRange } from "../../webhooks/special-addresses";
+import { endpointSecretOpens } from "../../store/webhook-rows";
 
 const ALLOW_SETTING = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true";
 
@@ -18,12 +19,12 @@ export class WebhookOperations {
       this.eventTypes(input.events),
       this.context.clock.now(),
     );
-    return { ...endpointView(endpoint), secret: endpoint.secret };
+    return { ...endpointView(endpoint, "readable"), secret: endpoint.secret };
   }
 
   async list(appId: string): Promise<WebhookEndpointView[]> {
     await requireApp(this.context, appId);
-    return (await this.context.store.webhooks.listEndpoints(appId)).map(endpointView);
+    return this.views(await this.context.store.webhooks.listEndpoints(appId));
   }
 
   async remove(appId: string, endpointId: string): Promise<RemovedWebhookEndpointView> {
@@ -35,13 +36,13 @@ export class WebhookOperations {
   async disable(appId: string, endpointId: string): Promise<WebhookEndpointView> {
     await this.find(appId, endpointId);
     await this.context.store.webhooks.disableEndpoint(endpointId, "operator", this.context.clock.now());
-    return endpointView(await this.find(appId, endpointId));
+    return (await this.views([await this.find(appId, endpointId)]))[0]!;
   }
 
   async enable(appId: string, endpointId: string): Promise<WebhookEndpointView> {
     const endpoint = await this.context.store.webhooks.enableEndpoint(appId, endpointId);
     if (!endpoint) throw missing(appId, endpointId);
-    return endpointView(endpoint);
+    return (await this.views([endpoint]))[0]!;
   }
 
   /** The app's latest deliveries, newest first. */
@@ -49,6 +50,16 @@ export class WebhookOperations {
     await requireApp(this.context, appId);
     if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1000)) throw invalid(`${this.context.names.limit} must be a whole number from 1 to 1000`);
     return (await this.context.store.webhooks.listDeliveries(appId, limit, endpointId)).map(deliveryView);
+  }
+
+  /** The endpoints' views, each saying whether its signing secret opens with the keys of this process. */
+  private async views(endpoints: WebhookEndpoint[]): Promise<WebhookEndpointView[]> {
+    const { store } = this.context;
+    const stored = new Map((await store.webhooks.storedSecrets()).map((s) => [s.endpointId, s.stored]));
+    return endpoints.map((e) => {
+      const secret = stored.get(e.id);
+      return endpointView(e, secret === undefined || endpointSecretOpens(store.secrets, e.id, secret) ? "readable" : "unreadable");
+    });
   }
 
   private async find(appId: string, endpointId: string): Promise<WebhookEndpoint> {
@@ -94,7 +105,7 @@ export class WebhookOperations {
 
 const missing = (appId: string, endpointId: string) => notFound(`no webhook endpoint ${endpointId} for app ${appId}`);
 
-const endpointView = (e: WebhookEndpoint): WebhookEndpointView => ({
+const endpointView = (e: WebhookEndpoint, secretState: WebhookEndpointView["secretState"]): WebhookEndpointView => ({
   endpointId: e.id,
   appId: e.appId,
   url: e.url,
@@ -102,6 +113,7 @@ const endpointView = (e: WebhookEndpoint): WebhookEndpointView => ({
   createdAt: isoTime(e.createdAt),
   disabledAt: isoOrNull(e.disabledAt),
   disabledReason: e.disabledReason,
+  secretState,
 });
 
 const deliveryView = (d: DeliveryRecord): WebhookDeliveryView => ({

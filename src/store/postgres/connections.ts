@@ -4,6 +4,7 @@ import { approvalEvent, fundingInvalidEvent, revokedEvent } from "../connection-
 import { fundingAfterApproval, fundingFields, type FundingBefore } from "../connection-funding";
 import { recordWebhookEvent } from "./webhooks";
 import { sealedContext, type SecretBox } from "../../secrets/secret-box";
+import { postgresKeyCheck } from "./settings";
 
 type Row = Record<string, unknown>;
 
@@ -53,7 +54,9 @@ export class PostgresConnectionRepository implements ConnectionRepository {
     return this.db.run((sql) =>
       sql.begin(async (tx) => {
         const [prior] = await tx`SELECT * FROM connections WHERE app_id = ${appId} AND app_user_id = ${appUserId} FOR UPDATE`;
-        const f = fundingAfterApproval(prior ? fundingBefore(prior) : null, funding, this.secrets, appId, appUserId, now);
+        // Only a new user key is sealed, behind the key fence (src/store/key-fence.ts).
+        const storedCheck = funding?.source === "user" ? await postgresKeyCheck(tx) : null;
+        const f = fundingAfterApproval(prior ? fundingBefore(prior) : null, funding, this.secrets, () => storedCheck, appId, appUserId, now);
         const [row] = await tx`INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, funding_source, user_key_sealed,
             user_key_fingerprint, user_key_linked_at, connected_at, updated_at)
           VALUES (${appId}, ${appUserId}, ${monthlyCapNano}, ${f.status}, ${f.source}, ${f.sealedKey}, ${f.fingerprint}, ${f.linkedAt}, ${now}, ${now})

@@ -8,6 +8,8 @@ import {
 } from "../funding-flows";
 import { num, type PostgresDatabase } from "./database";
 import { sealedContext, type SecretBox } from "../../secrets/secret-box";
+import { sealFenced } from "../key-fence";
+import { postgresKeyCheck } from "./settings";
 
 type Row = Record<string, unknown>;
 
@@ -20,10 +22,12 @@ export class PostgresFundingFlowRepository implements FundingFlowRepository {
   async create(flow: NewFundingFlow, now: number, lifetimeMs: number): Promise<string> {
     const state = newFundingState();
     const stateHash = fundingStateHash(state);
-    const verifier = this.secrets.seal(flow.codeVerifier, sealedContext.fundingFlowVerifier(stateHash));
-    await this.db.run(
-      (sql) => sql`INSERT INTO funding_flows (state_hash, app_id, app_user_id, session_id, code_verifier, monthly_cap_nano, created_at, expires_at)
-        VALUES (${stateHash}, ${flow.appId}, ${flow.appUserId}, ${flow.sessionId}, ${verifier}, ${flow.monthlyCapNano}, ${now}, ${now + lifetimeMs})`,
+    await this.db.run((sql) =>
+      sql.begin(async (tx) => {
+        const verifier = sealFenced(this.secrets, await postgresKeyCheck(tx), flow.codeVerifier, sealedContext.fundingFlowVerifier(stateHash));
+        await tx`INSERT INTO funding_flows (state_hash, app_id, app_user_id, session_id, code_verifier, monthly_cap_nano, created_at, expires_at)
+          VALUES (${stateHash}, ${flow.appId}, ${flow.appUserId}, ${flow.sessionId}, ${verifier}, ${flow.monthlyCapNano}, ${now}, ${now + lifetimeMs})`;
+      }),
     );
     return state;
   }

@@ -1,5 +1,17 @@
+import type { ReservedSQL, SQL } from "bun";
 import type { SettingsRepository } from "../settings";
 import type { PostgresDatabase } from "./database";
+import { KEY_CHECK_SETTING } from "../stored-secrets";
+
+/**
+ * The store's key check, for a write that seals a new value (src/store/key-fence.ts), inside
+ * that write's transaction: FOR SHARE, so a rotation's update of the check waits for the
+ * write to commit, and its pass over the sealed values then sees (and re-seals) it.
+ */
+export async function postgresKeyCheck(tx: SQL | ReservedSQL): Promise<string | null> {
+  const [row] = await tx`SELECT value FROM settings WHERE key = ${KEY_CHECK_SETTING} FOR SHARE`;
+  return row ? String(row.value) : null;
+}
 
 export class PostgresSettingsRepository implements SettingsRepository {
   constructor(private readonly db: PostgresDatabase) {}

@@ -19,6 +19,7 @@ import {
 import { sealEndpointSecret, subscribed, toDelivery, toDueDelivery, toEndpoint, toStoredSecret, type EndpointRow } from "../webhook-rows";
 import type { SecretBox } from "../../secrets/secret-box";
 import type { PostgresDatabase } from "./database";
+import { postgresKeyCheck } from "./settings";
 
 type Rows = Array<Record<string, unknown>>;
 // Rows come back with the same column names as SQLite's; int8 columns as strings, which the mappers convert.
@@ -54,9 +55,13 @@ export class PostgresWebhookRepository implements WebhookRepository {
     const types = eventTypes === null ? null : JSON.stringify(eventTypes);
     const id = newEndpointId();
     const secret = newWebhookSecret();
-    const [row] = await this.db.run(
-      (sql) => sql`INSERT INTO webhook_endpoints (id, app_id, url, secret, event_types, created_at)
-        VALUES (${id}, ${appId}, ${url}, ${sealEndpointSecret(this.secrets, id, secret)}, ${types}, ${now}) RETURNING *`,
+    const row: Record<string, unknown> = await this.db.run((sql) =>
+      sql.begin(async (tx) => {
+        const sealed = sealEndpointSecret(this.secrets, await postgresKeyCheck(tx), id, secret);
+        const [inserted] = await tx`INSERT INTO webhook_endpoints (id, app_id, url, secret, event_types, created_at)
+          VALUES (${id}, ${appId}, ${url}, ${sealed}, ${types}, ${now}) RETURNING *`;
+        return inserted;
+      }),
     );
     return { ...endpointOf(row), secret };
   }
@@ -123,7 +128,7 @@ export class PostgresWebhookRepository implements WebhookRepository {
         WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id AND e.id = d.event_id AND p.id = d.endpoint_id
         RETURNING d.event_id, d.endpoint_id, d.attempts, e.payload, p.url, p.secret`,
     );
-    // A secret that does not open (another key) fails this round; its deliveries are due again when the lease ends.
+    // A secret that does not open (another key) comes as null: the dispatcher fails that delivery alone.
     return rows.map((d) => toDueDelivery(d, this.secrets));
   }
 

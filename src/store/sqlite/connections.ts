@@ -5,6 +5,7 @@ import { fundingAfterApproval, fundingFields, type FundingBefore } from "../conn
 import { recordWebhookEvent } from "./webhooks";
 import { scrubbingWrite } from "./database";
 import { sealedContext, type SecretBox } from "../../secrets/secret-box";
+import { sqliteKeyCheck } from "./settings";
 
 interface ConnectionRow {
   app_id: string;
@@ -61,7 +62,7 @@ export class SqliteConnectionRepository implements ConnectionRepository {
     // REDIS_URL) committing in between would otherwise fail it with SQLITE_BUSY.
     const approve = this.db.transaction(() => {
       const before = this.rowWithKey(appId, appUserId);
-      const f = fundingAfterApproval(before && fundingBefore(before), funding, this.secrets, appId, appUserId, now);
+      const f = fundingAfterApproval(before && fundingBefore(before), funding, this.secrets, () => sqliteKeyCheck(this.db), appId, appUserId, now);
       this.db
         .query(
           `INSERT INTO connections (app_id, app_user_id, monthly_cap_nano, funding_status, funding_source, user_key_sealed,

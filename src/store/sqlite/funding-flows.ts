@@ -8,6 +8,8 @@ import {
   type StoredFlowVerifier,
 } from "../funding-flows";
 import { sealedContext, type SecretBox } from "../../secrets/secret-box";
+import { sealFenced } from "../key-fence";
+import { sqliteKeyCheck } from "./settings";
 import { scrubbingWrite } from "./database";
 
 interface FlowRow {
@@ -36,13 +38,18 @@ export class SqliteFundingFlowRepository implements FundingFlowRepository {
   async create(flow: NewFundingFlow, now: number, lifetimeMs: number): Promise<string> {
     const state = newFundingState();
     const stateHash = fundingStateHash(state);
-    const verifier = this.secrets.seal(flow.codeVerifier, sealedContext.fundingFlowVerifier(stateHash));
+    // IMMEDIATE: the key check read and the insert commit together (src/store/key-fence.ts).
     this.db
-      .query(
-        `INSERT INTO funding_flows (state_hash, app_id, app_user_id, session_id, code_verifier, monthly_cap_nano, created_at, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(stateHash, flow.appId, flow.appUserId, flow.sessionId, verifier, flow.monthlyCapNano, now, now + lifetimeMs);
+      .transaction(() => {
+        const verifier = sealFenced(this.secrets, sqliteKeyCheck(this.db), flow.codeVerifier, sealedContext.fundingFlowVerifier(stateHash));
+        this.db
+          .query(
+            `INSERT INTO funding_flows (state_hash, app_id, app_user_id, session_id, code_verifier, monthly_cap_nano, created_at, expires_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(stateHash, flow.appId, flow.appUserId, flow.sessionId, verifier, flow.monthlyCapNano, now, now + lifetimeMs);
+      })
+      .immediate();
     return state;
   }
 

@@ -1,6 +1,11 @@
 import type { Database } from "bun:sqlite";
 import type { SettingsRepository } from "../settings";
 import { scrubbingWrite } from "./database";
+import { KEY_CHECK_SETTING } from "../stored-secrets";
+
+/** The store's key check, for a write that seals a new value (src/store/key-fence.ts): call it inside that write's IMMEDIATE transaction. */
+export const sqliteKeyCheck = (db: Database): string | null =>
+  db.query<{ value: string }, [string]>("SELECT value FROM settings WHERE key = ?").get(KEY_CHECK_SETTING)?.value ?? null;
 
 export class SqliteSettingsRepository implements SettingsRepository {
   constructor(private readonly db: Database) {}

@@ -19,6 +19,7 @@ import {
 import { sealEndpointSecret, subscribed, toEndpoint, toDelivery, toDueDelivery, toStoredSecret, type EndpointRow } from "../webhook-rows";
 import type { SecretBox } from "../../secrets/secret-box";
 import { scrubbingWrite } from "./database";
+import { sqliteKeyCheck } from "./settings";
 
 /**
  * Records an event and its deliveries on `db`, inside the caller's transaction: the
@@ -52,9 +53,15 @@ export class SqliteWebhookRepository implements WebhookRepository {
   async createEndpoint(appId: string, url: string, eventTypes: WebhookEventType[] | null, now: number): Promise<CreatedWebhookEndpoint> {
     const id = newEndpointId();
     const secret = newWebhookSecret();
+    // IMMEDIATE: the key check read and the insert commit together (src/store/key-fence.ts).
     this.db
-      .query("INSERT INTO webhook_endpoints (id, app_id, url, secret, event_types, created_at) VALUES (?, ?, ?, ?, ?, ?)")
-      .run(id, appId, url, sealEndpointSecret(this.secrets, id, secret), eventTypes === null ? null : JSON.stringify(eventTypes), now);
+      .transaction(() => {
+        const sealed = sealEndpointSecret(this.secrets, sqliteKeyCheck(this.db), id, secret);
+        this.db
+          .query("INSERT INTO webhook_endpoints (id, app_id, url, secret, event_types, created_at) VALUES (?, ?, ?, ?, ?, ?)")
+          .run(id, appId, url, sealed, eventTypes === null ? null : JSON.stringify(eventTypes), now);
+      })
+      .immediate();
     return { ...this.endpoint(id)!, secret };
   }
 
@@ -117,8 +124,8 @@ export class SqliteWebhookRepository implements WebhookRepository {
         return due;
       })
       .immediate();
-    // Opened once the leases are committed: a secret that does not open (another key) fails
-    // this round, and its deliveries are due again when the lease ends, none lost.
+    // Opened once the leases are committed: a secret that does not open (another key) comes
+    // as null, and the dispatcher fails that delivery alone.
     return claimed.map((d) => toDueDelivery(d, this.secrets));
   }
 
