@@ -155,6 +155,30 @@ describe("the upstream refuses the user's key", () => {
     });
   }
 
+  for (const stream of [false, true]) {
+    test(`credit left, but less than the call's max_tokens could cost (${stream ? "SSE" : "JSON"}): 402 budget_exceeded with the budget's figures, nothing marked`, async () => {
+      // $0.001 left on the key, a $5 cap here: 4,000 completion tokens of gpt-4o-mini ($0.0024) pass the cap, not the key.
+      const { t, userKey } = await payingApp(0.001, 5);
+      const refused = await t.chat(ask("hi", { stream, max_tokens: 4000 }));
+      expect(refused.status).toBe(402);
+      const { error } = await json(refused);
+      expect(error).toMatchObject({ code: "budget_exceeded", limitUsd: 5, usedUsd: 0, remainingUsd: 5, resetsAt: "2026-02-01T00:00:00.000Z" });
+      // The upstream's own words say why, and the message says what to do.
+      expect(error.message).toContain("can only afford");
+      expect(error.message).toContain("Send a smaller max_tokens");
+      expect(error.message).not.toContain(userKey);
+      // The key is fine: the connection is not marked, no funding.invalid, nothing charged.
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("ok");
+      expect(eventTypes(t)).not.toContain("funding.invalid");
+      await t.flush();
+      expect(ledgerNano(t, "alice")).toBe(0);
+      // A call the key can pay goes through on the same connection.
+      await answered(t.chat(ask("hi", { stream, max_tokens: 40 })));
+      await t.flush();
+      expect(billedTo(t, userKey)).toBeGreaterThan(0);
+    });
+  }
+
   test("a key its owner deleted (401) is the same 402 funding_invalid, and the refused call costs nothing", async () => {
     const { t, userKey } = await payingApp(5);
     t.mock.keys.get(userKey)!.deleted = true;
