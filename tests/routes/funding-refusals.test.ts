@@ -107,6 +107,45 @@ describe("an app's funding sources", () => {
   });
 });
 
+describe("the cap of a connection the user pays for", () => {
+  test("raised on POST /connections: 400 saying to link again, the cap as it was; the link flow with the new cap raises it on a new key", async () => {
+    const t = await fundingApp(openSqlite);
+    try {
+      const token = await t.session("kim");
+      const approve = (monthlyUsd: number) =>
+        t.call("/api/v1/connections", {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ monthlyUsd }),
+        });
+      const flow = await start(t, token, { monthlyUsd: 5 });
+      expect((await callback(t, await decide(t, flow.authorizeUrl, "approve"), flow.cookie)).status).toBe(200);
+      const firstKey = (await linkedKey(t, "kim"))!;
+
+      // The key was made with $5 as its monthly limit: a $8 cap without a new key would admit what the upstream refuses.
+      const raised = await approve(8);
+      expect(raised.status).toBe(400);
+      const { error } = await json(raised);
+      expect(error.code).toBe("invalid_request");
+      expect(error.message).toMatch(/^monthlyUsd: .*link the account again with the new cap \(POST \/connections\/funding/);
+      expect((await t.deps.store.connections.findActive(t.appId, "kim"))!.monthlyCapNano).toBe(usdToNanoFloor(5));
+      // The same cap, or a lower one, needs no new key.
+      expect((await approve(5)).status).toBe(200);
+      expect((await approve(3)).status).toBe(200);
+
+      // Linking again with the new cap: a new key, made with that limit, and the cap raised.
+      const again = await start(t, token, { monthlyUsd: 8 });
+      expect((await callback(t, await decide(t, again.authorizeUrl, "approve"), again.cookie)).status).toBe(200);
+      const secondKey = (await linkedKey(t, "kim"))!;
+      expect(secondKey).not.toBe(firstKey);
+      expect(t.upstream.mock.keys.get(secondKey)).toMatchObject({ limitUsd: 8 });
+      expect((await t.deps.store.connections.findActive(t.appId, "kim"))!).toMatchObject({ fundingSource: "user", monthlyCapNano: usdToNanoFloor(8) });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("the demo upstream's page", () => {
   test("is served in demo mode only: with an upstream key, /demo-upstream/auth is no route", async () => {
     const query = `?callback_url=${encodeURIComponent(`${PUBLIC_URL}/cb`)}`;
