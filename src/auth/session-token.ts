@@ -1,6 +1,7 @@
 import { SignJWT, jwtVerify, errors as joseErrors } from "jose";
 import { ApiError } from "../errors";
 import type { Clock } from "../clock";
+import { appUserIdProblem } from "./app-user-id";
 
 /**
  * Session JWTs for app browser code (10 minutes by default). HS256 only: the algorithm
@@ -61,7 +62,8 @@ export class SessionTokens {
       });
       const appId = payload.app_id;
       const limit = (payload.request_limit as { monthlyUsd?: unknown } | undefined)?.monthlyUsd;
-      if (typeof appId !== "string" || !payload.sub || !payload.jti || typeof payload.exp !== "number") {
+      // The subject is held to the rule its mint was (a token from before the rule may break it).
+      if (typeof appId !== "string" || !payload.sub || appUserIdProblem(payload.sub) !== null || !payload.jti || typeof payload.exp !== "number") {
         throw new ApiError("auth", "invalid session token");
       }
       if (limit !== undefined && (typeof limit !== "number" || !Number.isFinite(limit) || limit <= 0)) {

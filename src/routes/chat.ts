@@ -118,7 +118,15 @@ export function chatRoutes(chat: ChatService, budgets: PayerBudgets, idempotency
         description: CHAT_DESCRIPTION,
         security: [{ secretKey: [] }],
         parameters: [
-          { name: "x-service-user", in: "header", required: false, schema: { type: "string" }, description: "The app's id for the user whose budget pays." },
+          {
+            name: "x-service-user",
+            in: "header",
+            required: false,
+            schema: { type: "string" },
+            description:
+              "The app's id for the user whose budget pays (1 to 256 bytes of UTF-8, as at POST /sessions), percent-encoded (`encodeURIComponent`): " +
+              "header values are bytes. An id of visible ASCII without `%` reads the same sent as it is; any other byte is 400.",
+          },
           {
             name: "x-service-grant",
             in: "header",

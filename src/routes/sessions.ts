@@ -6,6 +6,7 @@ import { ApiError } from "../errors";
 import { usdAmountToNano } from "../money";
 import { AppUserId, MonthlyUsd } from "./schemas";
 import { errorResponses } from "../error-schema";
+import { checkAppUserId } from "../auth/app-user-id";
 
 export const SessionRequest = t.Object({
   appUserId: AppUserId,
@@ -31,7 +32,7 @@ export function sessionRoutes(sessionTokens: SessionTokens, maxMonthlyUsd: numbe
         if (limit > maxMonthlyUsd) throw refuse(`must be a finite number up to ${maxMonthlyUsd}`);
         usdAmountToNano(limit, { rounding: "floor" }, refuse);
       }
-      return sessionTokens.mint(app.id, body.appUserId, limit);
+      return sessionTokens.mint(app.id, checkAppUserId(body.appUserId, "body.appUserId"), limit);
     },
     {
       secretKey: true,
