@@ -42,14 +42,14 @@ export async function fundingApp(open: StoreOpener, sources: FundingSource[] = [
   const upstream = demoUpstreamClient(mockUpstream, config);
   const deps = createDeps(config, { store, clock, logger, upstream });
   const app = createApp(deps);
-  const { app: created } = await createAppWithKey(store.apps, "payers", [ORIGIN], clock.now(), { fundingSources: sources });
+  const { app: created, key } = await createAppWithKey(store.apps, "payers", [ORIGIN], clock.now(), { fundingSources: sources });
   return {
     deps,
     clock,
     logs: logger.lines,
     upstream,
     appId: created.id,
-    session: async (user, limit) => (await deps.sessionTokens.mint(created.id, user, limit ?? null)).token,
+    session: async (user, limit) => (await deps.sessionTokens.mint(created.id, key.keyId, user, limit ?? null)).token,
     call: (url, init) => app.handle(new Request(url.startsWith("/") ? `${PUBLIC_URL}${url}` : url, init)),
     close: () => store.close(),
   };
