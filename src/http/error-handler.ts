@@ -3,6 +3,7 @@ import type { ValueError } from "@sinclair/typebox/errors";
 import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
 import { requestContextSlot } from "../request/elysia";
+import { SealedSecretError } from "../secrets/secret-box";
 
 /**
  * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
@@ -15,7 +16,19 @@ export function errorHandler(logger: Logger) {
     // multipart parser, its refusal swallowed for an optional body, fails with its own).
     const apiError = requestContext.bodyRefusal ?? toApiError(code, error);
     requestContext.log.errorCode = apiError.code;
-    if (apiError.code === "internal") {
+    const sealed = sealedSecretError(error);
+    if (sealed) {
+      // A secret the request needs (a user's own upstream key, say) does not open: the
+      // operator's to fix (the secrets key, or the row), said once with its reason, never the secret.
+      logger.error("a sealed secret could not be opened", {
+        requestId: requestContext.requestId,
+        method: request.method,
+        path: new URL(request.url).pathname,
+        secret: sealed.context,
+        reason: sealed.reason,
+        sealedKeyId: sealed.sealedKeyId,
+      });
+    } else if (apiError.code === "internal") {
       logger.error("unhandled error", {
         requestId: requestContext.requestId,
         method: request.method,
@@ -29,6 +42,13 @@ export function errorHandler(logger: Logger) {
     // Serialised here so Elysia's response-schema check does not touch error bodies.
     return new Response(JSON.stringify(apiError.toBody()), { status: apiError.status, headers: set.headers as Record<string, string> });
   });
+}
+
+/** The SealedSecretError a request failed with, as thrown or as the cause Elysia wrapped it in. */
+function sealedSecretError(error: unknown): SealedSecretError | null {
+  if (error instanceof SealedSecretError) return error;
+  const cause = (error as { cause?: unknown })?.cause;
+  return cause instanceof SealedSecretError ? cause : null;
 }
 
 function toApiError(code: string | number, error: unknown): ApiError {

@@ -12,6 +12,7 @@ import { OperatorService } from "../../src/services/operator";
 import { usdToNanoCeil, usdToNanoFloor } from "../../src/money";
 import { UPSTREAM_CREDIT_TTL_MS } from "../../src/services/upstream-credit";
 import type { FetchUpstream } from "../../src/upstream/client";
+import { SecretBox, sealedContext } from "../../src/secrets/secret-box";
 
 const MODEL = "openai/gpt-4o-mini";
 const json = async (r: Response): Promise<any> => r.json();
@@ -206,6 +207,57 @@ describe("the upstream refuses the user's key", () => {
     expect(t.mock.served).toHaveLength(0);
     expect(await t.deps.budget.snapshot(target.account)).toEqual({ spentNano: 0, reservedNano: 0 });
   });
+});
+
+describe("a user's key that does not open (SealedSecretError)", () => {
+  /** Alice's sealed key replaced: sealed under a secrets key this process lacks, or with one byte of its ciphertext changed. */
+  const breakKey = (t: ChatTestApp, how: "unknown_key" | "tampered") => {
+    const row = t.db.query<{ sealed: string }, []>("SELECT user_key_sealed AS sealed FROM connections WHERE app_user_id = 'alice'").get()!;
+    const sealed =
+      how === "unknown_key"
+        ? SecretBox.random().seal("sk-or-v1-elsewhere", sealedContext.connectionUserKey(t.appId, "alice"))
+        : row.sealed.slice(0, -2) + (row.sealed.endsWith("AA") ? "BB" : "AA");
+    t.db.query("UPDATE connections SET user_key_sealed = ? WHERE app_user_id = 'alice'").run(sealed);
+  };
+  const errorLines = (t: ChatTestApp) => t.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.level === "error");
+
+  for (const how of ["unknown_key", "tampered"] as const) {
+    test(`${how}: chat (JSON, SSE, with an Idempotency-Key), /status and /connections answer the envelope's 500, each logged once with its request id and reason`, async () => {
+      const { t, userKey } = await payingApp(5);
+      breakKey(t, how);
+      const session = await json(
+        await t.app.handle(
+          new Request("http://localhost/api/v1/sessions", {
+            method: "POST",
+            headers: { authorization: `Bearer ${t.secretKey}`, "content-type": "application/json" },
+            body: JSON.stringify({ appUserId: "alice" }),
+          }),
+        ),
+      );
+      const answers = [
+        await t.chat(ask("hi")),
+        await t.chat(ask("hi", { stream: true })),
+        await t.chat(ask("hi"), { "idempotency-key": "key-1" }),
+        await t.get("/api/v1/status?appUserId=alice"),
+        await t.app.handle(new Request("http://localhost/api/v1/connections", { headers: { authorization: `Bearer ${session.token}` } })),
+      ];
+      for (const answer of answers) {
+        expect({ status: answer.status, body: await answer.text() }).toEqual({ status: 500, body: '{"error":{"code":"internal","message":"internal error"}}' });
+      }
+      const lines = errorLines(t);
+      expect(lines.map((line) => line.requestId)).toEqual(answers.map((answer) => answer.headers.get("x-request-id")));
+      for (const line of lines) {
+        expect(line).toMatchObject({ msg: "a sealed secret could not be opened", reason: how, secret: `connection_user_key/${t.appId}/alice` });
+        expect(line.error).toBeUndefined();
+      }
+      // Nothing went upstream, nothing was reserved or charged; the key is in no line; the connection is as it was.
+      expect(t.mock.served).toHaveLength(0);
+      await t.flush();
+      expect(ledgerNano(t, "alice")).toBe(0);
+      expect(t.logs.join("\n")).not.toContain(userKey);
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("ok");
+    });
+  }
 });
 
 describe("the upstream's own credit in /status and /connections", () => {
