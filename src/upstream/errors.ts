@@ -28,13 +28,15 @@ export interface UpstreamFailure {
  * worst case (its prompt, and `max_tokens` at the completion price) against what is left on
  * the key before any provider is asked; when something is left, but not enough, it answers
  * 402 "This request requires more credits, or fewer max_tokens. You requested up to N
- * tokens, but can only afford M." A key with nothing left gets the spec's own 402
- * ("Insufficient credits or quota to complete request"; its example: "Insufficient credits.
- * Add more using https://openrouter.ai/credits"), a refusal of the key. The same key pays a
- * smaller request.
+ * tokens, but can only afford M." With M above 0 a smaller `max_tokens` is paid by the same
+ * key: the clamp sent was too generous for it, the key is fine. With M at 0 the key cannot
+ * pay for even a minimal completion, and (as for a key with nothing left, the spec's own 402
+ * "Insufficient credits or quota to complete request", its example "Insufficient credits. Add
+ * more using https://openrouter.ai/credits") it is the key's credit that is short.
  */
 export function refusesRequestCost(status: number, message: string): boolean {
-  return status === 402 && /can only afford|fewer max_tokens/i.test(message);
+  const affordable = /can only afford (\d+)/i.exec(message);
+  return status === 402 && affordable !== null && Number(affordable[1]) > 0;
 }
 
 /**

@@ -180,6 +180,16 @@ describe("the upstream refuses the user's key", () => {
     });
   }
 
+  test('credit left that affords not even one token of the call ("can only afford 0"): the key\'s credit is short, 402 funding_invalid', async () => {
+    const { t } = await payingApp(0.000000001, 5);
+    const refused = await t.chat(ask("hi", { max_tokens: 40 }));
+    expect(refused.status).toBe(402);
+    const { error } = await json(refused);
+    expect(error.code).toBe("funding_invalid");
+    expect(error.message).toContain("can only afford 0");
+    expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("invalid");
+  });
+
   test("a key its owner deleted (401) is the same 402 funding_invalid, and the refused call costs nothing", async () => {
     const { t, userKey } = await payingApp(5);
     t.mock.keys.get(userKey)!.deleted = true;
