@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { usdToNanoFloor } from "../../src/money";
 import { UpstreamUnreachable } from "../../src/upstream/client";
 import { makeTestApp } from "../helpers/test-app";
-import { pkcePair } from "../upstream/pkce-helpers";
+import { formFields, pageCookie, pkcePair } from "../upstream/pkce-helpers";
 import { callback, decide, fundingApp, json, linkedKey, openSqlite, PUBLIC_URL, start } from "../helpers/funding-flow";
 
 describe("the code exchange refused by the upstream", () => {
@@ -147,6 +147,56 @@ describe("the cap of a connection the user pays for", () => {
 });
 
 describe("the demo upstream's page", () => {
+  test("sends browsers back only to the service's own origin: another callback is a 400 page, never a redirect", async () => {
+    const t = await fundingApp(openSqlite);
+    try {
+      const flow = await start(t, await t.session("liv"));
+      for (const callback of ["https://evil.example/cb", "http://localhost:9999/cb", "http://127.0.0.1:8787/cb"]) {
+        const url = new URL(flow.authorizeUrl);
+        url.searchParams.set("callback_url", callback);
+        const page = await t.call(url.toString());
+        expect(page.status).toBe(400);
+        expect(await page.text()).toContain(`callback_url must be on ${PUBLIC_URL}`);
+        const form = new URLSearchParams({ ...Object.fromEntries(url.searchParams), decision: "approve" });
+        const posted = await t.call(url.toString(), {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: form.toString(),
+        });
+        expect({ status: posted.status, location: posted.headers.get("location") }).toEqual({ status: 400, location: null });
+      }
+      // The service's own callback is served as before.
+      expect((await t.call(flow.authorizeUrl.toString())).status).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test("checks its form's own CSRF token: a form posted from elsewhere (no cookie, or another page's) is a 403 page, nothing linked", async () => {
+    const t = await fundingApp(openSqlite);
+    try {
+      const flow = await start(t, await t.session("max"));
+      const page = await t.call(flow.authorizeUrl.toString());
+      const fields = formFields(await page.text());
+      const other = await t.call(flow.authorizeUrl.toString());
+      for (const cookie of ["", pageCookie(other)]) {
+        const posted = await t.call(flow.authorizeUrl.toString(), {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", ...(cookie && { cookie }) },
+          body: new URLSearchParams({ ...fields, decision: "approve" }).toString(),
+        });
+        expect({ status: posted.status, location: posted.headers.get("location") }).toEqual({ status: 403, location: null });
+      }
+      expect(await linkedKey(t, "max")).toBeNull();
+      // The browser shown the page: its redirect to the callback, and the link.
+      const result = await callback(t, await decide(t, flow.authorizeUrl, "approve"), flow.cookie);
+      expect(result.status).toBe(200);
+      expect(await linkedKey(t, "max")).not.toBeNull();
+    } finally {
+      await t.close();
+    }
+  });
+
   test("is served in demo mode only: with an upstream key, /demo-upstream/auth is no route", async () => {
     const query = `?callback_url=${encodeURIComponent(`${PUBLIC_URL}/cb`)}`;
     const demo = makeTestApp();
