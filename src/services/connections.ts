@@ -137,7 +137,7 @@ function refuseRaiseOnUserKey(current: Connection, capNano: number): void {
   if (capNano <= current.monthlyCapNano) return;
   throw new ApiError(
     "invalid_request",
-    `monthlyUsd: this user pays with their own upstream account, whose key was made with the cap (${nanoToUsd(current.monthlyCapNano)}); ` +
+    `monthlyUsd: this user pays with their own upstream account, whose key was made with the cap (${nanoToUsd(current.monthlyCapNano)}) as its monthly limit; ` +
       "to raise it, link the account again with the new cap (POST /connections/funding, as the connect page does)",
   );
 }
