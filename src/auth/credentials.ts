@@ -12,8 +12,11 @@ export function bearerCredential(header: string | null): string {
   return m[1]!;
 }
 
-/** Resolves a secret key to its active app, or throws 401 `auth` ("this app is disabled" for a right key of a disabled app). */
-export async function authenticateSecretKey(store: Pick<Store, "apps">, header: string | null): Promise<App> {
+/**
+ * Resolves a secret key to its active app and the id of the key that matched (session tokens
+ * name it), or throws 401 `auth` ("this app is disabled" for a right key of a disabled app).
+ */
+export async function authenticateSecretKey(store: Pick<Store, "apps">, header: string | null): Promise<{ app: App; keyId: string }> {
   const credential = bearerCredential(header);
   const parsed = parseSecretKey(credential);
   if (!parsed) {
@@ -22,16 +25,16 @@ export async function authenticateSecretKey(store: Pick<Store, "apps">, header: 
   }
   // Compare against every active key of the app (rotation keeps several) in constant
   // time each; never short-circuit on a prefix.
-  let matched = false;
+  let matched: string | null = null;
   for (const key of await store.apps.activeKeysOf(parsed.appId)) {
-    if (secretMatches(parsed.secret, key.secretHash)) matched = true;
+    if (secretMatches(parsed.secret, key.secretHash)) matched = key.id;
   }
-  const app = matched ? await store.apps.find(parsed.appId) : null;
-  if (!app) throw new ApiError("auth", "invalid secret key");
+  const app = matched !== null ? await store.apps.find(parsed.appId) : null;
+  if (!app || matched === null) throw new ApiError("auth", "invalid secret key");
   // Said only to the holder of a key that verified: a stranger guessing keys gets "invalid
   // secret key" for a disabled app as for any other, so this tells them nothing.
   if (app.disabledAt !== null) throw appDisabled();
-  return app;
+  return { app, keyId: matched };
 }
 
 /** Resolves a session JWT to its claims and active app, or throws 401 `auth` ("this app is disabled" for a genuine token of a disabled app). */
@@ -47,6 +50,10 @@ export async function authenticateSession(
   const session = await tokens.verify(credential);
   const app = await store.apps.find(session.appId);
   if (!app) throw new ApiError("auth", "invalid session token");
+  // A token lives only as long as the key that minted it: revoked, the key takes its tokens
+  // with it, on every instance at once (the active keys are the read cache's, dropped on change).
+  const keys = await store.apps.activeKeysOf(app.id);
+  if (!keys.some((key) => key.id === session.keyId)) throw new ApiError("auth", "invalid session token");
   // The token's signature verified: only the service mints those, so its holder already knows the app.
   if (app.disabledAt !== null) throw appDisabled();
   return { app, session };

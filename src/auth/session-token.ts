@@ -1,6 +1,7 @@
 import { SignJWT, jwtVerify, errors as joseErrors } from "jose";
 import { ApiError } from "../errors";
 import type { Clock } from "../clock";
+import { appUserIdProblem } from "./app-user-id";
 
 /**
  * Session JWTs for app browser code (10 minutes by default). HS256 only: the algorithm
@@ -14,6 +15,8 @@ export const SESSION_AUDIENCE = "metered-proxy:connections";
 
 export interface SessionClaims {
   appId: string;
+  /** The id of the secret key that minted the token: revoking that key ends the token (authenticateSession). */
+  keyId: string;
   appUserId: string;
   /** The cap the app asked the user to approve, if it named one. */
   requestLimitUsd: number | null;
@@ -28,10 +31,11 @@ export class SessionTokens {
     private readonly ttlSeconds: number,
   ) {}
 
-  async mint(appId: string, appUserId: string, requestLimitUsd: number | null): Promise<{ token: string; expiresAt: number }> {
+  /** A token for `appUserId` of `appId`, minted with the app's secret key `keyId` (a key's id, never its secret). */
+  async mint(appId: string, keyId: string, appUserId: string, requestLimitUsd: number | null): Promise<{ token: string; expiresAt: number }> {
     const iat = Math.floor(this.clock.now() / 1000);
     const expiresAt = iat + this.ttlSeconds;
-    const claims: Record<string, unknown> = { app_id: appId };
+    const claims: Record<string, unknown> = { app_id: appId, key_id: keyId };
     if (requestLimitUsd !== null) claims.request_limit = { monthlyUsd: requestLimitUsd };
     const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: SESSION_ALG, typ: SESSION_TYP })
@@ -60,8 +64,18 @@ export class SessionTokens {
         currentDate: new Date(this.clock.now()),
       });
       const appId = payload.app_id;
+      const keyId = payload.key_id;
       const limit = (payload.request_limit as { monthlyUsd?: unknown } | undefined)?.monthlyUsd;
-      if (typeof appId !== "string" || !payload.sub || !payload.jti || typeof payload.exp !== "number") {
+      // The subject is held to the rule its mint was (a token from before the rule may break it).
+      if (
+        typeof appId !== "string" ||
+        typeof keyId !== "string" ||
+        !keyId ||
+        !payload.sub ||
+        appUserIdProblem(payload.sub) !== null ||
+        !payload.jti ||
+        typeof payload.exp !== "number"
+      ) {
         throw new ApiError("auth", "invalid session token");
       }
       if (limit !== undefined && (typeof limit !== "number" || !Number.isFinite(limit) || limit <= 0)) {
@@ -69,6 +83,7 @@ export class SessionTokens {
       }
       return {
         appId,
+        keyId,
         appUserId: payload.sub,
         requestLimitUsd: limit ?? null,
         jti: payload.jti,

@@ -19,11 +19,11 @@ import { requestContextSlot } from "../request/elysia";
  * reaches onError as the ParseError's cause), so only a success is ever kept.
  */
 export function authPlugin(store: Pick<Store, "apps">, sessionTokens: SessionTokens) {
-  const bySecretKey = async (context: RequestContext, request: Request): Promise<App> => {
-    if (context.app) return context.app;
-    const app = await authenticateSecretKey(store, request.headers.get("authorization"));
-    context.authenticated(app);
-    return app;
+  const bySecretKey = async (context: RequestContext, request: Request): Promise<{ app: App; secretKeyId: string }> => {
+    if (context.app && context.secretKeyId) return { app: context.app, secretKeyId: context.secretKeyId };
+    const { app, keyId } = await authenticateSecretKey(store, request.headers.get("authorization"));
+    context.authenticated(app, undefined, keyId);
+    return { app, secretKeyId: keyId };
   };
 
   const bySession = async (context: RequestContext, request: Request): Promise<{ app: App; session: SessionClaims }> => {
@@ -42,7 +42,7 @@ export function authPlugin(store: Pick<Store, "apps">, sessionTokens: SessionTok
       async transform({ request, requestContext }) {
         await bySecretKey(requestContext, request);
       },
-      resolve: async ({ request, requestContext }) => ({ app: await bySecretKey(requestContext, request) }),
+      resolve: async ({ request, requestContext }) => bySecretKey(requestContext, request),
     },
     session: {
       async parse({ request, requestContext }) {

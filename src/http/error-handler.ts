@@ -3,6 +3,7 @@ import type { ValueError } from "@sinclair/typebox/errors";
 import { ApiError, type ErrorCode } from "../errors";
 import type { Logger } from "../logger";
 import { requestContextSlot } from "../request/elysia";
+import { SealedSecretError } from "../secrets/secret-box";
 
 /**
  * Maps every failure to the one envelope (ARCHITECTURE.md §3 "Errors"): our ApiErrors as they
@@ -17,7 +18,12 @@ export function errorHandler(logger: Logger) {
     const apiError = requestContext.bodyRefusal ?? toApiError(code, error);
     requestContext.log.errorCode = apiError.code;
     const where = { requestId: requestContext.requestId, method: request.method, path: new URL(request.url).pathname };
-    if (apiError.code === "internal") {
+    const sealed = sealedSecretError(error);
+    if (sealed) {
+      // A secret the request needs (a user's own upstream key, say) does not open: the
+      // operator's to fix (the secrets key, or the row), said once with its reason, never the secret.
+      logger.error("a sealed secret could not be opened", { ...where, secret: sealed.context, reason: sealed.reason, sealedKeyId: sealed.sealedKeyId });
+    } else if (apiError.code === "internal") {
       logger.error("unhandled error", { ...where, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
     } else if (failedResponseSchema(code, error)) {
       // The field and what it failed, never the value (an answer can hold a token).
@@ -29,6 +35,13 @@ export function errorHandler(logger: Logger) {
     // Serialised here so Elysia's response-schema check does not touch error bodies.
     return new Response(JSON.stringify(apiError.toBody()), { status: apiError.status, headers: set.headers as Record<string, string> });
   });
+}
+
+/** The SealedSecretError a request failed with, as thrown or as the cause Elysia wrapped it in. */
+function sealedSecretError(error: unknown): SealedSecretError | null {
+  if (error instanceof SealedSecretError) return error;
+  const cause = (error as { cause?: unknown })?.cause;
+  return cause instanceof SealedSecretError ? cause : null;
 }
 
 function toApiError(code: string | number, error: unknown): ApiError {

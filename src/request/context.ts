@@ -57,6 +57,8 @@ export class RequestContext {
   app: App | undefined = undefined;
   /** On session-token routes, the token's claims once it passed. */
   session: SessionClaims | undefined = undefined;
+  /** On secret-key routes, the id of the key that passed (a session token minted here names it). */
+  secretKeyId: string | undefined = undefined;
   /** True once the operator's admin token passed (src/auth/admin-token.ts). */
   operator = false;
   /**
@@ -78,8 +80,9 @@ export class RequestContext {
   }
 
   /** The guards' one way to say who is calling: kept for the handler and named in the access line. */
-  authenticated(app: App, session?: SessionClaims): void {
+  authenticated(app: App, session?: SessionClaims, secretKeyId?: string): void {
     this.app = app;
+    this.secretKeyId = secretKeyId;
     this.log.appId = app.id;
     if (session) {
       this.session = session;

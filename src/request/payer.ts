@@ -1,24 +1,36 @@
 import { createHash } from "node:crypto";
 import { ApiError } from "../errors";
+import { appUserIdFromHeader } from "../auth/app-user-id";
 
 /** Exactly one payer: what a chat call's budget is looked up by. */
 export type RequiredPayer = { kind: "user"; appUserId: string } | { kind: "grant"; grantToken: string };
 
 /**
- * Who pays for a chat call, as its request says: one of the app's users (`x-service-user`)
- * or a one-time grant (`x-service-grant`). Read from the headers once per request (its
- * RequestContext); the rate limit, the Idempotency-Key and the budget all ask this one. An
- * empty header counts as absent.
+ * Who pays for a chat call, as its request says: one of the app's users (`x-service-user`,
+ * percent-encoded UTF-8: src/auth/app-user-id.ts) or a one-time grant (`x-service-grant`).
+ * Read from the headers once per request (its RequestContext); the rate limit, the
+ * Idempotency-Key and the budget all ask this one. An empty header counts as absent; a
+ * header that is no user id counts as no user, and `required` refuses it.
  */
 export class Payer {
   private constructor(
     readonly appUserId: string | null,
     /** A secret: never logged, never part of a key name (see `key`). */
     readonly grantToken: string | null,
+    /** Why `x-service-user` is no user id (400), or null. */
+    private readonly userRefusal: ApiError | null = null,
   ) {}
 
   static of(headers: Headers): Payer {
-    return new Payer(headers.get("x-service-user") || null, headers.get("x-service-grant") || null);
+    const grantToken = headers.get("x-service-grant") || null;
+    const header = headers.get("x-service-user") || null;
+    if (header === null) return new Payer(null, grantToken);
+    try {
+      return new Payer(appUserIdFromHeader(header), grantToken);
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      return new Payer(null, grantToken, err);
+    }
   }
 
   /**
@@ -33,6 +45,7 @@ export class Payer {
 
   /** The one payer a call draws on, or 400 when the request names both or neither. */
   required(): RequiredPayer {
+    if (this.userRefusal) throw this.userRefusal;
     if (this.appUserId !== null && this.grantToken !== null) {
       throw new ApiError("invalid_request", "send either x-service-user or x-service-grant, not both");
     }

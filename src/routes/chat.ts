@@ -68,7 +68,7 @@ const CHAT_DESCRIPTION = [
   "`provider.max_price` is set to the prices reserved on (the lower of these and the client's own), so the upstream refuses a pricier provider or routed model.",
   "Response headers `x-metering-max-tokens`, `x-metering-reasoning-max-tokens` and `x-metering-reserved-usd` say what was sent and reserved.",
   "400 `invalid_request` for an unknown model, a plugin or server tool whose cost cannot be bounded (unless the operator set PLUGIN_RESERVATIONS_USD), image output billed per image, per-page PDF parsing, a premium service tier or fast mode the operator has not priced, or a request the upstream refused (its 400/404/413/422).",
-  "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt; also after an overrun until the period resets or the cap is raised) or `funding_invalid` (the user's own funding was refused upstream);",
+  "402 `not_connected`, `budget_exceeded` (with limitUsd, usedUsd, remainingUsd, resetsAt; also after an overrun until the period resets or the cap is raised, and when the user's own upstream key has less credit left than the call's max_tokens could cost) or `funding_invalid` (the user's own funding was refused upstream);",
   "502 `upstream` for any other upstream failure, a refusal of the service's own upstream key included (401, 402, 403 key limit: the operator's to fix; no user is marked).",
   "With an `Idempotency-Key` header, a retry of a call that finished replays its answer (`Idempotent-Replayed: true`) and is not charged again;",
   "409 `idempotency_conflict` while the first call runs, 422 `idempotency_mismatch` when the key was used for another request.",
@@ -118,7 +118,15 @@ export function chatRoutes(chat: ChatService, budgets: PayerBudgets, idempotency
         description: CHAT_DESCRIPTION,
         security: [{ secretKey: [] }],
         parameters: [
-          { name: "x-service-user", in: "header", required: false, schema: { type: "string" }, description: "The app's id for the user whose budget pays." },
+          {
+            name: "x-service-user",
+            in: "header",
+            required: false,
+            schema: { type: "string" },
+            description:
+              "The app's id for the user whose budget pays (1 to 256 bytes of UTF-8, as at POST /sessions), percent-encoded (`encodeURIComponent`): " +
+              "header values are bytes. An id of visible ASCII without `%` reads the same sent as it is; any other byte is 400.",
+          },
           {
             name: "x-service-grant",
             in: "header",

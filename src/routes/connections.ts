@@ -42,7 +42,9 @@ export function connectionRoutes(connections: ConnectionService, auth: Guards) {
         summary: "Approve or update the user's monthly cap",
         description:
           "The cap is `monthlyUsd` when given, else the token's requested limit, else (on update) the current cap. " +
-          "It may not exceed the token's requested limit nor the service maximum. Approving again clears `fundingStatus: invalid`.",
+          "It may not exceed the token's requested limit nor the service maximum. Approving again clears `fundingStatus: invalid`. " +
+          "A connection the user pays for (`fundingSource: user`) keeps or lowers its cap here; raising it is 400, since the user's key was made with the cap as its monthly limit: " +
+          "link the account again with the new cap (POST /connections/funding, as the connect page does).",
         security: sessionSecurity,
       },
     })

@@ -12,7 +12,9 @@ import type { DemoUpstreamClient } from "../upstream/demo-upstream";
  * JSON), and the mock reads it itself. The request-context hook registered before this one
  * has given it its id and held it to MAX_BODY_BYTES. The mock's answer goes out as it is,
  * with its own CSP (a page with no script, whose form may go only here and to the callback's
- * origin). Not in openapi.json: not part of the API.
+ * origin) and its own CSRF cookie; the mock was made to send browsers back only to this
+ * service's origin (demoUpstreamClient), so the page is no open redirect. Not in
+ * openapi.json: not part of the API.
  */
 export function demoUpstreamPage(upstream: DemoUpstreamClient) {
   return new Elysia().onRequest(({ request }): Promise<Response> | undefined => {

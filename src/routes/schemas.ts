@@ -50,7 +50,14 @@ export const ConnectionStatusModel = t.Object({
   updatedAt: t.Nullable(IsoTime),
 });
 
-/** A user id as the app knows it; opaque to us. */
-export const AppUserId = t.String({ minLength: 1, maxLength: 256 });
+/**
+ * A user id as the app knows it; opaque to us. The schema bounds its length in UTF-16 units;
+ * routes then hold it to the one rule in bytes (checkAppUserId, src/auth/app-user-id.ts).
+ */
+export const AppUserId = t.String({
+  minLength: 1,
+  maxLength: 256,
+  description: "The app's id for the user: 1 to 256 bytes of UTF-8, no control characters.",
+});
 
 export const MonthlyUsd = t.Number({ exclusiveMinimum: 0, description: "Monthly cap in USD, at least 0.000000001 (one nano-dollar)." });

@@ -6,6 +6,7 @@ import { ApiError } from "../errors";
 import { usdAmountToNano } from "../money";
 import { AppUserId, MonthlyUsd } from "./schemas";
 import { errorResponses } from "../error-schema";
+import { checkAppUserId } from "../auth/app-user-id";
 
 export const SessionRequest = t.Object({
   appUserId: AppUserId,
@@ -23,7 +24,7 @@ const SessionResponse = t.Object({
 export function sessionRoutes(sessionTokens: SessionTokens, maxMonthlyUsd: number, auth: Guards) {
   return new Elysia().use(auth).post(
     "/sessions",
-    async ({ app, body }) => {
+    async ({ app, secretKeyId, body }) => {
       const limit = body.requestLimit?.monthlyUsd ?? null;
       if (limit !== null) {
         // The cap a user approves may not exceed it, so it must be a cap they could approve.
@@ -31,7 +32,7 @@ export function sessionRoutes(sessionTokens: SessionTokens, maxMonthlyUsd: numbe
         if (limit > maxMonthlyUsd) throw refuse(`must be a finite number up to ${maxMonthlyUsd}`);
         usdAmountToNano(limit, { rounding: "floor" }, refuse);
       }
-      return sessionTokens.mint(app.id, body.appUserId, limit);
+      return sessionTokens.mint(app.id, secretKeyId, checkAppUserId(body.appUserId, "body.appUserId"), limit);
     },
     {
       secretKey: true,

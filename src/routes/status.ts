@@ -3,10 +3,11 @@ import type { Guards } from "../http/guards";
 import type { ConnectionService } from "../services/connections";
 import { AppUserId, StatusModel } from "./schemas";
 import { errorResponses } from "../error-schema";
+import { checkAppUserId } from "../auth/app-user-id";
 
 /** GET /status: the app backend reads one user's connection and budget. */
 export function statusRoutes(connections: ConnectionService, auth: Guards) {
-  return new Elysia().use(auth).get("/status", async ({ app, query }) => connections.status(app.id, query.appUserId), {
+  return new Elysia().use(auth).get("/status", async ({ app, query }) => connections.status(app.id, checkAppUserId(query.appUserId, "query.appUserId")), {
     secretKey: true,
     query: t.Object({ appUserId: AppUserId }),
     response: { 200: StatusModel, ...errorResponses(400, 401) },

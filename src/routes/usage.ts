@@ -8,6 +8,7 @@ import type { UsageLedgerRepository } from "../store/usage-ledger";
 import type { UsageRow } from "../budget/usage-row";
 import { AppUserId } from "./schemas";
 import { errorResponses } from "../error-schema";
+import { checkAppUserId } from "../auth/app-user-id";
 import { UsageSourceView } from "../services/operator/views";
 
 const UsageRowModel = t.Object({
@@ -64,7 +65,7 @@ export function usageRoutes(ledger: UsageLedgerRepository, clock: Clock, ownWrit
       // first, so a call's row shows right after the call. (A failing store keeps them queued.)
       // A JSON call's row is queued once its settle is done, which its answer did not wait for.
       await ownWritesVisible();
-      const rows = await ledger.listForUser(app.id, query.appUserId, period.id, limit + 1, before);
+      const rows = await ledger.listForUser(app.id, checkAppUserId(query.appUserId, "query.appUserId"), period.id, limit + 1, before);
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
       return {

@@ -49,15 +49,14 @@ export async function userBudgetTarget(connections: ConnectionRepository, clock:
 
 /** 402 budget_exceeded (grant_invalid for a grant) with what a program needs to act on it. */
 export function budgetExceeded(target: BudgetTarget, counters: BudgetSnapshot & { frozen?: true }): ApiError {
-  const remaining = counters.frozen ? 0 : Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
   const code = target.grantId ? "grant_invalid" : "budget_exceeded";
-  const details: BudgetErrorDetails = {
-    limitUsd: nanoToUsd(target.capNano),
-    usedUsd: nanoToUsd(counters.spentNano),
-    remainingUsd: nanoToUsd(remaining),
-    resetsAt: target.resetsAt,
-  };
-  return new ApiError(code, refusalMessage(target, counters.frozen === true), { ...details });
+  return new ApiError(code, refusalMessage(target, counters.frozen === true), { ...budgetFigures(target, counters) });
+}
+
+/** A budget's figures as its refusals carry them (ARCHITECTURE.md §3 "Errors"). */
+export function budgetFigures(target: BudgetTarget, counters: BudgetSnapshot & { frozen?: true }): BudgetErrorDetails {
+  const remaining = counters.frozen ? 0 : Math.max(0, target.capNano - counters.spentNano - counters.reservedNano);
+  return { limitUsd: nanoToUsd(target.capNano), usedUsd: nanoToUsd(counters.spentNano), remainingUsd: nanoToUsd(remaining), resetsAt: target.resetsAt };
 }
 
 function refusalMessage(target: BudgetTarget, frozen: boolean): string {

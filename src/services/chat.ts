@@ -11,6 +11,7 @@ import { upstreamFailure } from "../upstream/errors";
 import { OperatorKeyState } from "../upstream/operator-key";
 import type { BudgetTarget } from "../budget/target";
 import { reserveChat, type Reserving } from "./chat-reservation";
+import { budgetFigures } from "./budget-target";
 import type { AnswerRecorder } from "./idempotency";
 import type { DeferredRateLimit } from "../ratelimit/enforcement";
 import { meteringHeaders, upstreamRequestBody } from "./upstream-body";
@@ -151,7 +152,9 @@ export class ChatService implements CallFinisher {
       // started in a 200 body or stream): nothing was billed.
       const text = await response.text().catch(() => "");
       await this.release(ticket, `upstream_${response.status}`);
-      const { error, keyRefused } = upstreamFailure(response.status, text, request.target.payer);
+      const { error, keyRefused, costRefused } = upstreamFailure(response.status, text, request.target.payer);
+      // Only this request's cost, on the user's own key: a budget refusal, the key is fine.
+      if (costRefused) throw await this.withBudgetFigures(error, request.target);
       // A refused key is its payer's problem: the user's own is marked (they reconnect); the
       // operator's marks no user and is reported to the operator instead (/readyz, /metrics).
       if (keyRefused && request.target.payer === "user") await request.target.markFundingInvalid();
@@ -227,6 +230,11 @@ export class ChatService implements CallFinisher {
     } catch {
       return false;
     }
+  }
+
+  /** A budget refusal with what a program needs to act on it: the budget's figures (its reservation was given back). */
+  private async withBudgetFigures(error: ApiError, target: BudgetTarget): Promise<ApiError> {
+    return new ApiError(error.code, error.message, { ...budgetFigures(target, await this.reserving.budget.snapshot(target.account)) });
   }
 
   /** The call's usage was not seen: its reservation stays held until the reconciler settles it. */

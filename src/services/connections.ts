@@ -63,13 +63,15 @@ export class ConnectionService {
    * Approves or updates the cap (capNano says which). An app whose users may not be paid
    * for by the operator (its funding sources lack `app`) gets no connection this way: its
    * users link their own account (FundingLinkService). A connection the user already pays
-   * for may still change its cap here, and stays paid by the user.
+   * for may keep or lower its cap here, and stays paid by the user; raising it is refused
+   * (see `refuseRaiseOnUserKey`).
    */
   async approve(session: SessionClaims, monthlyUsd: number | undefined): Promise<ConnectionStatusView> {
     const { appId, appUserId } = session;
     const current = await this.connections.findActive(appId, appUserId);
     const capNano = this.capNano(session, monthlyUsd, current);
-    if (current?.fundingSource !== "user") await this.requireFundingSource(appId, "app");
+    if (current?.fundingSource === "user") refuseRaiseOnUserKey(current, capNano);
+    else await this.requireFundingSource(appId, "app");
     await this.connections.approve(appId, appUserId, capNano, this.clock.now());
     return this.connectionStatus(appId, appUserId);
   }
@@ -122,6 +124,22 @@ export class ConnectionService {
     };
     return { view, connection };
   }
+}
+
+/**
+ * A user's own key was made with the cap as its monthly credit limit (FundingLinkService), so
+ * a cap raised without a new key would admit calls the upstream then refuses. Raising it
+ * therefore takes the link flow again (POST /connections/funding with the new cap, which the
+ * connect page runs when the user pays), which makes a key with the new limit: this answer
+ * can only tell the app so, since the flow needs the user on the upstream's page.
+ */
+function refuseRaiseOnUserKey(current: Connection, capNano: number): void {
+  if (capNano <= current.monthlyCapNano) return;
+  throw new ApiError(
+    "invalid_request",
+    `monthlyUsd: this user pays with their own upstream account, whose key was made with the cap (${nanoToUsd(current.monthlyCapNano)}) as its monthly limit; ` +
+      "to raise it, link the account again with the new cap (POST /connections/funding, as the connect page does)",
+  );
 }
 
 /**

@@ -17,9 +17,11 @@ const MAX_REMEMBERED = 10_000;
  * The upstream's own credit on a user-funded connection's key, for status answers (issue 34:
  * a field apart from `remainingUsd`, which stays the cap minus usage). Read with the user's
  * key, opened for that read alone; kept UPSTREAM_CREDIT_TTL_MS per connection and key (a
- * relinked key is read afresh). Any failure (no key, the upstream down or refusing the key)
- * is null, never an error of the status read, and is kept as briefly, so a refusing upstream
- * is not asked on every read.
+ * relinked key is read afresh). A failure of the upstream (down, or refusing the key) is null,
+ * never an error of the status read, and is kept as briefly, so a refusing upstream is not
+ * asked on every read. A key that does not open (SealedSecretError: the secrets key, or the
+ * row) is the service's own fault, as on the call it would pay for: it fails the read (the
+ * envelope's 500, logged by the error handler), and is not kept.
  */
 export class UpstreamCreditReader {
   private readonly remembered = new Map<string, { until: number; credit: Promise<UpstreamCredit | null> }>();
@@ -42,13 +44,17 @@ export class UpstreamCreditReader {
     if (this.remembered.size >= MAX_REMEMBERED) this.remembered.delete(this.remembered.keys().next().value!);
     const credit = this.read(appId, appUserId);
     this.remembered.set(id, { until: now + UPSTREAM_CREDIT_TTL_MS, credit });
+    credit.catch(() => {
+      if (this.remembered.get(id)?.credit === credit) this.remembered.delete(id);
+    });
     return credit;
   }
 
   private async read(appId: string, appUserId: string): Promise<UpstreamCredit | null> {
+    const key = await this.openUserKey(appId, appUserId);
+    if (key === null) return null;
     try {
-      const key = await this.openUserKey(appId, appUserId);
-      return key === null ? null : await this.upstream.keyInfo(key);
+      return await this.upstream.keyInfo(key);
     } catch {
       return null;
     }

@@ -49,7 +49,14 @@ export class DemoUpstreamClient extends UpstreamClient {
 /** Demo mode's client on `mockUpstream`: its handler called in process, no network. */
 export function demoUpstreamClient(mockUpstream: Pick<MockUpstreamModule, "createMockUpstream">, config: Config): DemoUpstreamClient {
   // No served-request log: a demo server may run for days. Paced, so its answers visibly stream.
-  return new DemoUpstreamClient(mockUpstream.createMockUpstream({ recordServed: false, streamTokensPerSecond: config.demoStreamTokensPerSecond }), config);
+  // Its PKCE page is on the service's origin, so it sends browsers back only there (the funding
+  // callback): served for any callback, it would be an open redirect on the service's origin.
+  const mock = mockUpstream.createMockUpstream({
+    recordServed: false,
+    streamTokensPerSecond: config.demoStreamTokensPerSecond,
+    authCallbackOrigins: [new URL(config.publicUrl).origin],
+  });
+  return new DemoUpstreamClient(mock, config);
 }
 
 /** Loads the mock and builds demo mode's client on it (openDeps, before it opens the store). */

@@ -118,6 +118,22 @@ describe("server client against a real server", () => {
     expect(second.nextCursor).toBeNull();
   });
 
+  test("a user id outside plain ASCII, or with % in it: the session's user is the one chat() pays with, JSON and streamed", async () => {
+    for (const appUserId of ["josé 日本", "50%off", "emoji 🦊"]) {
+      await connect(appUserId, 1);
+      const openai = client.chat({ user: appUserId });
+      await openai.chat.completions.create({ model: MODEL, messages: HELLO, max_tokens: 20 });
+      const stream = await openai.chat.completions.create({ model: MODEL, messages: HELLO, max_tokens: 20, stream: true });
+      for await (const chunk of stream) expect(chunk).toBeDefined();
+      expect((await client.listUsage(appUserId)).data.map((r) => r.status)).toEqual(["ok", "ok"]);
+      expect((await client.getStatus(appUserId)).usage.monthlyUsd).toBeGreaterThan(0);
+    }
+    // Past the service's 256 bytes: refused at the session, named; a lone surrogate is refused by the library itself.
+    const tooLong = await client.createSession({ appUserId: "é".repeat(129) }).catch((e: unknown) => e);
+    expect(tooLong).toMatchObject({ code: "invalid_request", message: "body.appUserId: must be at most 256 bytes of UTF-8" });
+    expect(() => client.chat({ user: "\ud800" })).toThrow(TypeError);
+  });
+
   test("a bad period: InvalidRequestError", async () => {
     const err = await client.listUsage("alice", { period: "last month" }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidRequestError);

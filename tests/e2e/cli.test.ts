@@ -162,6 +162,34 @@ describe("apps and keys", () => {
   });
 });
 
+describe("key revoke and the session tokens a key minted", () => {
+  test("a running server refuses, from the revoke on, the session tokens the revoked key minted; the other key's keep working", async () => {
+    const created = (await runCli(db.databaseUrl, "app", "create", "--name", "tokens", "--origin", "https://t.example")).json[0]!;
+    const rotated = (await runCli(db.databaseUrl, "key", "rotate", "--app", created.appId)).json[0]!;
+    const mint = async (secretKey: string) => {
+      const res = await server.fetch("/api/v1/sessions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${secretKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ appUserId: "tess" }),
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { token: string }).token;
+    };
+    const connection = async (token: string) => {
+      const res = await server.fetch("/api/v1/connections", { headers: { authorization: `Bearer ${token}` } });
+      return { status: res.status, body: (await res.json()) as { error?: { message: string } } };
+    };
+    const byOld = await mint(created.secretKey);
+    const byNew = await mint(rotated.secretKey);
+    expect((await connection(byOld)).status).toBe(200);
+    expect((await connection(byNew)).status).toBe(200);
+
+    expect((await runCli(db.databaseUrl, "key", "revoke", "--app", created.appId, "--key", created.keyId)).code).toBe(0);
+    expect(await connection(byOld)).toEqual({ status: 401, body: { error: { code: "auth", message: "invalid session token" } } as never });
+    expect((await connection(byNew)).status).toBe(200);
+  });
+});
+
 describe("grant limits", () => {
   test("--grant-daily-ceiling-usd: set at creation, shown by list, changed and reset by update; the server's consent page follows", async () => {
     const created = await runCli(db.databaseUrl, "app", "create", "--name", "ceiling app", "--origin", "https://c.example", "--grant-daily-ceiling-usd", "0.5");

@@ -25,9 +25,13 @@ const LOCAL_RECEIVERS = { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: "true" };
 const ENV = { WEBHOOK_POLL_MS: "50", ...LOCAL_RECEIVERS };
 const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
 
-/** A session token for `appId`/`appUserId` signed with `secret`, exactly as the service signs them. */
-const tokenSignedWith = async (secret: string, appId: string, appUserId: string) =>
-  (await new SessionTokens(new TextEncoder().encode(secret), systemClock, 600).mint(appId, appUserId, null)).token;
+/** A session token for `appId`/`appUserId` signed with `secret`, exactly as the service signs them, as if minted with the app's key in `dbPath`. */
+async function tokenSignedWith(secret: string, dbPath: string, appId: string, appUserId: string): Promise<string> {
+  const file = new Database(dbPath, { readonly: true });
+  const keyId = file.query<{ id: string }, [string]>("SELECT id FROM app_keys WHERE app_id = ? AND revoked_at IS NULL").get(appId)!.id;
+  file.close();
+  return (await new SessionTokens(new TextEncoder().encode(secret), systemClock, 600).mint(appId, keyId, appUserId, null)).token;
+}
 
 /** GET /connections with a session token: 200 when the server accepts it, 401 when not. */
 const connectionsStatus = async (server: RunningServer, token: string) =>
@@ -125,9 +129,9 @@ describe("a new store", () => {
     db2.close();
     const candidates = [...new Set([rows.jwt!, ...rows.webhooks, ...settings.map((s) => s.value)])];
     expect(candidates.length).toBeGreaterThanOrEqual(3);
-    for (const candidate of candidates) expect(await connectionsStatus(server, await tokenSignedWith(candidate, app.appId, "mallory"))).toBe(401);
+    for (const candidate of candidates) expect(await connectionsStatus(server, await tokenSignedWith(candidate, db.path, app.appId, "mallory"))).toBe(401);
     // The control: the same forgery with the secret (which only the key file opens) is accepted.
-    expect(await connectionsStatus(server, await tokenSignedWith(jwtSecret, app.appId, "mallory"))).toBe(200);
+    expect(await connectionsStatus(server, await tokenSignedWith(jwtSecret, db.path, app.appId, "mallory"))).toBe(200);
   });
 
   test("a delivery is signed with the secret shown at creation", async () => {
@@ -162,7 +166,7 @@ describe("a store an older version left, with its secrets in clear", () => {
     rmSync(join(folder, "secrets.key"));
     for (const name of readdirSync(folder)) chmodSync(join(folder, name), 0o644);
     chmodSync(folder, 0o755);
-    tokenMintedBefore = await tokenSignedWith(OLD_JWT_SECRET, app.appId, "carol");
+    tokenMintedBefore = await tokenSignedWith(OLD_JWT_SECRET, db.path, app.appId, "carol");
   });
   afterAll(async () => {
     await server?.stop();

@@ -58,7 +58,7 @@ const deps = await openDeps(config, { store });
 keepServingOnStrayErrors(deps.logger);
 await connectDependencies(deps);
 await deps.catalogue.refresh();
-const { token } = await deps.sessionTokens.mint(created.id, "user-1", null);
+const { token } = await deps.sessionTokens.mint(created.id, key.keyId, "user-1", null);
 console.log(JSON.stringify({ appId: created.id, secretKey: key.secretKey, sessionToken: token }));
 createApp(deps).listen({ port: config.port, hostname: config.host });
 console.log("listening");

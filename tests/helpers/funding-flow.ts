@@ -16,7 +16,7 @@ import type { FundingSource } from "../../src/store/connections";
 import { openSqliteStore } from "../../src/store/sqlite";
 import type { StoreOpener } from "./store-engines";
 import { TEST_JWT_SECRET, T0 } from "./test-app";
-import { formFields } from "../upstream/pkce-helpers";
+import { formFields, pageCookie } from "../upstream/pkce-helpers";
 
 export const PUBLIC_URL = "http://localhost:8787";
 export const CALLBACK = `${PUBLIC_URL}/api/v1/connect/funding/callback`;
@@ -42,14 +42,14 @@ export async function fundingApp(open: StoreOpener, sources: FundingSource[] = [
   const upstream = demoUpstreamClient(mockUpstream, config);
   const deps = createDeps(config, { store, clock, logger, upstream });
   const app = createApp(deps);
-  const { app: created } = await createAppWithKey(store.apps, "payers", [ORIGIN], clock.now(), { fundingSources: sources });
+  const { app: created, key } = await createAppWithKey(store.apps, "payers", [ORIGIN], clock.now(), { fundingSources: sources });
   return {
     deps,
     clock,
     logs: logger.lines,
     upstream,
     appId: created.id,
-    session: async (user, limit) => (await deps.sessionTokens.mint(created.id, user, limit ?? null)).token,
+    session: async (user, limit) => (await deps.sessionTokens.mint(created.id, key.keyId, user, limit ?? null)).token,
     call: (url, init) => app.handle(new Request(url.startsWith("/") ? `${PUBLIC_URL}${url}` : url, init)),
     close: () => store.close(),
   };
@@ -79,7 +79,8 @@ export async function decide(t: FundingApp, authorizeUrl: URL, decision: "approv
   const form = new URLSearchParams({ ...formFields(await page.text()), decision });
   const answer = await t.call(authorizeUrl.toString(), {
     method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
+    // The page's CSRF cookie, as the browser sends it back with the form.
+    headers: { "content-type": "application/x-www-form-urlencoded", cookie: pageCookie(page) },
     body: form.toString(),
   });
   expect(answer.status).toBe(303);

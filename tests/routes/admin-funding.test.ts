@@ -76,10 +76,10 @@ describe("a connection's funding source", () => {
     expect(await read(await t.call("/api/v1/status?appUserId=payer", { bearer: a.secretKey }))).toMatchObject({ connected: true, fundingSource: "user" });
     const session = await mintSession(t, a.secretKey, "payer");
     expect(await read(await t.call("/api/v1/connections", { bearer: session }))).toMatchObject({ fundingSource: "user", fundingStatus: "ok" });
-    // A new cap through the app's own flow keeps the user paying with their key.
-    expect(await read(await t.call("/api/v1/connections", { method: "POST", bearer: session, json: { monthlyUsd: 3 } }))).toMatchObject({
+    // A lower cap through the app's own flow keeps the user paying with their key (a higher one takes a new key: funding-refusals.test.ts).
+    expect(await read(await t.call("/api/v1/connections", { method: "POST", bearer: session, json: { monthlyUsd: 1.5 } }))).toMatchObject({
       fundingSource: "user",
-      limits: { monthlyUsd: 3 },
+      limits: { monthlyUsd: 1.5 },
     });
     expect(await t.deps.store.connections.userUpstreamKey(a.appId, "payer")).toBe(USER_KEY);
 

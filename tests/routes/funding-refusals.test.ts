@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { usdToNanoFloor } from "../../src/money";
 import { UpstreamUnreachable } from "../../src/upstream/client";
 import { makeTestApp } from "../helpers/test-app";
-import { pkcePair } from "../upstream/pkce-helpers";
+import { formFields, pageCookie, pkcePair } from "../upstream/pkce-helpers";
 import { callback, decide, fundingApp, json, linkedKey, openSqlite, PUBLIC_URL, start } from "../helpers/funding-flow";
 
 describe("the code exchange refused by the upstream", () => {
@@ -107,7 +107,96 @@ describe("an app's funding sources", () => {
   });
 });
 
+describe("the cap of a connection the user pays for", () => {
+  test("raised on POST /connections: 400 saying to link again, the cap as it was; the link flow with the new cap raises it on a new key", async () => {
+    const t = await fundingApp(openSqlite);
+    try {
+      const token = await t.session("kim");
+      const approve = (monthlyUsd: number) =>
+        t.call("/api/v1/connections", {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ monthlyUsd }),
+        });
+      const flow = await start(t, token, { monthlyUsd: 5 });
+      expect((await callback(t, await decide(t, flow.authorizeUrl, "approve"), flow.cookie)).status).toBe(200);
+      const firstKey = (await linkedKey(t, "kim"))!;
+
+      // The key was made with $5 as its monthly limit: a $8 cap without a new key would admit what the upstream refuses.
+      const raised = await approve(8);
+      expect(raised.status).toBe(400);
+      const { error } = await json(raised);
+      expect(error.code).toBe("invalid_request");
+      expect(error.message).toMatch(/^monthlyUsd: .*link the account again with the new cap \(POST \/connections\/funding/);
+      expect((await t.deps.store.connections.findActive(t.appId, "kim"))!.monthlyCapNano).toBe(usdToNanoFloor(5));
+      // The same cap, or a lower one, needs no new key.
+      expect((await approve(5)).status).toBe(200);
+      expect((await approve(3)).status).toBe(200);
+
+      // Linking again with the new cap: a new key, made with that limit, and the cap raised.
+      const again = await start(t, token, { monthlyUsd: 8 });
+      expect((await callback(t, await decide(t, again.authorizeUrl, "approve"), again.cookie)).status).toBe(200);
+      const secondKey = (await linkedKey(t, "kim"))!;
+      expect(secondKey).not.toBe(firstKey);
+      expect(t.upstream.mock.keys.get(secondKey)).toMatchObject({ limitUsd: 8 });
+      expect((await t.deps.store.connections.findActive(t.appId, "kim"))!).toMatchObject({ fundingSource: "user", monthlyCapNano: usdToNanoFloor(8) });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("the demo upstream's page", () => {
+  test("sends browsers back only to the service's own origin: another callback is a 400 page, never a redirect", async () => {
+    const t = await fundingApp(openSqlite);
+    try {
+      const flow = await start(t, await t.session("liv"));
+      for (const callback of ["https://evil.example/cb", "http://localhost:9999/cb", "http://127.0.0.1:8787/cb"]) {
+        const url = new URL(flow.authorizeUrl);
+        url.searchParams.set("callback_url", callback);
+        const page = await t.call(url.toString());
+        expect(page.status).toBe(400);
+        expect(await page.text()).toContain(`callback_url must be on ${PUBLIC_URL}`);
+        const form = new URLSearchParams({ ...Object.fromEntries(url.searchParams), decision: "approve" });
+        const posted = await t.call(url.toString(), {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: form.toString(),
+        });
+        expect({ status: posted.status, location: posted.headers.get("location") }).toEqual({ status: 400, location: null });
+      }
+      // The service's own callback is served as before.
+      expect((await t.call(flow.authorizeUrl.toString())).status).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test("checks its form's own CSRF token: a form posted from elsewhere (no cookie, or another page's) is a 403 page, nothing linked", async () => {
+    const t = await fundingApp(openSqlite);
+    try {
+      const flow = await start(t, await t.session("max"));
+      const page = await t.call(flow.authorizeUrl.toString());
+      const fields = formFields(await page.text());
+      const other = await t.call(flow.authorizeUrl.toString());
+      for (const cookie of ["", pageCookie(other)]) {
+        const posted = await t.call(flow.authorizeUrl.toString(), {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", ...(cookie && { cookie }) },
+          body: new URLSearchParams({ ...fields, decision: "approve" }).toString(),
+        });
+        expect({ status: posted.status, location: posted.headers.get("location") }).toEqual({ status: 403, location: null });
+      }
+      expect(await linkedKey(t, "max")).toBeNull();
+      // The browser shown the page: its redirect to the callback, and the link.
+      const result = await callback(t, await decide(t, flow.authorizeUrl, "approve"), flow.cookie);
+      expect(result.status).toBe(200);
+      expect(await linkedKey(t, "max")).not.toBeNull();
+    } finally {
+      await t.close();
+    }
+  });
+
   test("is served in demo mode only: with an upstream key, /demo-upstream/auth is no route", async () => {
     const query = `?callback_url=${encodeURIComponent(`${PUBLIC_URL}/cb`)}`;
     const demo = makeTestApp();

@@ -178,6 +178,40 @@ describe("the upstream refuses the user's key", () => {
     });
   }
 
+  for (const stream of [false, true]) {
+    test(`credit left, but less than the call's max_tokens could cost (${stream ? "SSE" : "JSON"}): 402 budget_exceeded with the budget's figures, nothing marked`, async () => {
+      // $0.001 left on the key, a $5 cap here: 4,000 completion tokens of gpt-4o-mini ($0.0024) pass the cap, not the key.
+      const { t, userKey } = await payingApp(0.001, 5);
+      const refused = await t.chat(ask("hi", { stream, max_tokens: 4000 }));
+      expect(refused.status).toBe(402);
+      const { error } = await json(refused);
+      expect(error).toMatchObject({ code: "budget_exceeded", limitUsd: 5, usedUsd: 0, remainingUsd: 5, resetsAt: "2026-02-01T00:00:00.000Z" });
+      // The upstream's own words say why, and the message says what to do.
+      expect(error.message).toContain("can only afford");
+      expect(error.message).toContain("Send a smaller max_tokens");
+      expect(error.message).not.toContain(userKey);
+      // The key is fine: the connection is not marked, no funding.invalid, nothing charged.
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("ok");
+      expect(eventTypes(t)).not.toContain("funding.invalid");
+      await t.flush();
+      expect(ledgerNano(t, "alice")).toBe(0);
+      // A call the key can pay goes through on the same connection.
+      await answered(t.chat(ask("hi", { stream, max_tokens: 40 })));
+      await t.flush();
+      expect(billedTo(t, userKey)).toBeGreaterThan(0);
+    });
+  }
+
+  test('credit left that affords not even one token of the call ("can only afford 0"): the key\'s credit is short, 402 funding_invalid', async () => {
+    const { t } = await payingApp(0.000000001, 5);
+    const refused = await t.chat(ask("hi", { max_tokens: 40 }));
+    expect(refused.status).toBe(402);
+    const { error } = await json(refused);
+    expect(error.code).toBe("funding_invalid");
+    expect(error.message).toContain("can only afford 0");
+    expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("invalid");
+  });
+
   test("a key its owner deleted (401) is the same 402 funding_invalid, and the refused call costs nothing", async () => {
     const { t, userKey } = await payingApp(5);
     t.mock.keys.get(userKey)!.deleted = true;
@@ -205,6 +239,57 @@ describe("the upstream refuses the user's key", () => {
     expect(t.mock.served).toHaveLength(0);
     expect(await t.deps.budget.snapshot(target.account)).toEqual({ spentNano: 0, reservedNano: 0 });
   });
+});
+
+describe("a user's key that does not open (SealedSecretError)", () => {
+  /** Alice's sealed key replaced: sealed under a secrets key this process lacks, or with one byte of its ciphertext changed. */
+  const breakKey = (t: ChatTestApp, how: "unknown_key" | "tampered") => {
+    const row = t.db.query<{ sealed: string }, []>("SELECT user_key_sealed AS sealed FROM connections WHERE app_user_id = 'alice'").get()!;
+    const sealed =
+      how === "unknown_key"
+        ? SecretBox.random().seal("sk-or-v1-elsewhere", sealedContext.connectionUserKey(t.appId, "alice"))
+        : row.sealed.slice(0, -2) + (row.sealed.endsWith("AA") ? "BB" : "AA");
+    t.db.query("UPDATE connections SET user_key_sealed = ? WHERE app_user_id = 'alice'").run(sealed);
+  };
+  const errorLines = (t: ChatTestApp) => t.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.level === "error");
+
+  for (const how of ["unknown_key", "tampered"] as const) {
+    test(`${how}: chat (JSON, SSE, with an Idempotency-Key), /status and /connections answer the envelope's 500, each logged once with its request id and reason`, async () => {
+      const { t, userKey } = await payingApp(5);
+      breakKey(t, how);
+      const session = await json(
+        await t.app.handle(
+          new Request("http://localhost/api/v1/sessions", {
+            method: "POST",
+            headers: { authorization: `Bearer ${t.secretKey}`, "content-type": "application/json" },
+            body: JSON.stringify({ appUserId: "alice" }),
+          }),
+        ),
+      );
+      const answers = [
+        await t.chat(ask("hi")),
+        await t.chat(ask("hi", { stream: true })),
+        await t.chat(ask("hi"), { "idempotency-key": "key-1" }),
+        await t.get("/api/v1/status?appUserId=alice"),
+        await t.app.handle(new Request("http://localhost/api/v1/connections", { headers: { authorization: `Bearer ${session.token}` } })),
+      ];
+      for (const answer of answers) {
+        expect({ status: answer.status, body: await answer.text() }).toEqual({ status: 500, body: '{"error":{"code":"internal","message":"internal error"}}' });
+      }
+      const lines = errorLines(t);
+      expect(lines.map((line) => line.requestId)).toEqual(answers.map((answer) => answer.headers.get("x-request-id")));
+      for (const line of lines) {
+        expect(line).toMatchObject({ msg: "a sealed secret could not be opened", reason: how, secret: `connection_user_key/${t.appId}/alice` });
+        expect(line.error).toBeUndefined();
+      }
+      // Nothing went upstream, nothing was reserved or charged; the key is in no line; the connection is as it was.
+      expect(t.mock.served).toHaveLength(0);
+      await t.flush();
+      expect(ledgerNano(t, "alice")).toBe(0);
+      expect(t.logs.join("\n")).not.toContain(userKey);
+      expect((await t.deps.store.connections.find(t.appId, "alice"))!.fundingStatus).toBe("ok");
+    });
+  }
 });
 
 describe("the upstream's own credit in /status and /connections", () => {

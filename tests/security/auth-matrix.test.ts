@@ -52,6 +52,8 @@ interface Ids {
   grantSpare: string;
   /** A genuine session token of app A's user "victim". */
   tokenA: string;
+  /** The id of app A's first key, which minted tokenA. */
+  keyIdA: string;
   /** The app the admin endpoints act on (they disable it, revoke its key, user and grant). */
   appC: string;
 }
@@ -161,7 +163,16 @@ async function expect401(res: Response, credential: string | null): Promise<stri
 const encode = (s: string) => new TextEncoder().encode(s);
 
 function claimsFor(appId: string): Record<string, unknown> {
-  return { app_id: appId, iss: "metered-proxy", aud: "metered-proxy:connections", sub: "victim", iat: nowS, exp: nowS + 600, jti: crypto.randomUUID() };
+  return {
+    app_id: appId,
+    key_id: ids.keyIdA,
+    iss: "metered-proxy",
+    aud: "metered-proxy:connections",
+    sub: "victim",
+    iat: nowS,
+    exp: nowS + 600,
+    jti: crypto.randomUUID(),
+  };
 }
 
 async function forge(
@@ -248,7 +259,18 @@ beforeAll(async () => {
   remember(grantC.grantToken);
   const hookC = await t.deps.store.webhooks.createEndpoint(c.app.id, "https://c.example/hooks", null, now);
   ADMIN_ENDPOINTS.push(...adminEndpoints(c.app.id, c.key.keyId, grantC.grant.id, hookC.id));
-  ids = { appA: t.appId, keyA: remember(t.secretKey), appB: b.app.id, keyB: remember(b.key.secretKey), grantA: "", grantSpare: "", tokenA: "", appC: c.app.id };
+  const keyIdA = (await t.deps.store.apps.activeKeysOf(t.appId))[0]!.id;
+  ids = {
+    appA: t.appId,
+    keyA: remember(t.secretKey),
+    appB: b.app.id,
+    keyB: remember(b.key.secretKey),
+    grantA: "",
+    grantSpare: "",
+    tokenA: "",
+    keyIdA,
+    appC: c.app.id,
+  };
   await t.connect("victim", 5);
   ids.tokenA = await mint(ids.keyA, "victim");
   const tokenB = await mint(ids.keyB, "victim");
@@ -343,12 +365,15 @@ beforeAll(async () => {
     ["wrong issuer", forge({ claims: { iss: "evil-issuer" } }), INVALID_TOKEN],
     ["typ JWT instead of session+jwt", forge({ header: { typ: "JWT" } }), INVALID_TOKEN],
     ["no typ", forge({ header: { typ: undefined } }), INVALID_TOKEN],
-    ...(["jti", "sub", "exp", "iat", "iss", "aud", "app_id"] as const).map((claim): [string, Promise<string>, string] => [
+    ...(["jti", "sub", "exp", "iat", "iss", "aud", "app_id", "key_id"] as const).map((claim): [string, Promise<string>, string] => [
       `missing ${claim}`,
       forge({ omit: [claim] }),
       INVALID_TOKEN,
     ]),
     ["empty sub", forge({ claims: { sub: "" } }), INVALID_TOKEN],
+    ["key_id of app B's key", forge({ claims: { key_id: b.key.keyId } }), INVALID_TOKEN],
+    ["key_id of app A's revoked key", forge({ claims: { key_id: revoked.keyId } }), INVALID_TOKEN],
+    ["key_id not a string", forge({ claims: { key_id: 1 } }), INVALID_TOKEN],
     ["app_id of an app that does not exist", forge({ app: "appdoesnotexist1" }), INVALID_TOKEN],
     ["a genuine token of an app disabled since", disabledToken, APP_DISABLED],
     ["app_id of a disabled app, signed with another secret", forge({ app: disabled.app.id, key: otherSecret }), INVALID_TOKEN],
@@ -445,9 +470,14 @@ describe("auth matrix", () => {
     expect((await t.deps.store.apps.find(ids.appC))?.name).toBe("C renamed");
   });
 
-  test("rotation: the old key stays valid on every endpoint until it is revoked, then 401 everywhere", async () => {
+  test("rotation: the old key stays valid on every endpoint until it is revoked, then 401 everywhere, the session tokens it minted with it", async () => {
     const rotated = await issueKey(t.deps.store.apps, ids.appA, t.clock.now());
     liveKeyA = remember(rotated.secretKey);
+    const mintedByOld = await mint(ids.keyA, "victim");
+    const mintedByNew = await mint(rotated.secretKey, "victim");
+    for (const endpoint of SESSION_ENDPOINTS.filter((e) => e.method === "GET")) {
+      for (const token of [mintedByOld, mintedByNew]) expect((await send(endpoint, `Bearer ${token}`)).status).toBe(endpoint.okStatus);
+    }
     const readOnly = SECRET_KEY_ENDPOINTS.filter((e) => e.path.includes("/status") || e.path.includes("/usage") || e.path.includes("/sessions"));
     for (const endpoint of readOnly) {
       expect((await send(endpoint, `Bearer ${ids.keyA}`)).status).toBe(endpoint.okStatus);
@@ -459,6 +489,11 @@ describe("auth matrix", () => {
       expect(await expect401(await send(endpoint, `Bearer ${ids.keyA}`), ids.keyA)).toBe(INVALID_KEY);
     }
     for (const endpoint of readOnly) expect((await send(endpoint, `Bearer ${rotated.secretKey}`)).status).toBe(endpoint.okStatus);
+    // The tokens the revoked key minted went with it; the new key's still work.
+    for (const endpoint of SESSION_ENDPOINTS) expect(await expect401(await send(endpoint, `Bearer ${mintedByOld}`), mintedByOld)).toBe(INVALID_TOKEN);
+    for (const endpoint of SESSION_ENDPOINTS.filter((e) => e.method === "GET")) {
+      expect((await send(endpoint, `Bearer ${mintedByNew}`)).status).toBe(endpoint.okStatus);
+    }
   });
 
   test("no key, secret, token or JWT segment used above appears in any log line (debug level)", async () => {

@@ -16,6 +16,7 @@ import {
   exchange,
   formFields,
   keyInfo,
+  pageCookie,
   paidChat,
   pkcePair,
   refusedExchange,
@@ -49,7 +50,7 @@ describe("the whole flow", () => {
     const fields = formFields(html);
     expect(fields).toMatchObject({ callback_url: CALLBACK, code_challenge: challenge, code_challenge_method: "S256", limit: "2.5", account: "mock-user" });
 
-    const approved = await submit(mock, fields, "approve");
+    const approved = await submit(mock, fields, "approve", pageCookie(page));
     expect(approved.status).toBe(303);
     const location = approved.headers.get("location")!;
     // The callback's own query (the caller's state) is kept byte for byte; the code is added.
@@ -174,7 +175,7 @@ describe("the /auth page", () => {
   test("Deny redirects with error=access_denied and makes no code", async () => {
     const mock = createMockUpstream();
     const page = await authPage(mock, { callback_url: CALLBACK, code_challenge: pkcePair().challenge, code_challenge_method: "S256" });
-    const denied = await submit(mock, formFields(await page.text()), "deny");
+    const denied = await submit(mock, formFields(await page.text()), "deny", pageCookie(page));
     expect(denied.status).toBe(303);
     expect(denied.headers.get("location")).toBe(`${CALLBACK}&error=access_denied`);
   });
@@ -192,6 +193,50 @@ describe("the /auth page", () => {
     for (const callback of ["http://localhost:5173/cb", "http://127.0.0.1:8787/cb?state=x", "https://app.example:8443/cb"]) {
       expect((await authPage(mock, { callback_url: callback })).status).toBe(200);
     }
+  });
+
+  test("the form carries a CSRF token of its own: a POST without this browser's cookie, or with another page's, is a 403 page, no code", async () => {
+    const mock = createMockUpstream();
+    const query = { callback_url: CALLBACK, code_challenge: pkcePair().challenge, code_challenge_method: "S256" };
+    const page = await authPage(mock, query);
+    // HttpOnly, SameSite=Strict, no Path (the page's own folder), as long as a code lives.
+    expect(page.headers.get("set-cookie")).toMatch(/^mock_auth_csrf=[A-Za-z0-9_-]{43}; Max-Age=600; HttpOnly; SameSite=Strict$/);
+    const fields = formFields(await page.text());
+    expect(fields.csrf_token).toBe(pageCookie(page).slice("mock_auth_csrf=".length));
+    const other = await authPage(mock, query);
+    const otherFields = formFields(await other.text());
+    const { csrf_token: _token, ...withoutToken } = fields;
+    // A cross-site form: the fields an attacker knows, with no cookie, or the attacker's own page's pair in one half.
+    for (const [form, cookie] of [
+      [fields, ""],
+      [withoutToken, pageCookie(page)],
+      [fields, pageCookie(other)],
+      [otherFields, pageCookie(page)],
+      [{ ...fields, csrf_token: "" }, "mock_auth_csrf="],
+    ] as const) {
+      for (const decision of ["approve", "deny"] as const) {
+        const refused = await submit(mock, form, decision, cookie);
+        expect(refused.status).toBe(403);
+        expect(refused.headers.get("location")).toBeNull();
+      }
+    }
+    // The browser that was shown the page gets its redirect, and the token is spent with it.
+    const approved = await submit(mock, fields, "approve", pageCookie(page));
+    expect(approved.status).toBe(303);
+    expect(approved.headers.get("set-cookie")).toBe("mock_auth_csrf=; Max-Age=0; HttpOnly; SameSite=Strict");
+  });
+
+  test("given callback origins, the page sends browsers back only there: any other origin is a 400 page, GET or POST", async () => {
+    const mock = createMockUpstream({ authCallbackOrigins: ["https://app.example"] });
+    const challenge = pkcePair().challenge;
+    for (const callback of ["https://evil.example/cb", "https://app.example.evil.example/cb", "https://app.example:8443/cb", "http://localhost:8787/cb"]) {
+      const page = await authPage(mock, { callback_url: callback, code_challenge: challenge, code_challenge_method: "S256" });
+      expect(page.status).toBe(400);
+      expect(await page.text()).toContain("callback_url must be on https://app.example");
+      const forged = await submit(mock, { callback_url: callback, code_challenge: challenge, code_challenge_method: "S256" }, "approve");
+      expect({ status: forged.status, location: forged.headers.get("location") }).toEqual({ status: 400, location: null });
+    }
+    expect((await authPage(mock, { callback_url: CALLBACK })).status).toBe(200);
   });
 
   test("bad challenges and key settings get a 400 page", async () => {

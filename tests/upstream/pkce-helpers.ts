@@ -32,12 +32,18 @@ function unescapeHtml(text: string): string {
   return text.replace(/&(amp|lt|gt|quot|#39);/g, (_, e: string) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#39": "'" })[e]!);
 }
 
-/** Submits the page's form with one of its buttons (and field edits); the answer is the mock's 303. */
-export function submit(mock: MockUpstream, fields: Record<string, string>, decision: "approve" | "deny"): Promise<Response> {
+/** The `name=value` of the CSRF cookie a page's answer set, for the Cookie header of its form's POST (a browser's cookie jar). */
+export function pageCookie(page: Response): string {
+  const set = page.headers.get("set-cookie") ?? "";
+  return set.slice(0, set.indexOf(";"));
+}
+
+/** Submits the page's form with one of its buttons (and field edits), with the cookie its page set; the answer is the mock's 303. */
+export function submit(mock: MockUpstream, fields: Record<string, string>, decision: "approve" | "deny", cookie = ""): Promise<Response> {
   return mock.fetch(
     new Request("http://mock.local/auth", {
       method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
+      headers: { "content-type": "application/x-www-form-urlencoded", ...(cookie && { cookie }) },
       body: new URLSearchParams({ ...fields, decision }).toString(),
     }),
   );
@@ -47,7 +53,7 @@ export function submit(mock: MockUpstream, fields: Record<string, string>, decis
 export async function approvedCode(mock: MockUpstream, query: Record<string, string>, edits: Record<string, string> = {}): Promise<string> {
   const page = await authPage(mock, { callback_url: CALLBACK, ...query });
   expect(page.status).toBe(200);
-  const answer = await submit(mock, { ...formFields(await page.text()), ...edits }, "approve");
+  const answer = await submit(mock, { ...formFields(await page.text()), ...edits }, "approve", pageCookie(page));
   expect(answer.status).toBe(303);
   const location = answer.headers.get("location")!;
   return new URL(location).searchParams.get("code")!;

@@ -50,11 +50,24 @@ export function presetChatClient(apiBase: string, secretKey: string, fetch: Fetc
   });
 }
 
-/** `x-service-user` or `x-service-grant`: the service refuses a call with both or neither. */
+/**
+ * `x-service-user` or `x-service-grant`: the service refuses a call with both or neither. The
+ * user id goes percent-encoded (its UTF-8 bytes, as `encodeURIComponent` writes them), the one
+ * form the service reads it in: header values are bytes, and an id of plain ASCII is unchanged.
+ */
 function payerHeader(payer: ChatPayer): Record<string, string> {
   const { user, grant } = payer;
   if (user !== undefined && grant !== undefined) throw new TypeError("chat(): pass either { user } or { grant }, not both");
-  if (typeof user === "string" && user.length > 0) return { "x-service-user": user };
+  if (typeof user === "string" && user.length > 0) return { "x-service-user": encodeUserId(user) };
   if (typeof grant === "string" && grant.length > 0) return { "x-service-grant": grant };
   throw new TypeError("chat(): pass { user: appUserId } or { grant: grantToken }, a non-empty string");
+}
+
+function encodeUserId(user: string): string {
+  try {
+    return encodeURIComponent(user);
+  } catch {
+    // encodeURIComponent's URIError: a lone surrogate, which has no UTF-8 form.
+    throw new TypeError("chat(): the user id is not valid Unicode (it has a lone surrogate)");
+  }
 }

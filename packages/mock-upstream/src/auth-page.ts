@@ -10,12 +10,16 @@
  * - Deny: a 303 to `callback_url` with `error=access_denied` (OAuth's word for a refusal).
  *
  * Whatever query `callback_url` has (the caller's state) is kept as it is. A request that
- * fails the checks (./auth-request.ts) gets a 400 page and no redirect: a callback that
- * cannot be trusted is not followed. Plain HTML with no script, its one style block under a
- * per-response nonce.
+ * fails the checks (./auth-request.ts, and `callbackOrigins` when the mock was given them:
+ * the page then sends browsers back only there, so it is no open redirect for the origin
+ * that serves it) gets a 400 page and no redirect: a callback that cannot be trusted is not
+ * followed. The form carries a CSRF token of the page's own (./auth-csrf.ts); a POST without
+ * the one its browser was given is a 403 page. Plain HTML with no script, its one style
+ * block under a per-response nonce.
  */
 import type { AuthCodes } from "./auth-codes";
-import { readAuthRequest, readLimit, type AuthRequest } from "./auth-request";
+import { CLEAR_CSRF_COOKIE, CSRF_FIELD, csrfTokenMatches, issueCsrfToken } from "./auth-csrf";
+import { readAuthRequest, readLimit, type AuthRequest, type Checked } from "./auth-request";
 import { DEFAULT_ACCOUNT, userIdFor } from "./keys";
 
 /** The fields a flow starts with, carried through the form as they came. */
@@ -25,20 +29,31 @@ const STYLE = `body { font: 16px/1.5 system-ui, sans-serif; max-width: 30rem; ma
 label { display: block; margin: 0.75rem 0; } input[type=text] { display: block; width: 100%; }
 button { margin-right: 0.5rem; padding: 0.4rem 1rem; } code { overflow-wrap: anywhere; }`;
 
-export async function handleAuthPage(request: Request, codes: AuthCodes): Promise<Response> {
+/** `callbackOrigins`: the only origins `callback_url` may name; null: any the spec allows. */
+export async function handleAuthPage(request: Request, codes: AuthCodes, callbackOrigins: readonly string[] | null = null): Promise<Response> {
+  const readFlow = (fields: Record<string, unknown>): Checked<AuthRequest> => {
+    const checked = readAuthRequest(fields);
+    if ("error" in checked || callbackOrigins === null || callbackOrigins.includes(new URL(checked.ok.callbackUrl).origin)) return checked;
+    return { error: `callback_url must be on ${callbackOrigins.join(" or ")}` };
+  };
   if (request.method === "GET" || request.method === "HEAD") {
     const query = Object.fromEntries(new URL(request.url).searchParams);
-    const checked = readAuthRequest(query);
+    const checked = readFlow(query);
     if ("error" in checked) return errorPage(checked.error);
-    return page(approvalForm(query, checked.ok), checked.ok.callbackUrl);
+    const csrf = issueCsrfToken();
+    const response = page(approvalForm(query, checked.ok, csrf.token), checked.ok.callbackUrl);
+    response.headers.set("set-cookie", csrf.setCookie);
+    return response;
   }
   if (request.method !== "POST") return new Response("Method Not Allowed", { status: 405, headers: { allow: "GET, POST" } });
   if (!(request.headers.get("content-type") ?? "").startsWith("application/x-www-form-urlencoded"))
     return errorPage("the form must be sent as application/x-www-form-urlencoded");
   const form = Object.fromEntries(new URLSearchParams(await request.text()));
   // The limit is the user's to change on the page; the rest comes back as the page was asked.
-  const checked = readAuthRequest(form);
+  const checked = readFlow(form);
   if ("error" in checked) return errorPage(checked.error);
+  // Only the browser the page was shown to can answer it, whatever it answers.
+  if (!csrfTokenMatches(request, form[CSRF_FIELD])) return errorPage("this form was not the one this page showed you: open the page again", 403);
   const { callbackUrl, pkce, settings } = checked.ok;
   if (form.decision === "deny") return redirect(withQuery(callbackUrl, "error", "access_denied"));
   if (form.decision !== "approve") return errorPage("decision must be approve or deny");
@@ -53,12 +68,16 @@ export function withQuery(url: string, name: string, value: string): string {
 }
 
 function redirect(location: string): Response {
-  return new Response(null, { status: 303, headers: { location, "cache-control": "no-store", "referrer-policy": "no-referrer" } });
+  return new Response(null, {
+    status: 303,
+    headers: { location, "cache-control": "no-store", "referrer-policy": "no-referrer", "set-cookie": CLEAR_CSRF_COOKIE },
+  });
 }
 
-function approvalForm(query: Record<string, string>, flow: AuthRequest): string {
+function approvalForm(query: Record<string, string>, flow: AuthRequest, csrfToken: string): string {
   const hidden = FLOW_FIELDS.filter((name) => query[name] !== undefined && query[name] !== "")
     .map((name) => `<input type="hidden" name="${name}" value="${escapeHtml(query[name]!)}">`)
+    .concat(`<input type="hidden" name="${CSRF_FIELD}" value="${csrfToken}">`)
     .join("\n");
   const limit = readLimit(query.limit);
   const resets = flow.settings.usageLimitType ? `, reset ${flow.settings.usageLimitType}` : "";
@@ -76,8 +95,8 @@ ${hidden}
 </form>`;
 }
 
-function errorPage(message: string): Response {
-  return page(`<h1>This authorization request cannot be served</h1>\n<p>${escapeHtml(message)}.</p>`, null, 400);
+function errorPage(message: string, status = 400): Response {
+  return page(`<h1>This authorization request cannot be served</h1>\n<p>${escapeHtml(message)}.</p>`, null, status);
 }
 
 function page(body: string, callbackUrl: string | null, status = 200): Response {

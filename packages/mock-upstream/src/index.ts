@@ -113,7 +113,7 @@ function buildMock(options: MockUpstreamOptions, overSocket: boolean): MockUpstr
       return handleKeyLookup(request, keys, now());
     }
     // The PKCE flow: the page a user approves on, then the exchange of its code for a key.
-    if (path === "/auth") return handleAuthPage(request, codes);
+    if (path === "/auth") return handleAuthPage(request, codes, options.authCallbackOrigins ?? null);
     if (path === "/auth/keys") {
       if (request.method !== "POST") return methodNotAllowed("POST");
       return handleKeyExchange(request, codes, keys);

@@ -96,6 +96,12 @@ export interface MockUpstreamOptions {
   operatorKeys?: readonly string[];
   /** Credit limit in USD of each operator key (never reset); default none. A small one lets a test run the operator out of credit: 402. */
   operatorLimitUsd?: number;
+  /**
+   * The origins the /auth page may send a browser back to (`callback_url`), e.g. the one
+   * service the page is served for (demo mode: the service's own origin). Default: any the
+   * spec allows (https, or http on localhost), as OpenRouter's page does.
+   */
+  authCallbackOrigins?: readonly string[];
 }
 
 /** The upstream keys the mock knows (./keys.ts). */

@@ -52,7 +52,9 @@ const server = variant.has("chat-core")
       async fetch(request, server) {
         if (request.method !== "POST" || !request.url.endsWith(CHAT_PATH)) return app.handle(request);
         try {
-          const { id: appId } = await authenticateSecretKey(deps.store, request.headers.get("authorization"));
+          const {
+            app: { id: appId },
+          } = await authenticateSecretKey(deps.store, request.headers.get("authorization"));
           const body = (await request.json()) as ChatBody;
           const target = await userBudgetTarget(deps.store.connections, deps.clock, appId, request.headers.get("x-service-user") ?? "");
           if (body.stream === true) server.timeout(request, 0);
