@@ -7,7 +7,7 @@ import type { BudgetLedger } from "../budget/ledger";
 import type { Meter } from "./meter";
 import type { Charge } from "../pricing/reservation";
 import { dayAccountOf, meteredCallOf } from "./journaled-call";
-import { chargeOfClaimed, type OpenUserKey, type RecordLookup } from "./reconciled-charge";
+import { chargeOfClaimed, INSTANCE_DIED, type OpenUserKey, type RecordLookup } from "./reconciled-charge";
 import { ReconcileSlots } from "./reconcile-slots";
 
 export interface ReconcilerOptions {
@@ -21,8 +21,7 @@ export interface ReconcilerOptions {
   lookupTimeoutMs: number;
 }
 
-/** The row's status of a call whose process died before it was settled. */
-export const INSTANCE_DIED = "instance_died";
+export { INSTANCE_DIED };
 /** Room for opening the payer's key and settling after the lookup's deadline, before the claim lapses. */
 const CLAIM_MARGIN_MS = 30_000;
 
@@ -80,7 +79,7 @@ export class Reconciler {
     const claimMs = options.lookupTimeoutMs + CLAIM_MARGIN_MS;
     const claim = (room: number) => journal.claimDue(owner, clock.now(), room, claimMs, INSTANCE_DIED);
     this.slots = new ReconcileSlots(options.concurrency, claim, (entry) => this.reconcile(entry), logger);
-    this.lookup = { upstream, openUserKey, clock, logger, giveUpMs: options.giveUpMs };
+    this.lookup = { upstream, openUserKey, clock, logger, giveUpMs: options.giveUpMs, ownersMayReturn: () => journal.ownersOutliveLapsedLeases };
   }
 
   /**

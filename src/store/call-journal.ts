@@ -45,6 +45,13 @@ export interface JournalChanges {
 
 export interface CallJournalRepository {
   /**
+   * True when an owner whose lease lapsed may still be alive and settle its calls: a store
+   * reached over the network (PostgreSQL), which an instance can be cut off from (an outage
+   * longer than a lease, a partition) while it holds calls' usage and retries their rows. On
+   * a local file (SQLite) a lapsed lease means a dead process.
+   */
+  readonly ownersOutliveLapsedLeases: boolean;
+  /**
    * Records calls about to go upstream, and the upstream's generation ids of running ones,
    * in one transaction for the batch (on SQLite: one commit for a turn's calls).
    */

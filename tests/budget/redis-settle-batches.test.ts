@@ -123,3 +123,23 @@ describe("RedisBudgetLedger settles in batches", () => {
     expect(await c.hlen(`bp:held:${ledger.lease.id}`)).toBe(0);
   });
 });
+
+describe("RedisBudgetLedger reserves", () => {
+  test("a reserve Redis ran but whose answer was lost gives its hold back: the call was refused", async () => {
+    const c = await client(false);
+    const ledger = await ledgerOn(c);
+    const account = fresh("acct");
+    await ledger.reserve(account, fresh("req"), 1_000_000, 1, 10); // the account loaded
+    const target = c as unknown as { fcall: (...args: unknown[]) => Promise<unknown> };
+    const real = target.fcall.bind(c);
+    target.fcall = async (...args) => {
+      target.fcall = real;
+      await real(...args);
+      throw new Error("Command timed out");
+    };
+    await expect(ledger.reserve(account, fresh("req"), 1_000_000, 1, 1000)).rejects.toMatchObject({ code: "unavailable" });
+    expect(ledger.pendingSettles).toBe(1);
+    await retried(ledger);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 10 });
+  });
+});

@@ -95,6 +95,9 @@ describe.each([
     for (const server of cluster.servers) expect((await cluster.health(server)).status).toBe("ok");
     // And every instance's /status equals the rows (the Redis counters too, with Redis).
     const metered = (await cluster.ledger("olga")).reduce((sum, r) => sum + r.cost_nano, 0);
+    // The ledger is the upstream's bill: no call is charged more than the upstream billed.
+    const billedNano = Math.round(cluster.billedUsd() * 1e9);
+    expect(Math.abs(metered - billedNano)).toBeLessThanOrEqual(billedNano * 0.01);
     await pollUntil("every /status equal to the rows", async () => {
       for (const server of cluster.servers) {
         const status = await cluster.status(server, "olga");

@@ -215,12 +215,49 @@ describe("PostgresBudgetLedger", () => {
       await expect(ledger.reserve(account, fresh("r"), 10_000, 1, 10)).rejects.toMatchObject({ code: "unavailable" });
       await expect(ledger.snapshot(account)).rejects.toMatchObject({ code: "unavailable" });
       await ledger.settle(id, 42, rowFor(id, account, 42));
-      expect(ledger.pendingSettles).toBe(1);
+      // The settle, and the release of the refused reserve (it might have committed unseen).
+      expect(ledger.pendingSettles).toBe(2);
     } finally {
       await pg.start();
     }
     for (let i = 0; i < 200 && ledger.pendingSettles > 0; i++) await Bun.sleep(50);
     expect(ledger.pendingSettles).toBe(0);
     expect(await ledger.snapshot(account)).toEqual({ spentNano: 42, reservedNano: 0 });
+  });
+
+  test("a reserve that committed but whose answer was lost gives back its hold and its journal entry: the call was refused", async () => {
+    const store = await openPostgresStore(url, { poolSize: 2 });
+    stores.push(store);
+    const ledger = new PostgresBudgetLedger(store.database, memoryLogger());
+    await ledger.start();
+    const account = fresh("acct");
+    const id = fresh("r");
+    const run = store.database.run.bind(store.database);
+    let lose = true;
+    store.database.run = async (work) => {
+      const result = await run(work);
+      if (!lose) return result;
+      lose = false;
+      throw new Error("Connection closed");
+    };
+    const journal = {
+      ceilingReservationId: null,
+      ceilingReservedNano: null,
+      ceilingCapNano: null,
+      appId: "app1",
+      appUserId: "u",
+      grantId: null,
+      payer: "app" as const,
+      period: "2026-01",
+      model: "m",
+      streamed: false,
+      startedAt: 1,
+    };
+    await expect(ledger.reserve(account, id, 10_000, 1, 5_000, undefined, journal)).rejects.toThrow("Connection closed");
+    for (let i = 0; i < 200 && ledger.pendingSettles > 0; i++) await Bun.sleep(50);
+    expect(ledger.pendingSettles).toBe(0);
+    expect(await ledger.snapshot(account)).toEqual({ spentNano: 0, reservedNano: 0 });
+    expect(await sql`SELECT request_id FROM call_journal WHERE request_id = ${id}`).toEqual([]);
+    expect(await sql`SELECT request_id FROM usage_ledger WHERE request_id = ${id}`).toEqual([]);
   });
 });

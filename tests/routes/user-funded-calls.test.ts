@@ -254,7 +254,10 @@ describe("a user's key that does not open (SealedSecretError)", () => {
   const errorLines = (t: ChatTestApp) => t.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.level === "error");
 
   for (const how of ["unknown_key", "tampered"] as const) {
-    test(`${how}: chat (JSON, SSE, with an Idempotency-Key), /status and /connections answer the envelope's 500, each logged once with its request id and reason`, async () => {
+    // A key this server lacks (the store re-sealed by a rotation it missed) is no fault of the
+    // call's: chat answers 503, to be retried on an instance that has it (tests/e2e/rotate-kek-live.test.ts).
+    const chatStatus = how === "unknown_key" ? 503 : 500;
+    test(`${how}: chat (JSON, SSE, with an Idempotency-Key) answers ${chatStatus}, /status and /connections the envelope's 500, each logged once with its request id and reason`, async () => {
       const { t, userKey } = await payingApp(5);
       breakKey(t, how);
       const session = await json(
@@ -273,11 +276,13 @@ describe("a user's key that does not open (SealedSecretError)", () => {
         await t.get("/api/v1/status?appUserId=alice"),
         await t.app.handle(new Request("http://localhost/api/v1/connections", { headers: { authorization: `Bearer ${session.token}` } })),
       ];
-      for (const answer of answers) {
+      const internal = answers.filter((answer, i) => i >= 3 || chatStatus === 500);
+      for (const answer of answers.slice(0, 3)) expect(answer.status).toBe(chatStatus);
+      for (const answer of internal) {
         expect({ status: answer.status, body: await answer.text() }).toEqual({ status: 500, body: '{"error":{"code":"internal","message":"internal error"}}' });
       }
-      const lines = errorLines(t);
-      expect(lines.map((line) => line.requestId)).toEqual(answers.map((answer) => answer.headers.get("x-request-id")));
+      const lines = errorLines(t).filter((line) => line.msg === "a sealed secret could not be opened");
+      expect(lines.map((line) => line.requestId)).toEqual(internal.map((answer) => answer.headers.get("x-request-id")));
       for (const line of lines) {
         expect(line).toMatchObject({ msg: "a sealed secret could not be opened", reason: how, secret: `connection_user_key/${t.appId}/alice` });
         expect(line.error).toBeUndefined();

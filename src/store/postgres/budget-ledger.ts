@@ -131,7 +131,19 @@ export class PostgresBudgetLedger implements BudgetLedger {
       if (!limiter) throw new Error("this ledger was built without a rate limiter to fold checks into");
       item.check = limiter.checkItem(rateLimit.rule, rateLimit.key);
     }
-    const outcome = await this.reserves.call(item);
+    let outcome: ReserveOutcome | Error;
+    try {
+      outcome = await this.reserves.call(item);
+    } catch (err) {
+      // The batch may have committed before its answer was lost (the database stopping
+      // mid-commit, a dropped connection): the call is refused, so whatever it may hold goes
+      // back with its journal entry (a settle without a row), retried until the database
+      // takes it. Held unseen, it would count against the budget until this instance died,
+      // and then be charged its reservation for a call that never went upstream.
+      this.retrying.set(requestId, { actualNano: 0, row: null });
+      this.scheduleRetry();
+      throw err;
+    }
     if (rateLimit && item.check && limiter) limiter.answered(rateLimit.rule, item.check);
     if (outcome instanceof Error) throw outcome;
     return outcome;

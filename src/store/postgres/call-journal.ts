@@ -60,6 +60,7 @@ const toRecord = (e: JournalEntry) => ({
  * load). Without Redis, opens come with the reservations instead (BudgetLedger.journalsCalls).
  */
 export class PostgresCallJournalRepository implements CallJournalRepository {
+  readonly ownersOutliveLapsedLeases = true;
   private readonly opens = new CallBatcher<JournalEntry, void>(async (entries) => {
     await this.db.run((sql) => sql`SELECT call_journal_open(${JSON.stringify(entries.map(toRecord))}::text::jsonb)`);
     return new Array<void>(entries.length).fill(undefined);

@@ -95,7 +95,14 @@ export class RedisBudgetLedger implements BudgetLedger {
         : callBudgetFunction(this.redis, "reserve", keys, args);
     for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
       const sentAt = performance.now();
-      const [status, a, b, marker, remaining, resetMs] = await this.guard(send);
+      const [status, a, b, marker, remaining, resetMs] = await this.guard(send).catch((err: unknown) => {
+        // Redis may have run the script before its answer was lost (a command timeout): the
+        // call is refused, so a hold it may have left goes back, retried as this process's own.
+        this.held.set(requestId, sentAt);
+        this.retrying.set(requestId, 0);
+        this.scheduleRetry();
+        throw err;
+      });
       if (status === -2) {
         await this.guard(() => this.epoch.renew());
         continue;

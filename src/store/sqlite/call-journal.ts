@@ -85,6 +85,7 @@ function pushValues(out: JournalValue[], e: JournalEntry): void {
 }
 
 export class SqliteCallJournalRepository implements CallJournalRepository {
+  readonly ownersOutliveLapsedLeases = false;
   private readonly opens;
   private readonly recordBatch;
 
