@@ -5,6 +5,8 @@
  * loadConfig(env) → openDeps(config) → createApp(deps).listen(). Also the only module (with
  * src/cli.ts) that reads the environment.
  */
+// First, before any other module runs: serving without Bun's runtime settings re-executes with them.
+import "./launch/serve-with-runtime-env";
 import { loadConfig, type Config } from "./config";
 import { connectDependencies, openDeps, type Deps } from "./deps";
 import { createApp } from "./app";
@@ -61,7 +63,8 @@ async function start(config: Config, invocation: Invocation): Promise<Serving> {
   for (const note of startNotes(config, Boolean(process.env.PUBLIC_URL))) deps.logger[note.level](note.msg);
   if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS && !config.demoMode) {
     // Bun reads it once at process start (setting it later has no effect, measured), and
-    // without it queues upstream requests beyond 256 at a time. `npm start` sets it.
+    // without it queues upstream requests beyond 256 at a time. Only where the re-exec of
+    // src/launch/runtime-env.ts could not call libc is it still missing here.
     deps.logger.warn("BUN_CONFIG_MAX_HTTP_REQUESTS is not set: upstream requests beyond 256 at a time will queue");
   }
   await connectDependencies(deps);
