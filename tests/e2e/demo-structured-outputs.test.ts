@@ -2,8 +2,8 @@
  * What a newcomer tries first in demo mode besides plain chat, with the official `openai` SDK
  * against a real server process (no UPSTREAM_API_KEY: the built-in mock): structured outputs
  * through `chat.completions.parse()` with a zod schema, JSON and streamed, and a tool-calling
- * round trip (the call, the tool's result sent back, the answer in words). Each call is
- * metered like any other: a ledger row with a cost.
+ * round trip (the call, the tool's result sent back, the answer in words), and
+ * `models.retrieve`. Each call is metered like any other: a ledger row with a cost.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import OpenAI from "openai";
@@ -111,6 +111,16 @@ describe("demo mode with the openai SDK", () => {
     if (streamedCall.type !== "function" || jsonCall.type !== "function") throw new Error("not a function call");
     expect(streamedCall.function.arguments).toBe(jsonCall.function.arguments);
     expect(streamedCall.function.parsed_arguments).toEqual(jsonCall.function.parsed_arguments);
+  });
+
+  test("models.retrieve(id) answers the model models.list() shows, and the list's links.details answers too", async () => {
+    const listed = [];
+    for await (const model of client().models.list()) listed.push(model as OpenAI.Model & { links: { details: string } });
+    const mini = listed.find((m) => m.id === MODEL)!;
+    expect(await client().models.retrieve(MODEL)).toMatchObject({ id: MODEL });
+    const details = await server.fetch(mini.links.details, { headers: { authorization: `Bearer ${secretKey}` } });
+    expect(details.status).toBe(200);
+    expect(await details.json()).toEqual(JSON.parse(JSON.stringify(mini)));
   });
 
   test("n: 2 gives two choices", async () => {
