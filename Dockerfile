@@ -4,6 +4,9 @@
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /src
+# Node 20 comes with npm 10, which ignores package.json's allowScripts (npm reads it from 11.16
+# on): @openrouter/sdk's refused install script would reach out on every build. npm 11 first.
+RUN npm install --global --no-audit --no-fund npm@11.19.1
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json bunfig.toml ./

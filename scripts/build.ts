@@ -5,7 +5,8 @@
  * the bundler inlines the one field src/launch/help.ts imports) inside. Its command line is
  * src/index.ts's, the same as the bundle `npm start` runs (src/launch/arguments.ts).
  * Bun's fetch concurrency cap (BUN_CONFIG_MAX_HTTP_REQUESTS) is read from the
- * environment at start, so the binary is run with it set (see the Dockerfile).
+ * environment at start: a binary started without it re-executes itself with it
+ * (src/launch/runtime-env.ts); the Dockerfile sets it all the same.
  *
  * The mock upstream is not inside: `npm run build` writes it beside the binary as
  * dist/mock-upstream.js, which the binary loads only in demo mode (src/upstream/demo-upstream.ts);

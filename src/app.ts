@@ -38,13 +38,15 @@ import { accessLog } from "./http/access-log";
 import { createMetrics, metricsRoute } from "./http/metrics";
 import { OperatorService } from "./services/operator";
 import { AppUpdateRequest, adminRoutes, NewAppRequest, NewWebhookEndpointRequest } from "./routes/admin";
+import { VERSION } from "./launch/help";
 
 export const API_PREFIX = "/api/v1";
 
 const DOCUMENTATION: Documentation = {
   info: {
     title: "Metered model proxy",
-    version: "1",
+    // The service's own version (package.json): what the reference describes is this release's API.
+    version: VERSION,
     description:
       "OpenAI-compatible chat completions metered against budgets that end users approve. " +
       "Every error uses the envelope `{ error: { code, message } }` (components.schemas.Error).",

@@ -4,7 +4,8 @@
  * group's, `cli <command> --help` one command with its defaults (src/cli/help.ts). Every
  * command prints JSON lines. Run as `npm run cli -- …` from a checkout, or as
  * `metered-proxy cli …` from the single binary (src/index.ts).
- * Exit codes: 0 done, 1 refused (e.g. unknown app), 2 usage or configuration error, 3 `usage reconcile` found differences.
+ * Exit codes: 0 done, 1 refused (e.g. unknown app), 2 usage or configuration error (an SQLite
+ * store that does not exist included: only `app create` creates one), 3 `usage reconcile` found differences.
  */
 import { parseArgs } from "node:util";
 import { loadConfig } from "./config";
@@ -19,11 +20,17 @@ import { routeCli } from "./cli/route";
 import { resolveSecretBox } from "./secrets/secrets-key";
 import { currentInvocation } from "./launch/invocation";
 import { plainFailure } from "./launch/startup-failure";
+import { VERSION } from "./launch/help";
+import { absentStoreFile, createdStoreLine, noStoreLine } from "./cli/store-presence";
 
 /** Runs one operator command; also reachable as `metered-proxy cli ...` in the single binary. */
 export async function runCli(argv: string[]): Promise<number> {
   const cli = currentInvocation(process.env).cli;
   const route = routeCli(argv, cli);
+  if (route.kind === "version") {
+    console.log(VERSION);
+    return 0;
+  }
   if (route.kind === "help") {
     (route.exitCode === 0 ? console.log : console.error)(route.text);
     return route.exitCode;
@@ -34,6 +41,13 @@ export async function runCli(argv: string[]): Promise<number> {
     const { values, positionals } = parseArgs({ args: argv, options: command.options, allowPositionals: true, strict: true });
     if (positionals.length > 2) throw new UsageError(`unexpected argument: ${positionals[2]}`);
     const config = loadConfig(process.env);
+    // Before anything is written (the secrets key file included): a store that is not there is
+    // most often a command run from another folder than the service's.
+    const absent = absentStoreFile(config.database);
+    if (absent !== null && !command.createsStore) {
+      console.error(noStoreLine(absent));
+      return 2;
+    }
     // The server's own key for this DATABASE_URL: what the CLI seals, the server opens.
     const secrets = resolveSecretBox(config, (message) => console.error(`warning: ${message}`));
     const checkSecrets = command.skipsSecretsCheck ? false : undefined;
@@ -43,6 +57,7 @@ export async function runCli(argv: string[]): Promise<number> {
       return (await command.run(new OperatorService(store, systemClock, CLI_INPUT_NAMES, policy), values, store, config)) ?? 0;
     } finally {
       await store.close();
+      if (absent !== null) console.error(createdStoreLine(absent));
     }
   } catch (err) {
     // Refused: an unknown app, key, user or grant.

@@ -5,6 +5,8 @@
  * loadConfig(env) → openDeps(config) → createApp(deps).listen(). Also the only module (with
  * src/cli.ts) that reads the environment.
  */
+// First, before any other module runs: serving without Bun's runtime settings re-executes with them.
+import "./launch/serve-with-runtime-env";
 import { loadConfig, type Config } from "./config";
 import { connectDependencies, openDeps, type Deps } from "./deps";
 import { createApp } from "./app";
@@ -20,6 +22,7 @@ import { lockEmbeddedStore } from "./launch/embedded-lock";
 import { checkPortFree } from "./launch/port-check";
 import { migrateStore } from "./launch/migrate";
 import { healthcheck } from "./launch/healthcheck";
+import { startNotes } from "./launch/start-notes";
 
 /** The settings, or the end of the process with the one line that names what is wrong (exit 2). */
 function readConfig(what: string): Config {
@@ -48,16 +51,20 @@ interface Serving {
 
 /** Everything up to listening; throws what stopped it (src/launch/startup-failure.ts tells it). */
 async function start(config: Config, invocation: Invocation): Promise<Serving> {
-  const storeLock = lockEmbeddedStore(config);
+  // The port first: a second `npm start` beside a running one is told its port is taken (not
+  // that the store is locked, true but less to the point), and leaves no lock file behind.
   checkPortFree({ host: config.host, port: config.port });
+  const storeLock = lockEmbeddedStore(config);
   const deps = await openDeps(config);
   await ensureDefaultApp(deps, (line) => console.log(line), invocation.cli);
   if (config.demoMode) {
     deps.logger.warn("DEMO MODE: no UPSTREAM_API_KEY is set; chat completions are served by the built-in mock upstream");
   }
+  for (const note of startNotes(config, Boolean(process.env.PUBLIC_URL))) deps.logger[note.level](note.msg);
   if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS && !config.demoMode) {
     // Bun reads it once at process start (setting it later has no effect, measured), and
-    // without it queues upstream requests beyond 256 at a time. `npm start` sets it.
+    // without it queues upstream requests beyond 256 at a time. Only where the re-exec of
+    // src/launch/runtime-env.ts could not call libc is it still missing here.
     deps.logger.warn("BUN_CONFIG_MAX_HTTP_REQUESTS is not set: upstream requests beyond 256 at a time will queue");
   }
   await connectDependencies(deps);

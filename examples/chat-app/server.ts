@@ -9,22 +9,15 @@
  *
  * One demo user ("demo-user"): a real app takes the user from its own login.
  */
+// First: the settings, checked (a missing one ends the process with what to set).
+import { APP_ID, HOST, PORT, PROXY_URL, SECRET_KEY } from "./settings";
 import { join } from "node:path";
 // The package as built in this repository (npm test builds it; `npx tsc -p packages/client` does too).
 import { createServerClient, ProxyError } from "../../packages/client/dist/server.js";
 
-// What `app create` printed; said plainly when missing, since it is the first step a newcomer can skip.
-const missing = ["APP_ID", "SECRET_KEY"].filter((name) => !process.env[name]);
-if (missing.length > 0) {
-  console.error(
-    `${missing.join(" and ")} must be set: the appId and secretKey that \`npm run cli -- app create\` printed (README "Quick start with the example app")`,
-  );
-  process.exit(2);
-}
-
-const PROXY_URL = process.env.PROXY_URL || "http://localhost:8787";
-const APP_ID = process.env.APP_ID!;
-const proxy = createServerClient({ baseUrl: PROXY_URL, secretKey: process.env.SECRET_KEY! });
+const proxy = createServerClient({ baseUrl: PROXY_URL, secretKey: SECRET_KEY });
+/** The page's origin: the one the app must have registered (`app create --origin`). */
+const ORIGIN = `http://${HOST}:${PORT}`;
 const USER = "demo-user";
 const HERE = import.meta.dir;
 const CLIENT_DIST = join(HERE, "..", "..", "packages", "client", "dist");
@@ -64,8 +57,8 @@ async function chat(request: Request): Promise<Response> {
 }
 
 const server = Bun.serve({
-  hostname: process.env.HOST ?? "127.0.0.1",
-  port: Number(process.env.PORT ?? 3000),
+  hostname: HOST,
+  port: PORT,
   async fetch(request) {
     const { pathname } = new URL(request.url);
     if (pathname === "/api/session" && request.method === "POST") {
@@ -76,7 +69,8 @@ const server = Bun.serve({
       return new Response(Bun.file(join(CLIENT_DIST, pathname.slice("/client/".length))), { headers: { "content-type": "text/javascript" } });
     }
     if (pathname === "/") {
-      const html = (await Bun.file(join(HERE, "index.html")).text()).replace("__CONFIG__", JSON.stringify({ proxyUrl: PROXY_URL, appId: APP_ID }));
+      const config = { proxyUrl: PROXY_URL, appId: APP_ID, origin: ORIGIN };
+      const html = (await Bun.file(join(HERE, "index.html")).text()).replace("__CONFIG__", JSON.stringify(config));
       return new Response(html, { headers: { "content-type": "text/html; charset=utf-8" } });
     }
     return new Response("not found", { status: 404 });

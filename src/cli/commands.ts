@@ -60,6 +60,7 @@ const APP_COMMANDS: Command[] = [
       "--funding-sources": FUNDING_SOURCES_DEFAULT,
     },
     options: APP_FIELDS,
+    createsStore: true,
     async run(operator, values) {
       print(await operator.apps.create({ name: text(values, "name")!, origins: origins(values), ...appSettings(values) }));
     },

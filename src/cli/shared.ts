@@ -29,6 +29,8 @@ export interface Command {
   run(operator: OperatorService, values: Values, store: Store, config: Config): Promise<void | number>;
   /** Opens the store without checking its secrets key: only `secrets reset`, which repairs a store that check refuses. */
   skipsSecretsCheck?: boolean;
+  /** May create an SQLite store that does not exist yet (only `app create`); every other command refuses one (src/cli/store-presence.ts). */
+  createsStore?: boolean;
 }
 
 /** The service's refusals name the flags the operator typed. */

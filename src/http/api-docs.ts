@@ -7,7 +7,8 @@ const HIDDEN = { detail: { hide: true } };
 /**
  * GET {prefix}/openapi.json (a fixed operator interface, ARCHITECTURE.md §4), the reference
  * page at /docs with its files, and a redirect from {prefix}/docs, where the page used to be,
- * so that old links still land on it.
+ * so that old links still land on it. GET / says where these are: the first address a
+ * newcomer opens, which would otherwise be a bare 404.
  */
 export function apiDocs(prefix: string, sources: DocumentSources) {
   const specPath = `${prefix}/openapi.json`;
@@ -25,7 +26,10 @@ export function apiDocs(prefix: string, sources: DocumentSources) {
       },
     ));
 
+  const { title, version } = sources.documentation.info as { title: string; version: string };
+  const index = { name: title, version, docs: DOCS_PATH, openapi: specPath, health: "/healthz", api: prefix };
   plugin
+    .get("/", () => index, HIDDEN)
     .get(specPath, async () => (await current()).document, HIDDEN)
     .get(
       DOCS_PATH,

@@ -31,7 +31,11 @@ export function boundJsonBody(request: Request, mediaType: string, context: Requ
     const text = await readText.call(request);
     const exceeded = jsonBoundExceeded(text);
     if (exceeded !== null) throw refuseBody(context, new ApiError("invalid_request", exceeded));
-    return JSON.parse(text) as unknown;
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (err) {
+      throw refuseBody(context, new ApiError("invalid_request", `request body is not valid JSON: ${parseProblem(err)}`));
+    }
   });
   if (mediaType === "multipart/form-data") {
     define(request, "formData", async () => {
@@ -42,6 +46,15 @@ export function boundJsonBody(request: Request, mediaType: string, context: Requ
       throw refuseBody(context, notJson(mediaType));
     });
   }
+}
+
+/**
+ * What JSON.parse said, without the quoted text it may quote from the body ("Unexpected
+ * identifier "sk_live_…"": a secret typed without quotes must not come back in an error).
+ */
+function parseProblem(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return message.replace(/^JSON Parse error: /, "").replace(/\s*"[^"]*"/g, "") || "it does not parse";
 }
 
 function define(request: Request, method: "json" | "formData" | "text", value: () => Promise<unknown>): void {

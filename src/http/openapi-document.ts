@@ -53,7 +53,9 @@ export async function buildOpenApiDocument(app: AnyElysia, sources: DocumentSour
   // and the parts of TypeBox it brings held 1.6 MB in every process, whether or not it
   // ever serves its docs (ARCHITECTURE.md §7 "OpenAPI generator on first use").
   const { toOpenAPISchema } = await import("@elysiajs/openapi");
-  const generated = plainJson(toOpenAPISchema(app, undefined, undefined, undefined, OPENAPI_VERSION));
+  // staticFile off: by default the generator drops every path with a "." in it, and
+  // /api/v1/grants/popup.js is an endpoint apps include (the document's own files are hidden).
+  const generated = plainJson(toOpenAPISchema(app, { staticFile: false }, undefined, undefined, OPENAPI_VERSION));
   const { documentation } = sources;
   const document: Json = {
     openapi: OPENAPI_VERSION,

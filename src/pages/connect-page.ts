@@ -21,11 +21,14 @@ const STYLE = `
   body { font: 16px/1.5 system-ui, sans-serif; margin: 0; padding: 24px; color: #1a1a1a; background: #fff; }
   main { max-width: 440px; margin: 0 auto; }
   h1 { font-size: 1.35rem; margin: 0 0 12px; }
+  /* The heading takes focus on load only to set where reading (and Tab) starts; it is not a control. */
+  h1:focus { outline: none; }
   dl { display: grid; grid-template-columns: max-content 1fr; gap: 6px 16px; margin: 16px 0; }
   dt { font-weight: 600; }
   dd { margin: 0; overflow-wrap: anywhere; }
   label { display: block; font-weight: 600; margin: 16px 0 6px; }
   input { font: inherit; padding: 8px; width: 8em; }
+  input:focus-visible { outline: 3px solid #0b57d0; outline-offset: 2px; }
   .actions { display: flex; flex-wrap: wrap; gap: 12px; margin-top: 16px; }
   button { font: inherit; padding: 10px 20px; border-radius: 6px; border: 2px solid #1a1a1a; background: #fff; cursor: pointer; }
   button:focus-visible { outline: 3px solid #0b57d0; outline-offset: 2px; }
@@ -36,7 +39,10 @@ const STYLE = `
   legend { font-weight: 600; padding: 0; }
   fieldset label { font-weight: 400; margin: 6px 0; }
   fieldset input { width: auto; margin-right: 8px; }
-  [role="alert"] { color: #a50e0e; min-height: 1.5em; }
+  [role="alert"] { min-height: 1.5em; }
+  /* Red only for what went wrong: "Waiting for…" and "Approved" are not errors. */
+  #status { color: #444; }
+  #status.error, [role="alert"]:not(#status) { color: #a50e0e; }
 `;
 
 /**
@@ -108,7 +114,12 @@ function pageScript(config: Record<string, unknown>): string {
   const config = ${scriptJson(config)};${POPUP_CLOSING_SCRIPT}
   const $ = (id) => document.getElementById(id);
   const status = $("status"), cap = $("cap"), approve = $("approve"), revoke = $("revoke");
-  const usd = (n) => "$" + Number(n).toFixed(2);
+  // Cents at least, and every nano-dollar there is: a short call costs $0.00001065, not "$0.00".
+  const usd = (n) => "$" + Number(n).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 9 });
+  const say = (text, error = false) => {
+    status.textContent = text;
+    status.classList.toggle("error", error);
+  };
   let token = null;
   // The token's requested limit: the cap may not exceed it (nor the service's maximum).
   let requestLimit = null;
@@ -138,8 +149,8 @@ ${CONNECT_FUNDING_SCRIPT}
   };
   const act = async (work) => {
     approve.disabled = revoke.disabled = true;
-    status.textContent = "Working…";
-    try { await work(); } catch (error) { status.textContent = error.message; approve.disabled = false; }
+    say("Working…");
+    try { await work(); } catch (error) { say(error.message, true); approve.disabled = false; }
   };
   window.addEventListener("message", async (event) => {
     // Only the window that opened us, at the origin the app registered, may hand us a token.
@@ -160,10 +171,10 @@ ${CONNECT_FUNDING_SCRIPT}
       if (current) current.checked = true;
       if (asked !== null) cap.value = String(asked);
       cap.disabled = approve.disabled = false;
-      status.textContent = "";
+      say("");
     } catch (error) {
       token = null;
-      status.textContent = error.message || "This session cannot be used.";
+      say(error.message || "This session cannot be used.", true);
     }
   });
   approve.addEventListener("click", () => act(async () => {
@@ -179,14 +190,14 @@ ${CONNECT_FUNDING_SCRIPT}
       throw new Error("Not approved: " + error.message);
     });
     show(view);
-    status.textContent = "Approved: " + usd(view.limits.monthlyUsd) + " a month. You can close this window.";
+    say("Approved: " + usd(view.limits.monthlyUsd) + " a month. You can close this window.");
     approve.disabled = false;
     tell({ type: "connected", monthlyUsd: view.limits.monthlyUsd, resetsAt: view.resetsAt, fundingSource: view.fundingSource });
   }));
   revoke.addEventListener("click", () => act(async () => {
     await call("DELETE");
     show(await call("GET"));
-    status.textContent = "Revoked. " + $("app-name").textContent + " can no longer spend for you.";
+    say("Revoked. " + $("app-name").textContent + " can no longer spend for you.");
     approve.disabled = false;
     tell({ type: "revoked" });
   }));
@@ -198,7 +209,7 @@ ${CONNECT_FUNDING_SCRIPT}
     closeSoon();
   });
   if (window.opener) tell({ type: "connect_ready" });
-  else status.textContent = "Open this page from the app that asked for it.";
+  else say("Open this page from the app that asked for it.", true);
 })();`;
 }
 

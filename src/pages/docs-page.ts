@@ -12,7 +12,8 @@ import { escapeHtml, scriptJson } from "./html";
  * in a sandbox: an opaque origin that can read no cookie or storage of the service's origin
  * and cannot script the consent page, whatever a bug in the renderer or the document lets
  * through. That is also why the document is embedded rather than fetched, and why the page
- * offers no "Try it out": an opaque origin's requests to the API would be cross-origin.
+ * offers no "Try it out" (an opaque origin's requests to the API would be cross-origin), and so
+ * no "Authorize" either: a credential entered there would have nothing to try.
  */
 export const DOCS_PATH = "/docs";
 
@@ -28,6 +29,8 @@ SwaggerUIBundle({
   domNode: document.getElementById("reference"),
   // A reference only: the sandboxed page sends no request (see src/pages/docs-page.ts).
   supportedSubmitMethods: [],
+  // Nor does it take credentials: the Authorize button and each operation's padlock are left out.
+  plugins: [() => ({ components: { authorizeBtn: () => null, authorizeOperationBtn: () => null } })],
   // Left on, Swagger UI sends the document to an online validator for a badge.
   validatorUrl: null,
 });

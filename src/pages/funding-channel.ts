@@ -44,7 +44,7 @@ export const FUNDING_RESULT_SCRIPT = `(() => {
 
 /**
  * The connect page's side, run inside its script (connect-page.ts), where `config`, `call`,
- * `show`, `status`, `approve` and `tell` are defined. `linkOwnAccount(monthlyUsd)` opens the
+ * `show`, `say` (the status line: `say(text, true)` for an error), `approve` and `tell` are defined. `linkOwnAccount(monthlyUsd)` opens the
  * second window at once (a window opened after an await may be blocked as not from a click),
  * asks the service for the authorize URL, and sends the window there; the channel's answer
  * then ends the flow as an approve would, with `fundingSource: "user"`.
@@ -70,7 +70,7 @@ export const CONNECT_FUNDING_SCRIPT = `
     pendingState = callbackUrl ? new URL(callbackUrl).searchParams.get("state") : null;
     if (!pendingState) { linkWindow.close(); throw new Error("The service's answer has no flow to follow."); }
     linkWindow.location.replace(answer.authorizeUrl);
-    status.textContent = "Approve in the window of your upstream account; this page finishes when it is done.";
+    say("Approve in the window of your upstream account; this page finishes when it is done.");
     approve.disabled = false;
   };
   if (channel) channel.onmessage = async (event) => {
@@ -81,13 +81,13 @@ export const CONNECT_FUNDING_SCRIPT = `
     const result = data.result || {};
     if (result.outcome !== "connected" || result.appId !== config.appId) {
       const why = result.outcome === "denied" ? "you declined on the upstream's page." : result.message || "the upstream's page did not link it.";
-      status.textContent = "Not linked: " + why;
+      say("Not linked: " + why, true);
       approve.disabled = false;
       return;
     }
     // The session token may have lapsed while the user was away: the view is a courtesy.
     await call("GET").then(show, () => undefined);
-    status.textContent = "Approved: " + usd(result.monthlyUsd) + " a month, paid by your own upstream account. You can close this window.";
+    say("Approved: " + usd(result.monthlyUsd) + " a month, paid by your own upstream account. You can close this window.");
     tell({ type: "connected", monthlyUsd: result.monthlyUsd, resetsAt: result.resetsAt, fundingSource: "user" });
   };`;
 

@@ -146,6 +146,10 @@ export function consentRoutes(consent: ConsentService, rateLimiter: RateLimiter,
         detail: {
           tags: ["grants"],
           summary: "Browser helper: MeteredProxy.requestGrant({appId, usd, maxUses?, ttl?})",
+          description:
+            'The script an app page includes with a script element; call `MeteredProxy.requestGrant` from a click, since browsers block a popup a page opens by itself. It resolves with `{type: "grant", grantToken, usd, maxUses, expiresAt, state}`.',
+          // Loaded by any page, with no credential.
+          security: [],
           responses: { 200: { description: "JavaScript.", content: { "text/javascript": { schema: { type: "string" } } } } },
         },
       },

@@ -203,4 +203,17 @@ describe("@metered-proxy/client/browser in Chromium", () => {
     const page = await appPage();
     expect(await run(page, "getConnection")).toMatchObject({ error: "AuthError", code: "auth", status: 401, isProxyError: true });
   });
+
+  test("from an origin the app did not register, the refused answer is a ProxyUnreachableError naming the page's origin", async () => {
+    // The same page and port as localhost: another origin than the registered 127.0.0.1 one.
+    const stranger = site.origin.replace("127.0.0.1", "localhost");
+    const page = await context.newPage();
+    await page.goto(`${stranger}/`);
+    await page.waitForFunction(() => typeof window.run === "function", undefined, WAIT);
+    const failed = await run(page, "getConnection");
+    expect(failed).toMatchObject({ error: "ProxyUnreachableError", isProxyError: false });
+    expect(failed.message).toContain(`could not reach the metered proxy at http://localhost:${server.port}/api/v1/connections`);
+    expect(failed.message).toContain(`is this page's origin (${stranger}) one the app registered (--origin)?`);
+    problems.console.length = 0;
+  });
 });

@@ -12,6 +12,7 @@
  * tests/client/pack-openai7.test.ts does the same with `openai` 7 from the npm registry.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../helpers/server";
 import { BROWSER_PRELUDE, CHAT_CALLS, expectChatCalls, expectReadmeOutput, serverWithUsers, TYPE_CHECKS } from "./consumer-code";
@@ -45,6 +46,20 @@ describe("npm pack of @metered-proxy/client, with openai 6", () => {
       ]),
     );
     expect(app.packedFiles.filter((p) => !p.startsWith("dist/"))).toEqual(["CHANGELOG.md", "README.md", "package.json"]);
+  });
+
+  test("both READMEs install the tarball by the name npm pack gives it, and npm would publish it, to public access", async () => {
+    const manifest = JSON.parse(readFileSync(join(REPO_ROOT, "packages/client/package.json"), "utf8")) as Record<string, unknown>;
+    expect(app.tarball).toBe(`metered-proxy-client-${manifest.version as string}.tgz`);
+    expect(readFileSync(join(REPO_ROOT, "packages/client/README.md"), "utf8")).toContain(`npm install ./${app.tarball} openai`);
+    expect(readFileSync(join(REPO_ROOT, "README.md"), "utf8")).toContain(`npm install /path/to/${app.tarball} openai`);
+    expect(manifest.private).toBeUndefined();
+    // --dry-run sends nothing; --offline keeps npm from asking the registry anything.
+    const dryRun = await run(["npm", "publish", "--dry-run", "--offline", "--json"], join(REPO_ROOT, "packages/client"));
+    const report = JSON.parse(dryRun.stdout) as Record<string, { id: string; files: Array<{ path: string }> }>;
+    expect(report["@metered-proxy/client"]!.id).toBe(`@metered-proxy/client@${manifest.version as string}`);
+    expect(report["@metered-proxy/client"]!.files.map((f) => f.path).sort()).toEqual([...app.packedFiles].sort());
+    expect(dryRun.stderr).toContain("with tag latest and public access (dry-run)");
   });
 
   test("npm installs it beside openai 6 without a warning: the peer range takes it, no engine refuses this Node", async () => {

@@ -31,6 +31,8 @@ export interface ScratchApp {
   dir: string;
   /** What `npm pack --json` said it packed. */
   packedFiles: string[];
+  /** The tarball's file name, as `npm pack` made it (`metered-proxy-client-0.3.0.tgz`). */
+  tarball: string;
   /** What `npm install` printed, both streams. */
   installOutput: string;
   /** The version of `openai` that npm installed. */
@@ -58,6 +60,7 @@ export async function scratchApp(openaiSpec: string, installFlags: string[]): Pr
     return {
       dir,
       packedFiles: packed[0]!.files.map((f) => f.path),
+      tarball: packed[0]!.filename,
       installOutput: install.stdout + install.stderr,
       openaiVersion: openaiManifest.version,
       async compile(files) {

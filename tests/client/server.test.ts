@@ -14,11 +14,12 @@ import {
   InvalidRequestError,
   NotConnectedError,
   ProxyError,
+  ProxyUnreachableError,
   RateLimitedError,
   toProxyError,
   type ServerClient,
 } from "../../packages/client/src/server";
-import { cliCreateApp, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { cliCreateApp, freePort, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 
 // Real server processes; bun's default test timeout is 5 s.
 setDefaultTimeout(60_000);
@@ -211,4 +212,24 @@ describe("server client against a real server", () => {
     const err = await proxyErrorOf(wrong.chat({ user: "alice" }, { maxRetries: 0 }).chat.completions.create({ model: MODEL, messages: HELLO }));
     expect(err).toBeInstanceOf(AuthError);
   });
+});
+
+test("a service that does not answer: ProxyUnreachableError naming the address and what to check, with fetch's error as its cause", async () => {
+  // A port nothing listens on.
+  const nowhere = createServerClient({ baseUrl: `http://127.0.0.1:${freePort()}`, secretKey: app.secretKey });
+  const failed = await nowhere.getStatus("alice").catch((err: unknown) => err);
+  expect(failed).toBeInstanceOf(ProxyUnreachableError);
+  expect(failed).not.toBeInstanceOf(ProxyError);
+  const err = failed as ProxyUnreachableError;
+  expect(err.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/api\/v1\/status$/);
+  expect(err.message).toStartWith(`could not reach the metered proxy at ${err.url} (`);
+  expect(err.message).toEndWith("Is the service running at the baseUrl given to createServerClient?");
+  expect(err.cause).toBeInstanceOf(Error);
+  // An abort the caller asked for stays what it was.
+  const aborting = createServerClient({
+    baseUrl: server.baseUrl,
+    secretKey: app.secretKey,
+    fetch: (input, init) => fetch(input, { ...init, signal: AbortSignal.abort() }),
+  });
+  expect(((await aborting.getStatus("alice").catch((e: unknown) => e)) as Error).name).toBe("AbortError");
 });

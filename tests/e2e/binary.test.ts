@@ -8,7 +8,7 @@
  * probe, and a clean SIGTERM that flushes the ledger.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Database } from "bun:sqlite";
@@ -277,6 +277,50 @@ test("the binary runs the SQLite maintenance thread: the served rows reach the p
   } finally {
     ledger.close();
     index.close();
+  }
+});
+
+test("started without BUN_CONFIG_MAX_HTTP_REQUESTS, the binary gives it to itself: more than 256 upstream calls at a time, same pid", async () => {
+  // Bun reads the setting once, at process start: the binary re-executes itself with it.
+  const calls = 300;
+  const slow = await startMockUpstream();
+  const bare = tempDatabase();
+  const env = { UPSTREAM_BASE_URL: slow.url, UPSTREAM_API_KEY: "sk-or-binary-bare", RL_CHAT_LIMIT: "1000", SHUTDOWN_GRACE_MS: "1000" };
+  // Empty is unset: the harness would otherwise give it the settings itself.
+  const started = await startServer({ databaseUrl: bare.databaseUrl, command: [binary], env: { ...env, BUN_CONFIG_MAX_HTTP_REQUESTS: "" } });
+  let client: ReturnType<typeof Bun.spawn> | undefined;
+  try {
+    const environ = readFileSync(`/proc/${started.proc.pid}/environ`, "utf8").split("\0");
+    expect(environ).toContain(`BUN_CONFIG_MAX_HTTP_REQUESTS=${RUNTIME_ENV.BUN_CONFIG_MAX_HTTP_REQUESTS}`);
+    expect(started.logLines().some((l) => String(l.msg).startsWith("BUN_CONFIG_MAX_HTTP_REQUESTS is not set"))).toBe(false);
+
+    const keyFile = Bun.spawnSync([binary, "cli", "app", "create", "--name", "bare"], {
+      env: { PATH: process.env.PATH ?? "", DATABASE_URL: bare.databaseUrl },
+    });
+    const { secretKey } = JSON.parse(keyFile.stdout.toString()) as { secretKey: string };
+    const auth = { authorization: `Bearer ${secretKey}`, "content-type": "application/json" };
+    const session = await started.fetch("/api/v1/sessions", {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ appUserId: "many", requestLimit: { monthlyUsd: 5 } }),
+    });
+    const { token } = (await session.json()) as { token: string };
+    expect((await started.fetch("/api/v1/connections", { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+
+    // The calls come from a process of their own, which has the setting (this test's may not):
+    // each stalls upstream before its headers, so they are all in flight together.
+    const body = JSON.stringify({ model: "openai/gpt-4o-mini", max_tokens: 16, messages: [{ role: "user", content: "wait [[mock stall_before_headers]]" }] });
+    const script = `for (let i = 0; i < ${calls}; i++) fetch(${JSON.stringify(`${started.baseUrl}/api/v1/chat/completions`)}, { method: "POST", headers: ${JSON.stringify({ ...auth, "x-service-user": "many" })}, body: ${JSON.stringify(body)} }).catch(() => {}); await new Promise(() => {});`;
+    client = Bun.spawn([process.execPath, "-e", script], { env: { PATH: process.env.PATH ?? "", ...RUNTIME_ENV }, stdout: "ignore", stderr: "inherit" });
+    // Past 256, a process without the setting would queue them: the wait is bounded by the test's timeout.
+    while (slow.mock.served.length < calls) await Bun.sleep(50);
+    expect(slow.mock.served.length).toBe(calls);
+  } finally {
+    client?.kill("SIGKILL");
+    await client?.exited;
+    await started.stop();
+    await slow.stop();
+    bare.cleanup();
   }
 });
 

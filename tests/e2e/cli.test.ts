@@ -5,9 +5,13 @@
  * change on its next request.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { COMMANDS } from "../../src/cli/commands";
 import { GROUPS, groupOf } from "../../src/cli/help";
-import { connectOverHttp, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { connectOverHttp, REPO_ROOT, runCli, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { version } from "../../package.json";
 import { pollUntil } from "../helpers/cluster";
 import { openSqliteStore } from "../../src/store/sqlite";
 import { approveConsentOrThrow } from "../helpers/grants";
@@ -88,6 +92,26 @@ describe("help and usage errors", () => {
     const nothing = await runCli(db.databaseUrl);
     expect({ code: nothing.code, stdout: nothing.stdout }).toEqual({ code: 2, stdout: "" });
     expect(nothing.stderr).toStartWith("usage: npm run cli -- <command> [options]\n");
+  });
+
+  test("a typo gets the nearest command: `keys rotate` is `key rotate`, `key rotate-kek` is `keys rotate-kek`; a far word gets none", async () => {
+    const typos: Array<[string[], string]> = [
+      [["keys", "rotate", "--app", "x"], "key rotate"],
+      [["key", "rotate-kek"], "keys rotate-kek"],
+      [["kye", "list"], "key list"],
+      [["usage", "exprt"], "usage export"],
+      [["apps"], "app"],
+    ];
+    for (const [args, meant] of typos) {
+      const run = await runCli(db.databaseUrl, ...args);
+      expect({ args, code: run.code, second: run.stderr.split("\n")[1] }).toEqual({ args, code: 2, second: `Did you mean \`npm run cli -- ${meant}\`?` });
+    }
+    for (const args of [["bogus"], ["app", "explode"]]) expect((await runCli(db.databaseUrl, ...args)).stderr).not.toContain("Did you mean");
+  });
+
+  test("--version prints the version and exits 0, as the program's own does", async () => {
+    const run = await runCli(db.databaseUrl, "--version");
+    expect({ code: run.code, stdout: run.stdout, stderr: run.stderr }).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
   });
 
   test("a command's help shows what its flags mean when left out: usage export writes JSON lines", async () => {
@@ -297,5 +321,68 @@ describe("connections, grants and usage", () => {
     expect((await runCli(db.databaseUrl, "grants", "revoke", "--app", "appother", "--grant", grant.grant.id)).code).toBe(1);
     const status = await server.fetch("/api/v1/grants/current", { headers: { authorization: `Bearer ${secretKey}`, "x-service-grant": grant.grantToken } });
     expect(((await status.json()) as { status: string }).status).toBe("revoked");
+  });
+});
+
+describe("a store that is not there", () => {
+  /** `bun src/cli.ts …` from `cwd`, with no DATABASE_URL: the default, data/proxy.sqlite under `cwd`. */
+  async function cliIn(cwd: string, ...args: string[]) {
+    const proc = Bun.spawn([process.execPath, join(REPO_ROOT, "src/cli.ts"), ...args], {
+      cwd,
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    return { code, stdout, stderr };
+  }
+
+  test("read from another folder, it is refused with where it was looked for, and nothing is created", async () => {
+    const elsewhere = mkdtempSync(join(tmpdir(), "cli-elsewhere-"));
+    try {
+      for (const args of [
+        ["app", "list"],
+        ["app", "show", "--app", "appx"],
+        ["key", "list", "--app", "appx"],
+        ["keys", "rotate-kek"],
+      ]) {
+        const run = await cliIn(elsewhere, ...args);
+        expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 2, stdout: "" });
+        expect(run.stderr.trim()).toBe(
+          `no store at ${join(elsewhere, "data/proxy.sqlite")} (DATABASE_URL sqlite:data/proxy.sqlite, relative to the working folder ${elsewhere}): nothing was created. ` +
+            "Run the command from the folder the service runs in, or set DATABASE_URL to the service's database (an absolute path works from any folder).",
+        );
+      }
+      expect(readdirSync(elsewhere)).toEqual([]);
+      // An absolute DATABASE_URL to a missing file: the same refusal, without the working folder.
+      const absolute = await runCli(`sqlite:${join(elsewhere, "nowhere", "proxy.sqlite")}`, "app", "list");
+      expect(absolute.code).toBe(2);
+      expect(absolute.stderr).toStartWith(
+        `no store at ${join(elsewhere, "nowhere", "proxy.sqlite")} (DATABASE_URL sqlite:${join(elsewhere, "nowhere", "proxy.sqlite")}): `,
+      );
+      expect(existsSync(join(elsewhere, "nowhere"))).toBe(false);
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
+  test("app create makes it and says where; the next command there sees the app", async () => {
+    const fresh = mkdtempSync(join(tmpdir(), "cli-fresh-"));
+    try {
+      const created = await cliIn(fresh, "app", "create", "--name", "first");
+      expect(created.code).toBe(0);
+      const app = JSON.parse(created.stdout) as { appId: string };
+      expect(created.stderr.trim()).toBe(
+        `created a new store at ${join(fresh, "data/proxy.sqlite")} (DATABASE_URL sqlite:data/proxy.sqlite, relative to the working folder ${fresh}); ` +
+          "the service must use the same DATABASE_URL to see this app.",
+      );
+      const listed = await cliIn(fresh, "app", "list");
+      expect({ code: listed.code, stderr: listed.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(JSON.parse(listed.stdout)).toMatchObject({ appId: app.appId, name: "first" });
+      // Once it exists, app create says nothing more about it.
+      expect((await cliIn(fresh, "app", "create", "--name", "second")).stderr).toBe("");
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   });
 });

@@ -12,7 +12,8 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { launchChromium, watchPageProblems, type HtmlServer, type PageProblems } from "../helpers/browser";
 import { cliCreateApp, REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
 
-declare const document: { activeElement: { id: string } | null };
+declare const document: { activeElement: { id: string } | null; getElementById(id: string): unknown };
+declare function getComputedStyle(element: unknown): { color: string; outlineStyle: string };
 interface MessageWindow {
   postMessage(message: unknown, targetOrigin: string): void;
   addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
@@ -124,6 +125,10 @@ async function status(): Promise<{ connected: boolean; limits: { monthlyUsd: num
 
 const eventsOf = (page: Page) => page.evaluate(() => window.events);
 
+/** The connect page's error colour (#a50e0e), as computed styles give it. */
+const ERROR_RED = "rgb(165, 14, 14)";
+const colourOf = (page: Page, id: string) => page.evaluate((i) => getComputedStyle(document.getElementById(i)).color, id);
+
 /**
  * Returns once `page` has handled every message queued to it before this call: it posts
  * itself a probe, and posted messages are handled in order (HTML, "posted message task
@@ -155,8 +160,10 @@ describe("the hosted connect page in Chromium", () => {
     expect(await popup.locator("#user").textContent()).toBe("alice");
     expect(await popup.locator("#who-pays").textContent()).toContain("up to $12.00 a month");
     expect(await popup.inputValue("#cap")).toBe("12");
-    // Nothing but the heading has focus: an Enter pressed by habit approves nothing.
+    // Nothing but the heading has focus: an Enter pressed by habit approves nothing. It is not a
+    // control, so it wears no focus ring.
     expect(await popup.evaluate(() => document.activeElement?.id)).toBe("title");
+    expect(await popup.evaluate(() => getComputedStyle(document.getElementById("title")).outlineStyle)).toBe("none");
     await popup.keyboard.press("Enter");
     expect((await status()).connected).toBe(false);
 
@@ -188,6 +195,8 @@ describe("the hosted connect page in Chromium", () => {
     await popup.click("#approve");
     await popup.locator("#status").filter({ hasText: "may not exceed the limit the app requested" }).waitFor(WAIT);
     expect((await status()).connected).toBe(false);
+    // What went wrong is in the error colour.
+    expect(await colourOf(popup, "status")).toBe(ERROR_RED);
   });
 
   test("a page on another origin that opens the same URL cannot hand it a token", async () => {
@@ -200,7 +209,42 @@ describe("the hosted connect page in Chromium", () => {
     await settled(page);
     expect(await eventsOf(page)).toEqual([]);
     expect(await popup.locator("#status").textContent()).toContain("Waiting for");
+    // Waiting is no error: not in the error colour.
+    expect(await colourOf(popup, "status")).not.toBe(ERROR_RED);
     expect(await popup.isDisabled("#approve")).toBe(true);
     expect((await status()).connected).toBe(false);
+  });
+
+  test("what was used shows to the nano-dollar: a short call's $0.0000… is not $0.00", async () => {
+    // Alice approves over HTTP and makes one short call (demo mode: the built-in mock).
+    const auth = { authorization: `Bearer ${app.secretKey}`, "content-type": "application/json" };
+    const session = await server.fetch("/api/v1/sessions", {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ appUserId: "alice", requestLimit: { monthlyUsd: 20 } }),
+    });
+    const { token } = (await session.json()) as { token: string };
+    expect((await server.fetch("/api/v1/connections", { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    const chat = await server.fetch("/api/v1/chat/completions", {
+      method: "POST",
+      headers: { ...auth, "x-service-user": "alice" },
+      body: JSON.stringify({ model: "openai/gpt-4o-mini", messages: [{ role: "user", content: "Hi [[mock tokens=3]]" }] }),
+    });
+    expect(chat.status).toBe(200);
+    let used = 0;
+    for (let i = 0; i < 200 && used === 0; i++) {
+      const res = await server.fetch("/api/v1/status?appUserId=alice", { headers: { authorization: `Bearer ${app.secretKey}` } });
+      used = ((await res.json()) as { usage: { monthlyUsd: number } }).usage.monthlyUsd;
+      if (used === 0) await Bun.sleep(25);
+    }
+    expect(used).toBeGreaterThan(0);
+    expect(used).toBeLessThan(0.005);
+
+    const { popup } = await openConnect(appSite);
+    await popup.locator("#current").filter({ hasText: "Connected" }).waitFor(WAIT);
+    const shown = (await popup.locator("#used").textContent())!;
+    expect(shown).toStartWith(`$${used.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 9 })} (resets `);
+    expect(shown).not.toStartWith("$0.00 ");
+    expect(await popup.locator("#current").textContent()).toBe("Connected, $20.00 a month");
   });
 });

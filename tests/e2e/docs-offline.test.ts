@@ -10,6 +10,7 @@ import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { launchChromium, watchPageProblems, type PageProblems } from "../helpers/browser";
 import { REPO_ROOT, startServer, tempDatabase, type RunningServer } from "../helpers/server";
+import { version } from "../../package.json";
 
 /** What the callbacks run inside Chromium touch (the project compiles without the DOM lib). */
 declare const document: { body: { append(node: unknown): void }; createElement(tag: "script"): { textContent: string } };
@@ -87,6 +88,11 @@ describe("the API reference in Chromium, offline", () => {
       expect({ method, path, summary, shown: await shown.first().isVisible() }).toEqual({ method, path, summary, shown: true });
     }
     expect(await page.title()).toBe("Metered model proxy: API reference");
+    // This release's version; and no "Authorize" (nor any operation's padlock): a read-only
+    // reference has nothing to try a credential on.
+    expect((await page.locator(".info .version").first().textContent())?.trim()).toBe(version);
+    expect(await page.locator(".auth-wrapper, .btn.authorize, .authorization__btn").count()).toBe(0);
+    expect(await page.getByText("/api/v1/grants/popup.js", { exact: true }).first().isVisible()).toBe(true);
     expect(elsewhere).toEqual([]);
     expect([...new Set(asked)].sort()).toEqual(PAGE_FILES);
     expect(problems.cspViolations).toEqual([]);

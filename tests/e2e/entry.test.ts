@@ -75,9 +75,10 @@ test("a used port: one plain line with the fix, exit 1, before the store is open
     expect(run.stderr.trimEnd().split("\n")).toEqual([
       `cannot start: port ${port} is in use on 127.0.0.1 (EADDRINUSE): another process listens there. Stop it, or set PORT to a free port.`,
     ]);
-    // Not migrated, and no default app whose key would be printed by a process that cannot serve it.
+    // Not migrated, and no default app whose key would be printed by a process that cannot serve it;
+    // not even the store's lock file, or the folder it would be in.
     expect(run.stdout).toBe("");
-    expect(existsSync(scratch.path)).toBe(false);
+    expect(existsSync(join(scratch.dir, "data"))).toBe(false);
   } finally {
     other.stop(true);
     scratch.cleanup();

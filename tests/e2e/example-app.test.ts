@@ -8,6 +8,8 @@
  * and without its two required settings the example says what to set.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { statSync } from "node:fs";
+import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { launchChromium, watchPageProblems } from "../helpers/browser";
 import { buildClientPackage, exampleOrigin as pickExampleOrigin, startExampleApp, type RunningExampleApp } from "../helpers/example-app";
@@ -208,7 +210,65 @@ describe("the example app in Chromium", () => {
   });
 });
 
+describe("the example app at another origin than its own", () => {
+  test("opened at localhost instead of its registered 127.0.0.1, the page says which address to open, instead of waiting", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const localhost = exampleOrigin.replace("127.0.0.1", "localhost");
+    await page.goto(`${localhost}/`);
+    await page.waitForFunction(() => document.getElementById("connection")?.dataset.connected === "unknown", undefined, WAIT);
+    expect(await page.locator("#connection").textContent()).toBe(
+      `Open this page at ${exampleOrigin}: that is the origin the app registered (app create --origin), and the proxy answers no other. This page is at ${localhost}.`,
+    );
+    await context.close();
+  });
+});
+
+/** `npm run example` (the README's command) with `env`; its output as it comes, and the process. */
+function npmRunExample(env: Record<string, string>) {
+  return Bun.spawn(["npm", "run", "example"], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+}
+
 describe("the example app's settings", () => {
+  test("npm run example without APP_ID says what to set before it builds anything, and exits 2", async () => {
+    const built = join(REPO_ROOT, "packages/client/dist/server.js");
+    const before = statSync(built).mtimeMs;
+    const run = npmRunExample({ PORT: String(freePort()), SECRET_KEY: "sk_live_x_y" });
+    const [code, stderr] = await Promise.all([run.exited, new Response(run.stderr).text()]);
+    expect(code).toBe(2);
+    expect(stderr).toContain("APP_ID must be set: the appId and secretKey that `npm run cli -- app create` printed");
+    // tsc rewrites every output it builds: the library was not built.
+    expect(statSync(built).mtimeMs).toBe(before);
+  });
+
+  test("npm run example stops its server on SIGTERM", async () => {
+    const port = freePort();
+    const run = npmRunExample({ PORT: String(port), PROXY_URL: `http://localhost:${proxy.port}`, APP_ID: "appexample", SECRET_KEY: secretKey });
+    const reader = run.stdout.getReader();
+    let said = "";
+    while (!said.includes("example app on")) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`npm run example ended: ${said}`);
+      said += new TextDecoder().decode(value);
+    }
+    expect((await fetch(`http://127.0.0.1:${port}/`)).status).toBe(200);
+    run.kill("SIGTERM");
+    await run.exited;
+    // Nothing answers there any more: the server went with npm, not left behind.
+    expect(
+      await fetch(`http://127.0.0.1:${port}/`).then(
+        (r) => `answered ${r.status}`,
+        () => "refused",
+      ),
+    ).toBe("refused");
+  });
+
   test("without APP_ID and SECRET_KEY it says what to set, and exits 2", async () => {
     const run = Bun.spawn([process.execPath, "examples/chat-app/server.ts"], {
       cwd: REPO_ROOT,

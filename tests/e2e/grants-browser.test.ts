@@ -6,7 +6,7 @@
  * and the app pages as http://127.0.0.1:PORT2, so the two are different sites, as in life.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { startMockUpstream, type RunningMockUpstream } from "../../packages/mock-upstream/src";
@@ -68,6 +68,19 @@ const openerPageHtml = (consentUrl: string) => `<!doctype html>
   document.getElementById("ask").addEventListener("click", () => { window.consentPopup = window.open(${JSON.stringify(consentUrl)}, "consent", "popup"); });
 </script></body></html>`;
 
+/**
+ * README "Apps without a user system: one-time grants": its HTML snippet as written, with the
+ * proxy's address and the app's id filled in, in a page of its own.
+ */
+function readmeGrantPage(proxy: string, appId: string): string {
+  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Apps without a user system: one-time grants"));
+  const snippet = /```html\n([\s\S]*?)```/.exec(section)?.[1];
+  if (!snippet?.includes("http://localhost:8787") || !snippet.includes('appId: "app…"')) throw new Error("README.md: the one-time grant snippet was not found");
+  const filled = snippet.replaceAll("http://localhost:8787", proxy).replaceAll('appId: "app…"', `appId: ${JSON.stringify(appId)}`);
+  return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>README snippet</title></head><body>\n${filled}</body></html>`;
+}
+
 beforeAll(async () => {
   upstream = await startMockUpstream();
   server = await startServer({ databaseUrl: db.databaseUrl, env: { UPSTREAM_BASE_URL: upstream.url, UPSTREAM_API_KEY: "sk-or-browser-test" } });
@@ -79,6 +92,7 @@ beforeAll(async () => {
   const consentUrl = (state: string) =>
     `${proxyOrigin}/api/v1/grants/consent?${new URLSearchParams({ appId: app.appId, usd: "0.25", origin: appSite.origin, state })}`;
   appPages["/by-hand"] = openerPageHtml(consentUrl("by-hand-state"));
+  appPages["/readme"] = readmeGrantPage(proxyOrigin, app.appId);
   strangerSite = serveHtml({ "/": appPageHtml(proxyOrigin), "/liar": openerPageHtml(consentUrl("liar-state")) });
   browser = await launchChromium();
 });
@@ -359,6 +373,40 @@ describe("the consent popup in Chromium", () => {
     expect(result.value).toMatchObject({ type: "grant", usd: 0.5 });
     const grants = await runCli(db.databaseUrl, "grants", "list", "--app", capped.appId);
     expect(grants.json).toHaveLength(3);
+    expectNoCspProblems();
+  });
+
+  test("the README's snippet, as written: it loads without an error, and its button gets the grant", async () => {
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (err) => errors.push(err.message));
+    // Keeps what requestGrant resolved with, without touching the snippet: popup.js defines
+    // MeteredProxy, and the setter wraps its requestGrant as it arrives.
+    await page.addInitScript(() => {
+      const page = globalThis as unknown as { grantSeen?: unknown };
+      let helper: { requestGrant(options: unknown): Promise<unknown> } | undefined;
+      Object.defineProperty(globalThis, "MeteredProxy", {
+        get: () => helper,
+        set(value: { requestGrant(options: unknown): Promise<unknown> }) {
+          const requestGrant = value.requestGrant.bind(value);
+          helper = { ...value, requestGrant: (options: unknown) => requestGrant(options).then((grant) => (page.grantSeen = grant)) };
+        },
+      });
+    });
+    await page.goto(`${appSite.origin}/readme`);
+    expect(errors).toEqual([]);
+    const [popup] = await Promise.all([page.waitForEvent("popup", WAIT), page.click("#ask-budget")]);
+    await popup.waitForLoadState("load", WAIT);
+    expect(await popup.locator("#amount").textContent()).toBe("Up to $2.00");
+    expect(await popup.locator("#uses").textContent()).toBe("20 requests");
+    const popupClosed = closed(popup);
+    await popup.getByRole("button", { name: "Approve", exact: true }).click();
+    await popupClosed;
+    await page.waitForFunction(() => (globalThis as unknown as { grantSeen?: unknown }).grantSeen !== undefined, undefined, WAIT);
+    const grant = (await page.evaluate(() => (globalThis as unknown as { grantSeen: unknown }).grantSeen)) as { type: string; grantToken: string };
+    expect(grant).toMatchObject({ type: "grant", usd: 2, maxUses: 20 });
+    expect(grant.grantToken).toMatch(/^gt_/);
+    expect(errors).toEqual([]);
     expectNoCspProblems();
   });
 

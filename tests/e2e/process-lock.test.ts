@@ -100,9 +100,12 @@ describe("a second process on the same embedded store", () => {
     db.cleanup();
   });
 
-  test("on the same port: exits non-zero naming the lock, before listening; the first keeps serving", async () => {
+  test("on the same port: exits 1 naming the port in use (the likelier mistake), before listening; the first keeps serving", async () => {
     const second = await startAnother(db.databaseUrl, first.port);
-    expectRefused(second, db.path);
+    expect({ code: second.code, listened: second.listened }).toEqual({ code: 1, listened: false });
+    expect(second.output.trimEnd().split("\n")).toEqual([
+      `cannot start: port ${first.port} is in use on 127.0.0.1 (EADDRINUSE): another process listens there. Stop it, or set PORT to a free port.`,
+    ]);
     expect((await first.fetch("/healthz")).status).toBe(200);
     const chat = await chatOnce(first, app.secretKey, "after-same-port");
     expect(chat.status).toBe(200);

@@ -204,3 +204,30 @@ describe("odd values within the bounds answer 4xx or 2xx, never 5xx", () => {
     });
   }
 });
+
+describe("a body that is not JSON", () => {
+  test("is 400 saying it is not valid JSON and what the parser met, on the service's routes and the model routes alike", async () => {
+    const t = await chatApp();
+    const cases: Array<[string, string, string]> = [
+      ["/sessions", '{"appUserId":"a",}', "request body is not valid JSON: Property name must be a string literal"],
+      ["/sessions", '{"appUserId":"a"', "request body is not valid JSON: Expected '}'"],
+      ["/chat/completions", '{"model":"openai/gpt-4o-mini","messages":[', "request body is not valid JSON: Unexpected EOF"],
+      ["/connections", "{oops}", "request body is not valid JSON: Expected '}'"],
+    ];
+    for (const [path, body, message] of cases) {
+      const error = await expectError(
+        await t.post(path, body, path === "/connections" ? { authorization: `Bearer ${await t.session("bob")}` } : {}),
+        400,
+        "invalid_request",
+      );
+      expect({ path, body, message: error.message }).toEqual({ path, body, message });
+    }
+    expect(t.mock.served).toEqual([]);
+  });
+
+  test("never quotes the body back: a secret typed without quotes stays out of the answer", async () => {
+    const t = await chatApp();
+    const error = await expectError(await t.post("/sessions", '{"appUserId": sk_live_app0_secret}'), 400, "invalid_request");
+    expect(error.message).toBe("request body is not valid JSON: Unexpected identifier");
+  });
+});

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { makeTestApp } from "../helpers/test-app";
 import { expectOk, UUID } from "../helpers/expect";
 import { REPO_ROOT } from "../helpers/server";
+import { version } from "../../package.json";
 
 const SWAGGER_UI_DIST = join(REPO_ROOT, "node_modules/swagger-ui-dist");
 
@@ -34,6 +35,29 @@ describe("docs", () => {
     const spec = await expectOk(await t.call("/api/v1/openapi.json"));
     expect(spec.openapi).toMatch(/^3\./);
     expect(Object.keys(spec.paths)).toEqual(expect.arrayContaining(["/healthz", "/api/v1/sessions", "/api/v1/connections", "/api/v1/status"]));
+  });
+
+  test("the document carries the service's version, and the browser helper popup.js among its endpoints", async () => {
+    const spec = await expectOk(await makeTestApp().call("/api/v1/openapi.json"));
+    expect(spec.info.version).toBe(version);
+    const popup = spec.paths["/api/v1/grants/popup.js"]?.get;
+    expect(popup?.summary).toStartWith("Browser helper: MeteredProxy.requestGrant(");
+    expect(Object.keys(popup?.responses?.["200"]?.content ?? {})).toEqual(["text/javascript"]);
+    // The document's own files stay out of it.
+    expect(Object.keys(spec.paths).filter((p) => p.startsWith("/docs") || p.endsWith("openapi.json") || p === "/")).toEqual([]);
+  });
+
+  test("GET / points at the reference, the document and the health probe", async () => {
+    const res = await makeTestApp().call("/");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      name: "Metered model proxy",
+      version,
+      docs: "/docs",
+      openapi: "/api/v1/openapi.json",
+      health: "/healthz",
+      api: "/api/v1",
+    });
   });
 
   test("GET /docs is an HTML page under a strict, sandboxing Content-Security-Policy", async () => {

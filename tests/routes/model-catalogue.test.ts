@@ -89,3 +89,35 @@ describe("GET /api/v1/models: the upstream's list shape", () => {
     expect(doc.responseValidator("get", PATH, 200)(bare)).toBe(false);
   });
 });
+
+describe("GET /api/v1/models/{author}/{slug}: one model, where the list links", () => {
+  test("every entry's links.details is its path here, and following it gives the same entry", async () => {
+    const body = await page();
+    for (const model of body.data as Array<{ id: string; links: { details: string } }>) {
+      expect(model.links.details).toBe(`${PATH}/${model.id}`);
+      const res = await t.get(model.links.details);
+      expect({ id: model.id, status: res.status }).toEqual({ id: model.id, status: 200 });
+      const one = await res.clone().json();
+      expect(await doc.conformance("get", `${PATH}/{author}/{slug}`, res)).toEqual([]);
+      expect(one).toEqual(model);
+    }
+  });
+
+  test("the id as one segment, its / encoded (what the openai SDK's models.retrieve sends), answers the same", async () => {
+    const id = allIds.find((m) => m.includes("/"))!;
+    const plain = await (await t.get(`${PATH}/${id}`)).json();
+    const encoded = await t.get(`${PATH}/${encodeURIComponent(id)}`);
+    expect(encoded.status).toBe(200);
+    expect(await encoded.json()).toEqual(plain);
+  });
+
+  test("a model the catalogue does not list is 404 not_found, naming it", async () => {
+    for (const path of [`${PATH}/nobody/nothing`, `${PATH}/${encodeURIComponent("nobody/nothing")}`, `${PATH}/openai`]) {
+      const res = await t.get(path);
+      expect({ path, status: res.status }).toEqual({ path, status: 404 });
+      const { error } = (await res.json()) as { error: { code: string; message: string } };
+      expect(error.code).toBe("not_found");
+      expect(error.message).toStartWith("no model ");
+    }
+  });
+});

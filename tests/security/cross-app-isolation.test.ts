@@ -173,6 +173,18 @@ const ROUTES: RouteEntry[] = [
       return [res];
     },
   },
+  ...[`${API}/models/:author/:slug`, `${API}/models/:author`].map((path): RouteEntry => ({
+    method: "GET",
+    path,
+    credential: "secretKey",
+    async attack() {
+      // One model of the same catalogue, by id (as two segments, or one with its / encoded).
+      const id = path.endsWith(":slug") ? MODEL : encodeURIComponent(MODEL);
+      const res = await call(`${API}/models/${id}`, { bearer: B.key });
+      expect(((await expectOk(copy(res))) as { id: string }).id).toBe(MODEL);
+      return [res];
+    },
+  })),
   {
     method: "POST",
     path: `${API}/chat/completions`,
@@ -278,7 +290,7 @@ const ROUTES: RouteEntry[] = [
       return [res];
     },
   },
-  ...["/healthz", `${API}/openapi.json`, "/docs", "/docs/swagger-ui.js", "/docs/swagger-ui.css", "/docs/start.js", `${API}/grants/popup.js`].map(
+  ...["/", "/healthz", `${API}/openapi.json`, "/docs", "/docs/swagger-ui.js", "/docs/swagger-ui.css", "/docs/start.js", `${API}/grants/popup.js`].map(
     (path): RouteEntry => ({
       method: "GET",
       path,

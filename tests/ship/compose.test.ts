@@ -116,6 +116,10 @@ describe("deploy/compose.yaml", () => {
     expect(db.username).toBe(service("postgres").environment!.POSTGRES_USER!);
     expect(db.pathname).toBe(`/${service("postgres").environment!.POSTGRES_DB}`);
     expect(a!.REDIS_URL).toMatch(/^redis:\/\/redis:6379$/);
+    // Set, or a user-funded link would send the user back to http://localhost:8787.
+    expect(a!.PUBLIC_URL).toMatch(/^\$\{PUBLIC_URL:\?[^}]*\}$/);
+    // The image has no shell to print the first start's key file with: a known path on its /data.
+    expect(a!.DEFAULT_APP_KEY_FILE).toStartWith(`${/^VOLUME \["([^"]+)"\]$/m.exec(dockerfile)![1]}/`);
   });
 
   test("the proxies' environment, once interpolated, is a valid configuration", () => {
@@ -124,6 +128,7 @@ describe("deploy/compose.yaml", () => {
       UPSTREAM_API_KEY: "sk-or-v1-test",
       JWT_SECRET: "j".repeat(32),
       SECRETS_KEY: Buffer.alloc(32, 7).toString("base64"),
+      PUBLIC_URL: "https://ai.example.com",
     };
     // Compose interpolation: ${VAR}, ${VAR:?message}, ${VAR:-default}.
     const env = Object.fromEntries(
@@ -139,6 +144,7 @@ describe("deploy/compose.yaml", () => {
     expect(config.jwtSecret).toBe(values.JWT_SECRET!);
     expect(config.secretsKey).toBe(values.SECRETS_KEY!);
     expect(config.upstreamBaseUrl).toBe(loadConfig({}).upstreamBaseUrl);
+    expect(config.publicUrl).toBe(values.PUBLIC_URL!);
   });
 
   test("every dependency is waited for until healthy, and has a health check", () => {
@@ -172,11 +178,12 @@ describe("deploy/compose.yaml", () => {
   test("deploy/.env.example defines every variable the file requires, with unusable placeholders", () => {
     const defined = new Map([...envExample.matchAll(/^([A-Z_][A-Z0-9_]*)=(.*)$/gm)].map((m) => [m[1]!, m[2]!]));
     const required = new Set([...composeText.matchAll(/\$\{([A-Z_][A-Z0-9_]*)(?::?\?[^}]*)?\}/g)].map((m) => m[1]!));
-    expect([...required].sort()).toEqual(["JWT_SECRET", "POSTGRES_PASSWORD", "SECRETS_KEY", "UPSTREAM_API_KEY"]);
+    expect([...required].sort()).toEqual(["JWT_SECRET", "POSTGRES_PASSWORD", "PUBLIC_URL", "SECRETS_KEY", "UPSTREAM_API_KEY"]);
     for (const name of required) expect(defined.has(name)).toBe(true);
     // The JWT and secrets-key placeholders are refused by the config, so a copied example cannot serve.
     expect(() => loadConfig({ JWT_SECRET: defined.get("JWT_SECRET") })).toThrow(ConfigError);
     expect(() => loadConfig({ SECRETS_KEY: defined.get("SECRETS_KEY") })).toThrow(ConfigError);
+    expect(() => loadConfig({ PUBLIC_URL: defined.get("PUBLIC_URL") })).toThrow(ConfigError);
     // The password lands in a URL unescaped.
     expect(defined.get("POSTGRES_PASSWORD")).toMatch(/^[A-Za-z0-9._~-]+$/);
   });

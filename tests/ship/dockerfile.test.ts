@@ -25,6 +25,25 @@ describe("Dockerfile", () => {
     expect(dockerfile).toContain(`cp ${outfile} /out/metered-proxy`);
   });
 
+  test("the build stage installs with an npm that honours package.json's allowScripts (11.16 or later), before npm ci", () => {
+    // Node's own npm is 10 on node:20 (and on 22): it would run every install script, the refused ones too.
+    const build = instructions.slice(
+      0,
+      instructions.findIndex((l, i) => i > 0 && l.startsWith("FROM ")),
+    );
+    expect(build[0]).toMatch(/^FROM node:20-/);
+    const upgrade = build.findIndex((l) => /^RUN npm install --global\b.* npm@\S+$/.test(l));
+    const ci = build.findIndex((l) => l.startsWith("RUN npm ci"));
+    expect(upgrade).toBeGreaterThan(-1);
+    expect(upgrade).toBeLessThan(ci);
+    const version = /npm@(\S+)$/.exec(build[upgrade]!)![1]!;
+    // An exact version, so every build gets the same npm; 12 changes the defaults again.
+    expect(Bun.semver.satisfies(version, ">=11.16.0 <12")).toBe(true);
+    expect(version).toMatch(/^\d+\.\d+\.\d+$/);
+    const { allowScripts } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { allowScripts: Record<string, boolean> };
+    expect(allowScripts["@openrouter/sdk"]).toBe(false);
+  });
+
   test("runs as a non-root user with data on a volume, a health check and SIGTERM", () => {
     const user = instructions.find((l) => l.startsWith("USER "))!;
     expect(user).toBeDefined();

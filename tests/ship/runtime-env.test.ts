@@ -1,8 +1,8 @@
 /**
- * Bun's runtime settings (scripts/runtime-env.ts) are environment variables read once, at
- * start, so they reach the service only where it is started. This checks that every place
- * the README tells an operator to start it from sets the same ones (`npm start` itself is
- * checked on its running process in npm-start.test.ts), and that this Bun still honours the
+ * Bun's runtime settings (src/launch/runtime-env.ts) are environment variables read once, at
+ * start, so they reach the service only where it is started, or by its re-executing itself
+ * with them. This checks that the Dockerfile sets the same ones and the README lists them
+ * (`npm start` itself is checked on its running process in npm-start.test.ts), and that this Bun still honours the
  * optional garbage-collector setting the README offers: an unknown `BUN_JSC_` name would be
  * ignored without a word.
  */
@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../helpers/server";
 import { RUNTIME_ENV } from "../../scripts/runtime-env";
+import { missingRuntimeEnv } from "../../src/launch/runtime-env";
 
 const settings = Object.entries(RUNTIME_ENV);
 const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
@@ -22,13 +23,16 @@ describe("Bun's runtime settings", () => {
     for (const [name, value] of settings) expect(env).toMatch(new RegExp(`\\b${name}=${value}(\\s|$)`));
   });
 
-  test("the README's single-binary commands set each of them, and its configuration table lists them", () => {
+  test("the README's configuration table lists each with its value; the single binary needs none of them typed (it re-executes itself with them)", () => {
     const binarySection = readme.slice(readme.indexOf("## Single binary and container"));
     const commands = binarySection.slice(0, binarySection.indexOf("```", binarySection.indexOf("```sh") + 5));
     for (const [name, value] of settings) {
-      expect(commands).toContain(`${name}=${value}`);
-      expect(readme).toContain(`| \`${name}\` | \`${value}\` (set by \`npm start\`) |`);
+      expect(commands).not.toContain(`${name}=`);
+      expect(readme).toContain(`| \`${name}\` | \`${value}\` (set by \`npm start\`) | `);
     }
+    // tests/e2e/binary.test.ts starts the binary without them and counts its upstream calls at a time.
+    expect(missingRuntimeEnv({})).toEqual(RUNTIME_ENV);
+    expect(missingRuntimeEnv({ ...RUNTIME_ENV })).toEqual({});
   });
 
   test("the README's optional BUN_JSC_useGenerationalGC=0 makes every collection a full one (JavaScriptCore's own GC log)", () => {

@@ -6,7 +6,7 @@
  * one-time grant consent page. Every failure the service answers is thrown as a ProxyError.
  */
 import { errorFromResponse } from "./envelope.js";
-import { apiBaseOf, type FetchLike } from "./http.js";
+import { apiBaseOf, reach, type FetchLike } from "./http.js";
 import { popupFlow } from "./popup.js";
 import type { ConnectionStatus } from "./types.js";
 
@@ -88,7 +88,9 @@ export function createBrowserClient(options: BrowserClientOptions): BrowserClien
   const connections = async (method: "GET" | "DELETE"): Promise<Response> => {
     const token = await options.getSessionToken();
     // No cookies: the session token is the only credential, so no other site can ride on it.
-    const response = await send(`${apiBase}/connections`, { method, credentials: "omit", headers: { authorization: `Bearer ${token}` } });
+    const init: RequestInit = { method, credentials: "omit", headers: { authorization: `Bearer ${token}` } };
+    const hint = `Is the service running at the baseUrl given to createBrowserClient, and is this page's origin (${window.location.origin}) one the app registered (--origin)? A browser reports a refused origin (CORS) the same way.`;
+    const response = await reach(send, `${apiBase}/connections`, init, hint);
     if (!response.ok) throw await errorFromResponse(response);
     return response;
   };
@@ -142,6 +144,7 @@ export {
   InvalidRequestError,
   NotConnectedError,
   ProxyError,
+  ProxyUnreachableError,
   RateLimitedError,
   UnavailableError,
   UnexpectedResponseError,

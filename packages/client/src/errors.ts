@@ -186,6 +186,32 @@ export const ERROR_CLASSES: { [C in ErrorCode]: new (answer: ErrorAnswer) => Pro
 };
 
 /**
+ * No answer at all: the service could not be reached (connection refused or reset, a name
+ * that does not resolve, TLS; in a browser also a CORS refusal, which a page cannot tell from
+ * the others). Not a ProxyError, since the service said nothing; `cause` is what `fetch` threw.
+ * An abort or a timeout the caller asked for is rethrown as it is.
+ */
+export class ProxyUnreachableError extends Error {
+  constructor(
+    /** What was asked: the address without its query. */
+    readonly url: string,
+    cause: unknown,
+    hint: string,
+  ) {
+    super(`could not reach the metered proxy at ${url} (${describeCause(cause)}). ${hint}`, { cause });
+    this.name = "ProxyUnreachableError";
+  }
+}
+
+/** fetch's message, with the system's code when it gives one (Node: `fetch failed` caused by ECONNREFUSED). */
+function describeCause(cause: unknown): string {
+  const err = cause as { message?: unknown; code?: unknown; cause?: { code?: unknown } } | null;
+  const message = typeof err?.message === "string" && err.message !== "" ? err.message : String(cause);
+  const code = err?.code ?? err?.cause?.code;
+  return typeof code === "string" && !message.includes(code) ? `${message}: ${code}` : message;
+}
+
+/**
  * An error answer that is not the service's envelope (a proxy or load balancer in front of
  * it answered), or whose code this version of the client does not know.
  */

@@ -3,6 +3,7 @@
  * (README "API at a glance"). A non-2xx answer throws its typed error (envelope.ts).
  */
 import { errorFromResponse } from "./envelope.js";
+import { ProxyUnreachableError } from "./errors.js";
 
 /** The shape of `fetch` the client calls (and hands to the `openai` SDK, whose option has this type). */
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -34,11 +35,28 @@ export async function requestJson<T>(target: ApiTarget, method: "GET" | "POST", 
   }
   const headers: Record<string, string> = { authorization: `Bearer ${target.bearer}`, accept: "application/json" };
   if (request.body !== undefined) headers["content-type"] = "application/json";
-  const response = await target.fetch(url.toString(), {
+  const response = await reach(target.fetch, url.toString(), {
     method,
     headers,
     body: request.body === undefined ? undefined : JSON.stringify(request.body),
   });
   if (!response.ok) throw await errorFromResponse(response);
   return (await response.json()) as T;
+}
+
+const SERVER_HINT = "Is the service running at the baseUrl given to createServerClient?";
+
+/**
+ * `send(url, init)`, with a failure to get any answer thrown as ProxyUnreachableError (the
+ * address and what to check, not fetch's bare "fetch failed"); an abort or timeout as it was.
+ */
+export async function reach(send: FetchLike, url: string, init: RequestInit, hint = SERVER_HINT): Promise<Response> {
+  try {
+    return await send(url, init);
+  } catch (err) {
+    const name = (err as { name?: unknown } | null)?.name;
+    if (name === "AbortError" || name === "TimeoutError") throw err;
+    const { origin, pathname } = new URL(url);
+    throw new ProxyUnreachableError(origin + pathname, err, hint);
+  }
 }

@@ -100,6 +100,7 @@ export {
   NotFoundError,
   PayloadTooLargeError,
   ProxyError,
+  ProxyUnreachableError,
   RateLimitedError,
   UnavailableError,
   UnexpectedResponseError,

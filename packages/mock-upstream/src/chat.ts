@@ -8,6 +8,7 @@
  */
 import { authenticate } from "./bearer";
 import { billFor, toolPromptTokens, totalPromptTokens, usageObject } from "./billing";
+import { readAnswerShape, readChoices, type AnswerShape } from "./answer-shape";
 import { answerCompletion, plannedEnd } from "./chat-answer";
 import { BadRequest, candidateModels, readBillableRequest, webResultsFor } from "./chat-request";
 import { estimatePromptTokens, messageText, plannedReasoningTokens } from "./completion";
@@ -114,8 +115,12 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
   entry.scenario = scenario;
 
   let billable: ReturnType<typeof readBillableRequest>;
+  let shape: AnswerShape;
+  let choices: number;
   try {
     billable = readBillableRequest(body, messages);
+    choices = readChoices(body);
+    shape = readAnswerShape(body, messages, entry.id, scenario.tokens);
   } catch (err) {
     if (err instanceof BadRequest) return fail(400, err.message);
     throw err;
@@ -147,16 +152,17 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
   const reasoningTokens = plannedReasoningTokens(model, scenario, billable.reasoning);
   // The serving provider's prices at the request's service tier (./billing.ts).
   const priceMultiplier = multiplier * billable.tierMultiplier;
+  // Each of the `n` choices is a whole completion, billed as one (./answer-shape.ts).
   const work = {
     promptTokens,
     images: billable.images,
     webResults,
     cacheWrite: billable.cacheWrite,
-    contentTokens,
-    reasoningTokens,
+    contentTokens: contentTokens * choices,
+    reasoningTokens: reasoningTokens * choices,
   };
   // OpenRouter refuses what the key cannot pay before any provider is asked (./credit.ts).
-  const refusal = creditRefusal(payer, now, model, priceMultiplier, work, maxTokens);
+  const refusal = creditRefusal(payer, now, model, priceMultiplier, work, maxTokens, choices);
   if (refusal) return fail(refusal.status, refusal.message);
 
   if (scenario.stallBeforeHeaders) return stallUntilAborted(request.signal, entry);
@@ -175,13 +181,13 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     costUsd: bill.costUsd,
   });
   headers.set("x-generation-id", entry.id);
-  const finishReason = contentTokens < scenario.tokens ? "length" : "stop";
+  const finishReason = contentTokens < scenario.tokens ? "length" : shape.kind === "tool_call" ? "tool_calls" : "stop";
   const generation = new Generation({
     entry,
     work,
     plannedBill: bill,
     bill: (other) => billFor(model, priceMultiplier, other),
-    planned: plannedEnd(entry.stream, scenario, contentTokens, reasoningTokens, finishReason),
+    planned: plannedEnd(entry.stream, scenario, contentTokens, reasoningTokens, finishReason, choices),
     cancellable: scenario.cancellable ?? routed.route.cancellable,
     router: routed.route.router,
     recordDelayMs: scenario.recordAfterMs ?? ctx.recordDelayMs,
@@ -213,6 +219,8 @@ export async function handleChat(request: Request, ctx: ChatContext): Promise<Re
     usage: scenario.noUsage ? null : usageObject(bill, !scenario.noCost),
     scenario,
     tokensPerSecond: ctx.streamTokensPerSecond,
+    shape,
+    choices,
   });
 }
 

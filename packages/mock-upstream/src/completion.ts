@@ -86,15 +86,18 @@ export function tokensInPieces(pieces: number, tokens: number, chunks: number | 
   return count === 0 ? 0 : Math.floor((Math.min(pieces, count) * tokens) / count);
 }
 
-/** Splits `tokens` words into `chunks` nearly equal, non-empty content pieces. */
-export function contentPieces(tokens: number, chunks: number | null): ContentPiece[] {
+/**
+ * Splits `tokens` words into `chunks` nearly equal, non-empty content pieces; `textOf` gives
+ * the text of tokens [from, to) (the words, unless the answer has another shape: ./answer-shape.ts).
+ */
+export function contentPieces(tokens: number, chunks: number | null, textOf: (from: number, to: number) => string = textOfWords): ContentPiece[] {
   if (tokens === 0) return [];
   const count = pieceCount(tokens, chunks);
   const pieces = new Array<ContentPiece>(count);
   for (let k = 0; k < count; k++) {
     const from = Math.floor((k * tokens) / count);
     const to = Math.floor(((k + 1) * tokens) / count);
-    pieces[k] = { text: textOfWords(from, to), tokens: to - from };
+    pieces[k] = { text: textOf(from, to), tokens: to - from };
   }
   return pieces;
 }

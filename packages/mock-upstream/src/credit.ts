@@ -8,7 +8,8 @@
  *   "you may see 402 errors, including for free models";
  * - something left, but less than the request's worst case: the input side (prompt tokens,
  *   request fee, images, web results, cache writes) plus `max_tokens` completion tokens (the
- *   model's own maximum when the request sets none) at the serving provider's prices.
+ *   model's own maximum when the request sets none) for each of its `n` choices, at the
+ *   serving provider's prices.
  *   Refused with how many tokens the rest affords, in the words OpenRouter answers with.
  *
  * The check holds nothing back: concurrent calls are each checked against the same rest, and
@@ -34,11 +35,12 @@ export function creditRefusal(
   priceMultiplier: number,
   work: BilledWork,
   maxTokens: number | null,
+  choices = 1,
 ): CreditRefusal | null {
   const remaining = account.usage.remaining(account.limitUsd, account.usageLimitType, now);
   if (remaining === null) return null;
   if (remaining <= 0) return { status: 402, message: undefined };
-  const requested = maxTokens ?? model.maxCompletionTokens ?? Math.max(0, model.contextLength - work.promptTokens);
+  const requested = (maxTokens ?? model.maxCompletionTokens ?? Math.max(0, model.contextLength - work.promptTokens)) * choices;
   const worst = billFor(model, priceMultiplier, { ...work, contentTokens: requested, reasoningTokens: 0 }).costUsd;
   if (worst <= remaining) return null;
   const inputSide = billFor(model, priceMultiplier, { ...work, contentTokens: 0, reasoningTokens: 0 }).costUsd;

@@ -24,7 +24,7 @@ export const NO_OUTPUT: Readonly<Output> = Object.freeze({ contentTokens: 0, rea
 
 /** Where the generation's plan ends: its whole completion, or the mid-stream error it was to meet. */
 export interface PlannedEnd extends Output {
-  finishReason: "stop" | "length" | "error";
+  finishReason: "stop" | "length" | "tool_calls" | "error";
 }
 
 export type GenerationEnd =

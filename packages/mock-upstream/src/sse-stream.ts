@@ -4,6 +4,7 @@
  * then `data: [DONE]` (the spec's `x-speakeasy-sse-sentinel`). Pull-based, so a slow reader
  * slows the writer, and cancellable from both sides (body cancel, request signal).
  */
+import type { AnswerShape } from "./answer-shape";
 import type { ContentPiece } from "./completion";
 import { FrameSplitter } from "./frame-splitter";
 import { Gate } from "./gate";
@@ -22,13 +23,17 @@ export interface StreamPlan {
   reasoningPieces: ContentPiece[];
   /** Send the reasoning as `delta.reasoning` chunks (ChatStreamDelta.reasoning); hidden reasoning is produced all the same. */
   showReasoning: boolean;
+  /** Each choice's content pieces: words, or slices of the JSON text or of the tool call's arguments. */
   pieces: ContentPiece[];
-  finishReason: "stop" | "length";
+  finishReason: "stop" | "length" | "tool_calls";
   /** The usage object, or null when the scenario sends none. */
   usage: object | null;
   scenario: Scenario;
   /** Tokens a second the reasoning and content pieces are paced at (./pacing.ts); 0: unpaced. */
   tokensPerSecond: number;
+  shape: AnswerShape;
+  /** `n`: every event carries this many choices, each with the same delta. */
+  choices: number;
 }
 
 /**
@@ -38,7 +43,7 @@ export interface StreamPlan {
 export type StreamOutcome = "complete" | "error" | "reset" | "aborted";
 
 export interface StreamHooks {
-  /** A content chunk carrying `tokens` tokens was handed to the stream. */
+  /** A content chunk carrying `tokens` tokens (all its choices together) was handed to the stream. */
   onContent(tokens: number): void;
   /** The model produced `tokens` more reasoning tokens (sent or hidden). */
   onReasoning(tokens: number): void;
@@ -83,8 +88,16 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
   const head =
     `{"id":${JSON.stringify(plan.id)},"provider":${JSON.stringify(plan.provider)},"model":${JSON.stringify(plan.model)},` +
     `"object":"chat.completion.chunk","created":${plan.created},"choices":[`;
-  const choice = (delta: string, finish: string | null) =>
-    `{"index":0,"delta":${delta},"finish_reason":${finish},"native_finish_reason":${finish},"logprobs":null}`;
+  const choiceAt = (index: number, delta: string, finish: string | null) =>
+    `{"index":${index},"delta":${delta},"finish_reason":${finish},"native_finish_reason":${finish},"logprobs":null}`;
+  // The same delta for each of the `n` choices, in one event.
+  const choice = (delta: string, finish: string | null) => Array.from({ length: plan.choices }, (_, index) => choiceAt(index, delta, finish)).join(",");
+  // A tool call's first piece names it; the rest add to its arguments (ChatStreamToolCall).
+  const shape = plan.shape;
+  const toolDelta = (text: string, first: boolean) =>
+    shape.kind !== "tool_call"
+      ? null
+      : `{"tool_calls":[{"index":0,${first ? `"id":${JSON.stringify(shape.id)},"type":"function",` : ""}"function":{${first ? `"name":${JSON.stringify(shape.name)},` : ""}"arguments":${JSON.stringify(text)}}}]}`;
   const emptyDelta = `{"role":"assistant","content":""}`;
   const usage = plan.usage === null ? null : JSON.stringify(plan.usage);
 
@@ -97,9 +110,12 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
     return comment + (s.multilineData ? multilineDataLines(payload, lineEnd) : "data: " + payload) + end;
   };
   // `big_line` / `pad_lines`: the content padded so that `data: {payload}` is exactly that many bytes.
-  const contentPayload = (text: string, padTo: number | null) => {
+  const contentPayload = (text: string, padTo: number | null, first: boolean) => {
+    const tool = toolDelta(text, first);
+    if (tool !== null) return head + choice(tool, "null") + "]}";
     const payload = head + choice(`{"content":${JSON.stringify(text)}}`, "null") + "]}";
-    if (padTo === null) return payload;
+    // Padding is words' business: it would make a JSON answer unparseable.
+    if (padTo === null || shape.kind !== "words") return payload;
     const padding = paddingText(padTo - encoder.encode("data: " + payload).length);
     return head + choice(`{"content":${JSON.stringify(text + padding)}}`, "null") + "]}";
   };
@@ -131,7 +147,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
       // An error after tokens were sent arrives as a chunk with a top-level `error` and
       // finish_reason "error" (components.schemas.ChatStreamChunk.error); then the stream ends.
       const error = `{"code":502,"message":"Provider disconnected unexpectedly","metadata":{"error_type":"provider_unavailable","provider_code":"mock_disconnect"}}`;
-      yield event(head + choice(`{"content":""}`, `"error"`) + `],"error":${error}}`);
+      yield event(head + choiceAt(0, `{"content":""}`, `"error"`) + `],"error":${error}}`);
       return;
     }
     // stall_mid_stream: nothing more, ever (but keep-alives if asked), until closed.
@@ -155,7 +171,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
     yield* beforePiece(piece.tokens);
     if (gate.closed) return "failed";
     // Counted as it is produced: an abort bills the reasoning done so far, shown or not.
-    hooks.onReasoning(piece.tokens);
+    hooks.onReasoning(piece.tokens * plan.choices);
     if (plan.showReasoning) yield event(head + choice(`{"content":"","reasoning":${JSON.stringify(piece.text)}}`, "null") + "]}");
   }
 
@@ -168,8 +184,8 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
     if (!piece) break;
     yield* beforePiece(piece.tokens);
     if (gate.closed) return "failed";
-    hooks.onContent(piece.tokens);
-    yield event(contentPayload(piece.text, k === 0 && s.bigLine !== null ? s.bigLine : s.padLines));
+    hooks.onContent(piece.tokens * plan.choices);
+    yield event(contentPayload(piece.text, k === 0 && s.bigLine !== null ? s.bigLine : s.padLines, k === 0));
   }
 
   const finish = `"${plan.finishReason}"`;
@@ -178,7 +194,7 @@ async function* frames(plan: StreamPlan, gate: Gate, hooks: StreamHooks): AsyncG
   } else {
     yield event(head + choice(emptyDelta, finish) + "]}");
     if (usage !== null) {
-      const choices = s.usageShape === "empty_choice" ? choice(emptyDelta, "null") : "";
+      const choices = s.usageShape === "empty_choice" ? choiceAt(0, emptyDelta, "null") : "";
       yield event(head + choices + `],"usage":${usage}}`);
     }
   }
