@@ -102,7 +102,19 @@ export function createApp(deps: Deps) {
   const reserving = { catalogue: deps.catalogue, budget, clock, watcher: deps.budgetWatcher, config };
   const chat = new ChatService(reserving, deps.upstream, meter, new InFlightCalls(store.callJournal, deps.instanceId, clock), logger, config);
   const rowCost = async (requestId: string) => (await store.usageLedger.find(requestId))?.costNano ?? null;
-  const reconciler = new Reconciler(store.callJournal, budget, meter, deps.upstream, clock, logger, deps.instanceId, config.reconcile, openUserKey, rowCost);
+  const reconciler = new Reconciler(
+    store.callJournal,
+    budget,
+    meter,
+    deps.upstream,
+    clock,
+    logger,
+    deps.instanceId,
+    config.reconcile,
+    openUserKey,
+    rowCost,
+    () => deps.leaseContinuity.mayTakeOthers(),
+  );
   const grants = new GrantService(store.grants, budget, meter, clock, config);
   const idempotency = new IdempotencyService(store.idempotencyKeys, clock, logger, config);
   const operator = new OperatorService(store, clock, undefined, { allowPrivateWebhookAddresses: config.webhooks.allowPrivateAddresses });

@@ -21,6 +21,7 @@ import { withReadCache } from "./store/cached-store";
 import { BudgetWatcher } from "./webhooks/budget-watcher";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { InstanceLease } from "./metering/instance-lease";
+import { LeaseContinuity } from "./metering/lease-continuity";
 
 /** Set the first time shared counters (Redis) serve the store: from then on, a loss of theirs may leave calls in flight. */
 const COUNTERS_EPOCH_SETTING = "shared_counters_since";
@@ -48,6 +49,8 @@ export interface Deps {
   webhooks: WebhookDispatcher;
   /** This process's id: the owner of its journaled calls and of its budget holds. */
   instanceId: string;
+  /** How long this process's lease in the store has held without a break: when others' journal entries are a dead one's. */
+  leaseContinuity: LeaseContinuity;
 }
 
 export interface DepsOverrides extends Partial<Omit<Deps, "store" | "budget" | "budgetBackend">> {
@@ -110,6 +113,7 @@ export function createDeps(config: Config, overrides: DepsOverrides): Deps {
   if (!jwtSecret) throw new Error("createDeps needs JWT_SECRET or a jwtSecret override (openDeps reads the stored one)");
   const sessionTokens = overrides.sessionTokens ?? new SessionTokens(new TextEncoder().encode(jwtSecret), clock, config.sessionTtlSeconds);
   const instanceId = overrides.instanceId ?? crypto.randomUUID();
+  const leaseContinuity = overrides.leaseContinuity ?? new LeaseContinuity();
   // Shared state goes where the instances share it: Redis when set (the fast path, with the
   // store as the durable ledger), else the store's engine (PostgreSQL; SQLite keeps it here).
   const context = {
@@ -120,12 +124,18 @@ export function createDeps(config: Config, overrides: DepsOverrides): Deps {
     loadFrozenCap: (account: string) => store.usageTotals.frozenCapNano(account),
     loadTruth: (account: string) => store.usageTotals.truth(account),
     claimFirstCountersEpoch: () => store.settings.claim(COUNTERS_EPOCH_SETTING, new Date(clock.now()).toISOString()),
+    leaseRenewed: (ok: boolean) => leaseContinuity.renewed(ok),
     budgetIdleMs: config.budgetIdleMs,
   };
   const counters = config.redisUrl
     ? redisCounters({ url: config.redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs }, context)
     : engine.counters(context);
-  const { budgetBackend, rateLimiter } = wireCounters(counters, new InstanceLease(store.instances, instanceId, logger), overrides.rateLimiter, context);
+  const { budgetBackend, rateLimiter } = wireCounters(
+    counters,
+    new InstanceLease(store.instances, instanceId, logger, leaseContinuity),
+    overrides.rateLimiter,
+    context,
+  );
   const budget = counters.ledger;
   const upstream = overrides.upstream ?? createUpstreamClient(config, overrides.fetchUpstream);
   const catalogue =
@@ -158,6 +168,7 @@ export function createDeps(config: Config, overrides: DepsOverrides): Deps {
     budgetWatcher,
     webhooks,
     instanceId,
+    leaseContinuity,
   };
 }
 

@@ -47,7 +47,7 @@ export function execWithRuntimeEnv(): void {
   const libc = openLibc(library);
   if (libc === null) return;
   // The C strings and the NULL-terminated arrays of pointers to them, kept reachable until the call.
-  const kept: Buffer[] = [];
+  const kept: Array<Buffer | BigUint64Array> = [];
   const cString = (text: string) => {
     const bytes = Buffer.from(`${text}\0`);
     kept.push(bytes);
@@ -56,6 +56,7 @@ export function execWithRuntimeEnv(): void {
   const cArray = (items: string[]) => {
     const pointers = new BigUint64Array(items.length + 1);
     items.forEach((item, i) => (pointers[i] = BigInt(cString(item))));
+    kept.push(pointers);
     return ptr(pointers);
   };
   const args = Bun.isStandaloneExecutable ? process.argv.slice(2) : [...process.execArgv, ...process.argv.slice(1)];

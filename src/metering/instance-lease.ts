@@ -1,5 +1,6 @@
 import type { Logger } from "../logger";
 import type { InstanceLeaseRepository } from "../store/call-journal";
+import type { LeaseContinuity } from "./lease-continuity";
 
 /** How long a lease lasts without a renewal; the same bound as the budget ledgers' own leases. */
 export const INSTANCE_LEASE_MS = 5000;
@@ -19,6 +20,7 @@ export class InstanceLease {
     private readonly leases: InstanceLeaseRepository,
     readonly id: string,
     private readonly logger: Logger,
+    private readonly continuity?: LeaseContinuity,
   ) {}
 
   /** Renews now (before the first call can be journaled) and then every second; a failed renewal only logs. */
@@ -38,7 +40,9 @@ export class InstanceLease {
   private async renew(): Promise<void> {
     try {
       await this.leases.renew(this.id, INSTANCE_LEASE_MS);
+      this.continuity?.renewed(true);
     } catch (err) {
+      this.continuity?.renewed(false);
       this.logger.warn("renewing this process's lease failed", { error: String(err) });
     }
   }

@@ -22,8 +22,6 @@ export interface RecordLookup {
   logger: Logger;
   /** How long the record is waited for, from the call's hand-over (RECONCILE_GIVE_UP_SECONDS). */
   giveUpMs: number;
-  /** Whether the owner a call was taken from may be alive (a shared store), so its own settle may still come. */
-  ownersMayReturn(): boolean;
 }
 
 /** The row's status of a call whose process died before it was settled (or that lost its lease). */
@@ -36,19 +34,7 @@ export const INSTANCE_DIED = "instance_died";
  * The lookup is bounded by the upstream client's own deadline on a GET (UPSTREAM_TIMEOUT_MS).
  */
 export async function chargeOfClaimed(entry: ClaimedEntry, lookup: RecordLookup): Promise<Charge | { retryAt: number }> {
-  if (entry.generationId === null) {
-    // Taken from an owner whose lease lapsed, on a store several instances share: it may only
-    // have been cut off from the store (an outage longer than a lease, a partition), holding
-    // the call's usage and retrying its row, which ends this entry when it lands. A JSON call
-    // has no generation id to look up, so its reservation is charged only once the give-up
-    // time has passed (issue 56: charged at once, such calls ended 1.3–1.9 % above the bill).
-    const retryAt =
-      lookup.ownersMayReturn() &&
-      entry.reconcileReason === INSTANCE_DIED &&
-      nextLookupAt(entry.reconcilingSince, lookup.giveUpMs, entry.attempts + 1, lookup.clock.now());
-    if (retryAt) return { retryAt };
-    return reservationCharge(entry.reservedNano);
-  }
+  if (entry.generationId === null) return reservationCharge(entry.reservedNano);
   const key = await lookupKey(entry, lookup.openUserKey);
   if (key === null) {
     // The user's key is gone: nothing can read the record, now or later, so no record can say.

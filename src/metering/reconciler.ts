@@ -74,12 +74,14 @@ export class Reconciler {
     openUserKey: OpenUserKey,
     /** The cost a call's ledger row charged, null without a row: what an ended call's leftover hold settles at. */
     private readonly rowCost: (requestId: string) => Promise<number | null> = async () => null,
+    /** Whether other owners' lapsed leases mean they died (src/metering/lease-continuity.ts); else only this owner's entries are taken. */
+    mayTakeOrphans: () => boolean = () => true,
   ) {
     // A claimed call is looked up at once (it never waits for a slot): its claim outlives a lookup.
     const claimMs = options.lookupTimeoutMs + CLAIM_MARGIN_MS;
-    const claim = (room: number) => journal.claimDue(owner, clock.now(), room, claimMs, INSTANCE_DIED);
+    const claim = (room: number) => journal.claimDue(owner, clock.now(), room, claimMs, INSTANCE_DIED, mayTakeOrphans());
     this.slots = new ReconcileSlots(options.concurrency, claim, (entry) => this.reconcile(entry), logger);
-    this.lookup = { upstream, openUserKey, clock, logger, giveUpMs: options.giveUpMs, ownersMayReturn: () => journal.ownersOutliveLapsedLeases };
+    this.lookup = { upstream, openUserKey, clock, logger, giveUpMs: options.giveUpMs };
   }
 
   /**

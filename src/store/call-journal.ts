@@ -45,13 +45,6 @@ export interface JournalChanges {
 
 export interface CallJournalRepository {
   /**
-   * True when an owner whose lease lapsed may still be alive and settle its calls: a store
-   * reached over the network (PostgreSQL), which an instance can be cut off from (an outage
-   * longer than a lease, a partition) while it holds calls' usage and retries their rows. On
-   * a local file (SQLite) a lapsed lease means a dead process.
-   */
-  readonly ownersOutliveLapsedLeases: boolean;
-  /**
    * Records calls about to go upstream, and the upstream's generation ids of running ones,
    * in one transaction for the batch (on SQLite: one commit for a turn's calls).
    */
@@ -63,9 +56,9 @@ export interface CallJournalRepository {
    * come, and any whose owner's lease has lapsed (its process died; the call's reason
    * becomes `orphanReason` unless it had one, and its reconciling begins at `now` unless it
    * had begun). Each is given to `owner` until `now + leaseMs`, so two reconcilers never work
-   * on one entry at once.
+   * on one entry at once. `orphansToo` false: this owner's alone (src/metering/lease-continuity.ts).
    */
-  claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<ClaimedEntry[]>;
+  claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string, orphansToo?: boolean): Promise<ClaimedEntry[]>;
   /** A lookup found nothing yet: try again at `at`. */
   retryLater(requestId: string, owner: string, attempts: number, at: number): Promise<void>;
   /** Entries of this owner still open (running or waiting), e.g. to hold their reservations again after a restart. */

@@ -55,6 +55,8 @@ export interface CountersContext {
   readonly loadFrozenCap: FrozenCapLoader;
   /** An account's settled spend and journaled holds in one snapshot: what counters that may lose data rebuild from. */
   readonly loadTruth: TruthLoader;
+  /** Told of each renewal of this process's lease in the store, by counters that keep it (src/metering/lease-continuity.ts). */
+  readonly leaseRenewed: (ok: boolean) => void;
   /** Records that shared counters (Redis) serve this store; true the first time ever (src/store/redis/counters-epoch.ts). */
   readonly claimFirstCountersEpoch: () => Promise<boolean>;
   /** Counters kept in this process: how long an account stays in memory unused (InMemoryBudgetLedger.forgetIdle). */

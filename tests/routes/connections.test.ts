@@ -195,7 +195,7 @@ describe("POST /api/v1/connections: malformed bodies", () => {
   test("invalid JSON is 400, not an approval at the token's limit", async () => {
     const { t, token, status } = await setup();
     const tok = await token("u", 10);
-    await expectError(await approve(t, tok, '{"monthlyUsd": 5'), 400, "invalid_request", /^body: /);
+    await expectError(await approve(t, tok, '{"monthlyUsd": 5'), 400, "invalid_request", /^request body is not valid JSON/);
     expect(await status("u")).toMatchObject({ connected: false, limits: { monthlyUsd: 0 } });
   });
 

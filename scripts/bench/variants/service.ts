@@ -14,6 +14,9 @@
  *     memory-log      every second, append process.memoryUsage() and the most numerous heap
  *                     object types (bun:jsc heapStats) to $BENCH_MEMORY_LOG, to see what
  *                     open streams keep alive
+ *     async-reserve   PostgreSQL: reservations and journal entries commit without waiting for
+ *                     the WAL, as before migration 22 (src/store/postgres/durable-reserve-sql.ts):
+ *                     what durable reservations cost (BENCHMARKS.md)
  */
 import { appendFileSync } from "node:fs";
 import { loadConfig } from "../../../src/config";
@@ -27,6 +30,8 @@ import { authenticateSecretKey } from "../../../src/auth/credentials";
 import { userBudgetTarget } from "../../../src/services/budget-target";
 import type { ChatBody } from "../../../src/services/chat";
 import { ApiError } from "../../../src/errors";
+import type { Store } from "../../../src/store";
+import type { PostgresStore } from "../../../src/store/postgres";
 
 const variant = new Set((process.env.BENCH_VARIANT ?? "").split(",").filter(Boolean));
 const config = loadConfig(process.env);
@@ -41,6 +46,7 @@ const deps = await openDeps(config, {
 });
 await connectDependencies(deps);
 await deps.catalogue.refresh();
+if (variant.has("async-reserve")) await reserveWithoutWaitingForTheWal(deps.store);
 const app = createApp(deps);
 const CHAT_PATH = "/api/v1/chat/completions";
 /** chat-core: the one hot route without the framework, for the floor it sets. */
@@ -109,3 +115,22 @@ process.on("SIGTERM", async () => {
   await deps.store.close();
   process.exit(0);
 });
+
+/** async-reserve: the two functions of migration 22 as they behaved before it (each commit returns before its WAL is written). */
+async function reserveWithoutWaitingForTheWal(store: Store): Promise<void> {
+  if (store.engine !== "postgres") throw new Error("async-reserve is a PostgreSQL variant (arms f and g)");
+  await (store as PostgresStore).database.run((sql) =>
+    sql.unsafe(`
+      CREATE OR REPLACE FUNCTION budget_reserve_durable(p_items jsonb, p_instance text)
+        RETURNS TABLE (item int, status int, a bigint, b bigint, allowed boolean, remaining int, reset_ms bigint)
+        LANGUAGE plpgsql AS $$
+      BEGIN
+        RETURN QUERY SELECT * FROM budget_reserve_limited_many(p_items, p_instance);
+      END $$;
+      CREATE OR REPLACE FUNCTION call_journal_open(p_entries jsonb) RETURNS void LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        INSERT INTO call_journal SELECT * FROM jsonb_populate_recordset(NULL::call_journal, p_entries) ON CONFLICT (request_id) DO NOTHING;
+      END $$;`),
+  );
+}

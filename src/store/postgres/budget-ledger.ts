@@ -101,6 +101,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
      * are judged by too: the ledger keeps it, so nothing else needs to.
      */
     readonly instanceId: string = crypto.randomUUID(),
+    /** Told of each renewal of that lease (src/metering/lease-continuity.ts). */
+    private readonly leaseRenewed: (ok: boolean) => void = () => {},
   ) {
     this.journal = new PostgresCallJournalRepository(db);
   }
@@ -204,6 +206,16 @@ export class PostgresBudgetLedger implements BudgetLedger {
   }
 
   private async renew(): Promise<void> {
+    try {
+      await this.renewLease();
+      this.leaseRenewed(true);
+    } catch (err) {
+      this.leaseRenewed(false);
+      throw err;
+    }
+  }
+
+  private async renewLease(): Promise<void> {
     await this.db.run(
       (sql) => sql`INSERT INTO proxy_instances (id, lease_until) VALUES (${this.instanceId}, clock_timestamp() + ${`${LEASE_MS} milliseconds`}::interval)
         ON CONFLICT (id) DO UPDATE SET lease_until = EXCLUDED.lease_until`,

@@ -60,7 +60,6 @@ const toRecord = (e: JournalEntry) => ({
  * load). Without Redis, opens come with the reservations instead (BudgetLedger.journalsCalls).
  */
 export class PostgresCallJournalRepository implements CallJournalRepository {
-  readonly ownersOutliveLapsedLeases = true;
   private readonly opens = new CallBatcher<JournalEntry, void>(async (entries) => {
     await this.db.run((sql) => sql`SELECT call_journal_open(${JSON.stringify(entries.map(toRecord))}::text::jsonb)`);
     return new Array<void>(entries.length).fill(undefined);
@@ -102,7 +101,7 @@ export class PostgresCallJournalRepository implements CallJournalRepository {
   }
 
   /** SKIP LOCKED: reconcilers of several instances share the due entries instead of queueing on them. */
-  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<ClaimedEntry[]> {
+  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string, orphansToo = true): Promise<ClaimedEntry[]> {
     const rows: Row[] = await this.db.run(
       (sql) => sql`
         UPDATE call_journal j SET owner = ${owner}, next_attempt_at = ${now + leaseMs}, reconcile_reason = COALESCE(j.reconcile_reason, ${orphanReason}),
@@ -110,7 +109,7 @@ export class PostgresCallJournalRepository implements CallJournalRepository {
         WHERE j.request_id IN (
           SELECT c.request_id FROM call_journal c
           WHERE (c.owner = ${owner} AND c.next_attempt_at <= ${now})
-             OR (c.owner <> ${owner} AND NOT EXISTS (SELECT 1 FROM proxy_instances i WHERE i.id = c.owner AND i.lease_until >= clock_timestamp()))
+             OR (${orphansToo} AND c.owner <> ${owner} AND NOT EXISTS (SELECT 1 FROM proxy_instances i WHERE i.id = c.owner AND i.lease_until >= clock_timestamp()))
           ORDER BY COALESCE(c.next_attempt_at, 0), c.request_id
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED)

@@ -41,7 +41,7 @@ export async function openPostgresEngine(url: string, options: OpenStoreOptions)
  */
 function postgresCounters(database: PostgresDatabase, context: CountersContext): Counters {
   const limiter = new PostgresRateLimiter(database, context.now);
-  const ledger = new PostgresBudgetLedger(database, context.logger, limiter, context.instanceId);
+  const ledger = new PostgresBudgetLedger(database, context.logger, limiter, context.instanceId, context.leaseRenewed);
   return {
     kind: "postgres",
     ledger,

@@ -85,7 +85,6 @@ function pushValues(out: JournalValue[], e: JournalEntry): void {
 }
 
 export class SqliteCallJournalRepository implements CallJournalRepository {
-  readonly ownersOutliveLapsedLeases = false;
   private readonly opens;
   private readonly recordBatch;
 
@@ -117,16 +116,16 @@ export class SqliteCallJournalRepository implements CallJournalRepository {
       .run(reason, generationId, at, requestId);
   }
 
-  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string): Promise<ClaimedEntry[]> {
+  async claimDue(owner: string, now: number, limit: number, leaseMs: number, orphanReason: string, orphansToo = true): Promise<ClaimedEntry[]> {
     return this.db
       .transaction(() => {
         const rows = this.db
-          .query<JournalRow, [string, number, number, number]>(
+          .query<JournalRow, [string, number, number, number, number]>(
             `SELECT * FROM call_journal
-             WHERE (owner = ?1 AND next_attempt_at <= ?3) OR (${ORPHANED})
+             WHERE (owner = ?1 AND next_attempt_at <= ?3) OR (?5 = 1 AND ${ORPHANED})
              ORDER BY COALESCE(next_attempt_at, 0), request_id LIMIT ?4`,
           )
-          .all(owner, Date.now(), now, limit);
+          .all(owner, Date.now(), now, limit, orphansToo ? 1 : 0);
         const take = this.db.query(
           `UPDATE call_journal SET owner = ?, next_attempt_at = ?, reconcile_reason = COALESCE(reconcile_reason, ?),
              reconciling_since = COALESCE(reconciling_since, ?) WHERE request_id = ?`,
