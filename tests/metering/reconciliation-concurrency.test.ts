@@ -9,6 +9,7 @@
 import { describe, expect, test } from "bun:test";
 import { chatTestApp, type ChatTestApp } from "../helpers/chat-app";
 import type { FetchUpstream } from "../../src/upstream/client";
+import { leaveAfterFirstChunk } from "../helpers/leave-stream";
 
 const ask = (directive: string) => ({
   model: "openai/gpt-4o-mini",
@@ -25,15 +26,6 @@ const isLookup = (url: string) => new URL(url).pathname.endsWith("/generation");
 const lookedUpId = (url: string) => new URL(url).searchParams.get("id")!;
 const rowOf = async (t: ChatTestApp, requestId: string) => (await t.deps.store.usageLedger.find(requestId))!;
 const reconciling = async (t: ChatTestApp) => (await t.deps.store.callJournal.counts()).reconciling;
-
-/** Reads a stream's first content event, then leaves (the client's reader is cancelled). */
-async function leaveAfterFirstChunk(res: Response): Promise<void> {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let seen = "";
-  while (!seen.includes('"content":"')) seen += decoder.decode((await reader.read()).value ?? new Uint8Array());
-  await reader.cancel();
-}
 
 /** `n` streams whose clients leave after the first chunk: each handed to the reconciler with its generation id. */
 async function leftStreams(t: ChatTestApp, n: number): Promise<string[]> {

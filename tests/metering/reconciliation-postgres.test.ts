@@ -21,6 +21,7 @@ import { postgresEngine } from "../../src/store/postgres/engine";
 import type { FetchUpstream } from "../../src/upstream/client";
 import { createAppWithKey } from "../../src/services/operator/secret-keys";
 import { startPostgres, type TestPostgres } from "../helpers/postgres";
+import { leaveAfterFirstChunk } from "../helpers/leave-stream";
 
 const CALLS = 40;
 const GIVE_UP_SECONDS = 60;
@@ -79,15 +80,6 @@ async function instance(): Promise<Instance> {
     })());
   closers.push(close);
   return { deps, app, close };
-}
-
-/** Reads a stream's first content event, then leaves (the client's reader is cancelled). */
-async function leaveAfterFirstChunk(res: Response): Promise<void> {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let seen = "";
-  while (!seen.includes('"content":"')) seen += decoder.decode((await reader.read()).value ?? new Uint8Array());
-  await reader.cancel();
 }
 
 test("two instances reconciling one database's calls side by side settle each once, at its give-up time", async () => {

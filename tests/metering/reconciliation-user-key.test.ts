@@ -10,6 +10,7 @@ import { describe, expect, test } from "bun:test";
 import { chatTestApp, UPSTREAM_KEY, type ChatTestApp } from "../helpers/chat-app";
 import { usdToNanoCeil, usdToNanoFloor } from "../../src/money";
 import type { FetchUpstream } from "../../src/upstream/client";
+import { leaveAfterFirstChunk } from "../helpers/leave-stream";
 
 const ask = (directive: string) => ({
   model: "openai/gpt-4o-mini",
@@ -18,15 +19,6 @@ const ask = (directive: string) => ({
   stream: true,
 });
 const rowOf = async (t: ChatTestApp, res: Response) => (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
-
-/** Reads a stream's first content event, then leaves (the client's reader is cancelled). */
-async function leaveAfterFirstChunk(res: Response): Promise<void> {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let seen = "";
-  while (!seen.includes('"content":"')) seen += decoder.decode((await reader.read()).value ?? new Uint8Array());
-  await reader.cancel();
-}
 
 /** An app whose `alice` pays with a key of her own, the mock behind a recorder of each request's path and Authorization. */
 async function payingApp(env: Record<string, string> = {}) {

@@ -12,6 +12,7 @@ import { usdToNanoCeil } from "../../src/money";
 import { grantDayAccount } from "../../src/budget/accounts";
 import { BILLING_MODELS, DEFAULT_MODELS } from "../../packages/mock-upstream/src";
 import { obtainGrant } from "../helpers/consent";
+import { leaveAfterFirstChunk } from "../helpers/leave-stream";
 
 const MODEL = "openai/gpt-4o-mini";
 const ask = (directive: string, extra: Record<string, unknown> = {}) => ({
@@ -24,15 +25,6 @@ const account = (t: ChatTestApp, user: string) => `u/${t.appId}/2026-01/${user}`
 const billed = (t: ChatTestApp) => t.mock.served.reduce((sum, s) => sum + usdToNanoCeil(s.costUsd), 0);
 const ledgerNano = (t: ChatTestApp) => (t.db.query("SELECT COALESCE(SUM(cost_nano), 0) AS n FROM usage_ledger").get() as { n: number }).n;
 const rowOf = async (t: ChatTestApp, res: Response) => (await t.deps.store.usageLedger.find(res.headers.get("x-request-id")!))!;
-
-/** Reads a stream's first content event, then leaves (the client's reader is cancelled). */
-async function leaveAfterFirstChunk(res: Response): Promise<void> {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let seen = "";
-  while (!seen.includes('"content":"')) seen += decoder.decode((await reader.read()).value ?? new Uint8Array());
-  await reader.cancel();
-}
 
 describe("a client that leaves a stream", () => {
   test("on a provider that cannot cancel: the proxy reads on to the end, and charges the whole generation the upstream billed", async () => {

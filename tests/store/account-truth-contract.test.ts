@@ -9,32 +9,12 @@ import type { JournalEntry } from "../../src/store/call-journal";
 import { grantDayAccount } from "../../src/budget/accounts";
 import { storeEngines, withStore } from "../helpers/store-engines";
 import { usageRow } from "../helpers/usage-rows";
+import { journalEntry } from "../helpers/journal-entries";
 
 const engines = storeEngines();
 const ALICE = "u/app1/2026-01/alice";
 
-const entry = (requestId: string, over: Partial<JournalEntry> = {}): JournalEntry => ({
-  requestId,
-  owner: "proc-a",
-  account: ALICE,
-  ceilingReservationId: null,
-  ceilingReservedNano: null,
-  ceilingCapNano: null,
-  appId: "app1",
-  appUserId: "alice",
-  grantId: null,
-  payer: "app",
-  period: "2026-01",
-  model: "m",
-  streamed: true,
-  startedAt: 1_000,
-  reservedNano: 9_000,
-  capNano: 1_000_000,
-  generationId: null,
-  reconcileReason: null,
-  attempts: 0,
-  ...over,
-});
+const entry = (requestId: string, over: Partial<JournalEntry> = {}): JournalEntry => journalEntry(requestId, "proc-a", { model: "m", ...over });
 
 describe.each(engines)("account truth on %s", (_name, open) => {
   test("settled spend plus the journal's holds; a call is a hold until its row, then its row", () =>

@@ -5,34 +5,13 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { Store } from "../../src/store";
-import type { JournalEntry } from "../../src/store/call-journal";
 import type { UsageRow } from "../../src/budget/usage-row";
 import { storeEngines, withStore as withOpenStore } from "../helpers/store-engines";
+import { journalEntry } from "../helpers/journal-entries";
 
 const engines = storeEngines();
 
-const entry = (requestId: string, owner: string, over: Partial<JournalEntry> = {}): JournalEntry => ({
-  requestId,
-  owner,
-  account: "u/app1/2026-01/alice",
-  ceilingReservationId: null,
-  ceilingReservedNano: null,
-  ceilingCapNano: null,
-  appId: "app1",
-  appUserId: "alice",
-  grantId: null,
-  payer: "app",
-  period: "2026-01",
-  model: "openai/gpt-4o-mini",
-  streamed: true,
-  startedAt: 1_000,
-  reservedNano: 9_000,
-  capNano: 1_000_000,
-  generationId: null,
-  reconcileReason: null,
-  attempts: 0,
-  ...over,
-});
+const entry = journalEntry;
 
 const rowOf = (requestId: string): UsageRow => ({
   requestId,
